@@ -1,0 +1,9 @@
+"""Every activity the worker registers, built around the clients it is given."""
+
+from collections.abc import Callable
+from typing import Any
+
+
+def build_activities(kube_api_client: Any) -> list[Callable[..., Any]]:
+    """Bound activity methods, one list for the worker. Add new activity classes here."""
+    return []

@@ -1,0 +1,23 @@
+"""Stable names that users type: workflow types, workflow IDs, the task queue.
+
+Names are the user interface (`temporal workflow start --type ...`), so they live in one
+place and never change once released.
+"""
+
+TASK_QUEUE = "ome-lifecycle"
+
+INFERENCE_SERVICE = "InferenceService"
+INFERENCE_REPLICA = "InferenceReplica"
+INSTANCE = "Instance"
+
+
+def isvc_workflow_id(namespace: str, name: str) -> str:
+    return f"isvc/{namespace}/{name}"
+
+
+def irep_workflow_id(namespace: str, isvc: str, component: str) -> str:
+    return f"irep/{namespace}/{isvc}-{component}"
+
+
+def instance_workflow_id(namespace: str, isvc: str, component: str, index: int) -> str:
+    return f"instance/{namespace}/{isvc}-{component}-{index}"
