@@ -3,7 +3,11 @@
 from collections.abc import Callable
 from typing import Any
 
+from activities.kube import KubeActivities
+
 
 def build_activities(kube_api_client: Any) -> list[Callable[..., Any]]:
     """Bound activity methods, one list for the worker. Add new activity classes here."""
-    return []
+    activities: list[Callable[..., Any]] = []
+    activities += KubeActivities(kube_api_client).activities()
+    return activities

@@ -1,6 +1,52 @@
-"""Shared test harness: fixtures live in tests/fixtures/, one module per external system."""
+"""Shared test harness: fixtures live in tests/fixtures/, one module per external system.
+
+Tests are marked by the directory they live in (`tests/unit` -> `unit`, `tests/e2e` -> `e2e`,
+...), so `pytest -m "not e2e"` works without decorating every module. Tests marked `k3s` are
+skipped, with the reason, when no Docker engine answers: they start k3s through testcontainers.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
 
 pytest_plugins = [
     "tests.fixtures.temporal",
     "tests.fixtures.kubesim",
 ]
+
+_TESTS_DIR = Path(__file__).parent
+_DIRECTORY_MARKERS = {"unit", "kubesim", "workflows", "e2e", "k3s"}
+
+
+@cache
+def docker_unavailable_reason() -> str | None:
+    """Why Docker cannot run the k3s tests, or None when an engine answers a ping."""
+    import docker
+    from docker.errors import DockerException
+
+    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        engine = docker.from_env(timeout=5)
+        try:
+            engine.ping()
+        finally:
+            engine.close()
+    except DockerException as error:
+        return f"no Docker engine answers at {where} ({error}); the k3s tests run k3s in Docker via testcontainers"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        relative = item.path.relative_to(_TESTS_DIR) if item.path.is_relative_to(_TESTS_DIR) else None
+        if relative is not None and relative.parts[0] in _DIRECTORY_MARKERS:
+            item.add_marker(relative.parts[0])
+    k3s_items = [item for item in items if item.get_closest_marker("k3s") is not None]
+    reason = docker_unavailable_reason() if k3s_items else None
+    if reason is not None:
+        for item in k3s_items:
+            item.add_marker(pytest.mark.skip(reason=reason))

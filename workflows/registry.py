@@ -2,4 +2,6 @@
 
 from typing import Any
 
-WORKFLOWS: list[type[Any]] = []
+from workflows.instance import InstanceWorkflow
+
+WORKFLOWS: list[type[Any]] = [InstanceWorkflow]

@@ -1,0 +1,205 @@
+"""One simulated cluster: the store, the API semantics, the HTTP server and the controllers,
+bootstrapped from a topology (or restored from a state file), plus the operations the control
+API and the Python handle offer (fail a node, kill a pod, change image behaviour, inject faults).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from kubesim import persist
+from kubesim.api import CRD_KEY, Api
+from kubesim.control import Control
+from kubesim.controllers.base import Controller
+from kubesim.controllers.disruption import DisruptionController
+from kubesim.controllers.endpoints import EndpointsController
+from kubesim.controllers.nodes import NodeLifecycle, healthy_conditions, unknown_conditions
+from kubesim.controllers.scheduling import Scheduling
+from kubesim.controllers.workloads import Deployments, ReplicaSets
+from kubesim.errors import ApiError
+from kubesim.faults import Faults
+from kubesim.gc import GarbageCollector, NamespaceController
+from kubesim.kubelet import Kubelet
+from kubesim.resources import Registry
+from kubesim.server import Server
+from kubesim.store import Object, Store
+from kubesim.subresources import evict
+from kubesim.timing import ImageBehavior, Timing, clone, timestamp
+from kubesim.topology import Topology, build_nodes
+
+log = logging.getLogger("kubesim")
+CRD_DIR = Path(__file__).resolve().parent.parent / "deploy" / "crds"
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+AUTOSAVE_SECONDS = 2.0
+
+
+def crd_documents(which: str | None) -> list[Object]:
+    """The CRDs to preload: "product" (deploy/crds/*.yaml), "all" (also optional/), or none."""
+    if not which:
+        return []
+    if which not in ("product", "all"):
+        raise ValueError(f"crds={which!r} is not supported: use 'product', 'all' or None")
+    files = sorted(CRD_DIR.glob("*.yaml"))
+    if which == "all":
+        files += sorted((CRD_DIR / "optional").glob("*.yaml"))
+    docs: list[Object] = []
+    for path in files:
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+class Cluster:
+    """Everything one kubesim runs, driven from one asyncio event loop."""
+
+    def __init__(self, topology: str | Topology | None = None, timing: Timing | None = None,
+                 crds: str | None = None, state_file: str | Path | None = None) -> None:
+        self.timing = timing or Timing()
+        self.store = Store()
+        self.registry = Registry()
+        self.api = Api(self.store, self.registry, self.timing)
+        self.faults = Faults()
+        self.control = Control(self)
+        self.state_file = Path(state_file) if state_file else None
+        self.topology = Topology.parse(topology) if isinstance(topology, str) else topology
+        self.crds = crds
+        self.server = Server(self)
+        self.kubelet = Kubelet(self)
+        self.disruption = DisruptionController(self)
+        self.controllers: list[Controller] = [
+            Scheduling(self), self.kubelet, NodeLifecycle(self), ReplicaSets(self), Deployments(self),
+            EndpointsController(self), self.disruption, GarbageCollector(self), NamespaceController(self),
+        ]
+        self.api.eviction_check = self.disruption.sync
+        self._runner: web.AppRunner | None = None
+        self._autosave: asyncio.Task[None] | None = None
+        self._saved_rv = -1
+        self.port = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def bootstrap(self) -> None:
+        data = persist.load(self.state_file) if self.state_file else None
+        if data is not None:
+            self.store.restore(data)
+            self.api.restore_registry()
+            self._saved_rv = self.store.rv
+        for name in SYSTEM_NAMESPACES:
+            if self.store.get(("", "namespaces"), "", name) is None:
+                self.api.create(self.registry.get("", "namespaces"), "", {"metadata": {"name": name}}, "kubesim")
+        for crd in crd_documents(self.crds):
+            if self.store.get(CRD_KEY, "", crd["metadata"]["name"]) is None:
+                self.api.create(self.registry.get(*CRD_KEY), "", crd, "kubesim")
+        if data is None and self.topology is not None:
+            nodes_rt = self.registry.get("", "nodes")
+            for node in build_nodes(self.topology, timestamp()):
+                status = node.pop("status", None)
+                created = self.api.create(nodes_rt, "", node, "kubelet")
+                if status:
+                    self.api.write_status(nodes_rt, created, status, "kubelet")
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        self.bootstrap()
+        for controller in self.controllers:
+            self.store.subscribe(controller.on_change)
+            controller.start()
+        self._runner = web.AppRunner(self.server.app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        await site.start()
+        sockets = site._server.sockets if site._server else []  # aiohttp exposes no public accessor
+        self.port = sockets[0].getsockname()[1] if sockets else port
+        if self.state_file:
+            self._autosave = asyncio.create_task(self._autosave_loop())
+        return self.port
+
+    async def stop(self) -> None:
+        if self._autosave:
+            self._autosave.cancel()
+        self.server.stop_watches()
+        for controller in self.controllers:
+            await controller.stop()
+        if self._runner:
+            await self._runner.cleanup()
+        self.save()
+
+    def save(self) -> None:
+        if self.state_file and self.store.rv != self._saved_rv:
+            persist.save(self.store, self.state_file)
+            self._saved_rv = self.store.rv
+
+    async def _autosave_loop(self) -> None:
+        while True:
+            await asyncio.sleep(AUTOSAVE_SECONDS)
+            try:
+                self.save()
+            except OSError:
+                log.exception("saving state to %s failed", self.state_file)
+
+    # ---- control operations ----------------------------------------------------------------
+
+    def _node(self, name: str) -> Object:
+        return self.api.get(self.registry.get("", "nodes"), "", name)  # type: ignore[arg-type]
+
+    def fail_node(self, name: str) -> Object:
+        node = self._node(name)
+        status = {**(node.get("status") or {}), "conditions": unknown_conditions(node)}
+        return self.api.write_status(self.registry.get("", "nodes"), node, status, "node-controller")  # type: ignore[arg-type]
+
+    def restore_node(self, name: str) -> Object:
+        node = self._node(name)
+        status = {**(node.get("status") or {}), "conditions": healthy_conditions()}
+        return self.api.write_status(self.registry.get("", "nodes"), node, status, "kubelet")  # type: ignore[arg-type]
+
+    def cordon_node(self, name: str, unschedulable: bool = True) -> Object:
+        node = clone(self._node(name))
+        if unschedulable:
+            node["spec"]["unschedulable"] = True
+        else:
+            node["spec"].pop("unschedulable", None)
+        return self.api.write(self.registry.get("", "nodes"), node, "kubectl-cordon")  # type: ignore[arg-type]
+
+    def drain_node(self, name: str) -> dict[str, list[str]]:
+        """Cordon, then evict every pod on the node; pods a budget protects are reported blocked."""
+        self.cordon_node(name)
+        evicted, blocked = [], []
+        for pod in self.store.list(("", "pods")):
+            if (pod.get("spec") or {}).get("nodeName") != name or pod["metadata"].get("deletionTimestamp"):
+                continue
+            owners = pod["metadata"].get("ownerReferences") or []
+            if any(o.get("kind") == "DaemonSet" for o in owners):
+                continue
+            ref = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            try:
+                evict(self.api, pod["metadata"]["namespace"], pod["metadata"]["name"], {})
+                evicted.append(ref)
+            except ApiError as exc:
+                if exc.code != 429:
+                    raise
+                blocked.append(ref)
+        return {"evicted": evicted, "blocked": blocked}
+
+    def kill_pod(self, namespace: str, name: str) -> bool:
+        pod = self.api.get(self.registry.get("", "pods"), namespace, name)  # type: ignore[arg-type]
+        if not self.kubelet.kill(pod["metadata"]["uid"]):
+            raise ApiError(409, f"pod {namespace}/{name} has no running containers to kill (it is not on a "
+                           "Ready node yet)")
+        return True
+
+    def set_image_behavior(self, image: str, **settings: Any) -> None:
+        self.timing.images[image] = ImageBehavior(**settings)
+        self.kubelet.poke()
+
+    def set_default_timing(self, **settings: float | None) -> None:
+        for key, value in settings.items():
+            if value is not None:
+                if not hasattr(self.timing, key) or key == "images":
+                    raise ApiError(400, f"unknown timing setting {key!r}: use pull_seconds, start_seconds, "
+                                   "ready_seconds or factor")
+                setattr(self.timing, key, float(value))
+        self.kubelet.poke()

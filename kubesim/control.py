@@ -1,0 +1,91 @@
+"""The control API under `/sim/`: what the Python handle can do, over HTTP as JSON, for
+processes that only have the cluster's URL (the e2e stack, benchmarks, a person with curl).
+
+    GET  /sim/counters                      requests by verb and resource, faults injected
+    POST /sim/counters/reset
+    POST /sim/nodes/{name}/{fail|restore|cordon|uncordon|drain}
+    POST /sim/pods/{namespace}/{name}/kill
+    POST /sim/images        {"image": ..., "pull_seconds": ..., "fail_pull": ..., "crash": ...}
+    POST /sim/timing        {"pull_seconds": ..., "start_seconds": ..., "ready_seconds": ..., "factor": ...}
+    POST /sim/faults        {"error_rate": ..., "codes": [...], "latency_seconds": ..., "watch_cut_seconds": ...}
+    POST /sim/compact       forget the watch history (watches from older versions get 410)
+    POST /sim/save          write the state file now
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kubesim.errors import ApiError
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+_IMAGE_FIELDS = ("pull_seconds", "start_seconds", "ready_seconds", "fail_pull", "crash", "unready_after_seconds")
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(data), status=status, content_type="application/json")
+
+
+class Control:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    async def handle(self, request: web.Request, path: str) -> web.Response:
+        parts = path.strip("/").split("/")[1:]
+        method = request.method
+        body: dict[str, Any] = {}
+        if method in ("POST", "PUT"):
+            raw = await request.read()
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError as exc:
+                raise ApiError(400, f"control request body must be JSON: {exc}") from exc
+        c = self.cluster
+        if parts == ["counters"] and method == "GET":
+            return _json(c.faults.counters_json())
+        if parts == ["counters", "reset"] and method == "POST":
+            c.faults.reset_counters()
+            return _json({"reset": True})
+        if len(parts) == 3 and parts[0] == "nodes" and method == "POST":
+            name, action = parts[1], parts[2]
+            actions = {
+                "fail": lambda: c.fail_node(name),
+                "restore": lambda: c.restore_node(name),
+                "cordon": lambda: c.cordon_node(name),
+                "uncordon": lambda: c.cordon_node(name, unschedulable=False),
+                "drain": lambda: c.drain_node(name),
+            }
+            if action not in actions:
+                raise ApiError(404, f"unknown node action {action!r}: use fail, restore, cordon, uncordon or drain")
+            return _json(actions[action]())
+        if len(parts) == 4 and parts[0] == "pods" and parts[3] == "kill" and method == "POST":
+            return _json({"killed": c.kill_pod(parts[1], parts[2])})
+        if parts == ["images"] and method in ("POST", "PUT"):
+            image = body.get("image")
+            if not image:
+                raise ApiError(400, 'POST /sim/images needs "image", e.g. {"image": "vllm:0.6", "crash": true}')
+            unknown = set(body) - set(_IMAGE_FIELDS) - {"image"}
+            if unknown:
+                raise ApiError(400, f"unknown image settings {sorted(unknown)}: use {', '.join(_IMAGE_FIELDS)}")
+            c.set_image_behavior(image, **{k: body[k] for k in _IMAGE_FIELDS if k in body})
+            return _json({"image": image})
+        if parts == ["timing"] and method in ("POST", "PUT"):
+            c.set_default_timing(**body)
+            t = c.timing
+            return _json({"pull_seconds": t.pull_seconds, "start_seconds": t.start_seconds,
+                          "ready_seconds": t.ready_seconds, "factor": t.factor})
+        if parts == ["faults"] and method in ("POST", "PUT"):
+            c.faults.configure(**body)
+            return _json({"faults": vars(c.faults.settings)})
+        if parts == ["compact"] and method == "POST":
+            c.store.compact()
+            return _json({"compactedResourceVersion": str(c.store.compacted_rv)})
+        if parts == ["save"] and method == "POST":
+            c.save()
+            return _json({"saved": str(c.state_file) if c.state_file else None})
+        raise ApiError(404, f"unknown control path {method} {path}; see the kubesim.control module docstring")

@@ -1,0 +1,94 @@
+"""The controller loop: woken by store changes of the kinds it watches and by its own timers,
+it runs a full, idempotent reconcile of what it owns.
+
+Full resyncs keep each controller short and obviously correct; kubesim clusters hold hundreds
+of objects, not millions, and a no-op write never reaches the store, so loops settle.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from kubesim.store import Change, TypeKey
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+log = logging.getLogger("kubesim.controllers")
+# Changes arriving within this window are reconciled together.
+BATCH_SECONDS = 0.002
+
+
+class Controller(abc.ABC):
+    """Subclasses set `name` and `watches`, and implement `reconcile()`."""
+
+    name = "controller"
+    watches: tuple[TypeKey, ...] = ()
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.api = cluster.api
+        self.store = cluster.store
+        self._dirty = asyncio.Event()
+        self._wake_at: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._reconciling = False
+
+    def on_change(self, change: Change) -> None:
+        if change.type_key in self.watches and self.relevant(change):
+            self._dirty.set()
+
+    def relevant(self, change: Change) -> bool:
+        return True
+
+    def poke(self) -> None:
+        self._dirty.set()
+
+    def wake_in(self, seconds: float) -> None:
+        """Ask for a reconcile after `seconds` (the earliest request wins)."""
+        at = asyncio.get_running_loop().time() + max(0.0, seconds)
+        if self._wake_at is None or at < self._wake_at:
+            self._wake_at = at
+            if not self._reconciling:
+                self._dirty.set()  # re-arm the wait with the earlier deadline
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"kubesim-{self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._dirty.set()
+        while True:
+            timeout = None if self._wake_at is None else max(0.0, self._wake_at - loop.time())
+            try:
+                await asyncio.wait_for(self._dirty.wait(), timeout)
+            except TimeoutError:
+                pass
+            if self._dirty.is_set():
+                await asyncio.sleep(BATCH_SECONDS)
+            self._dirty.clear()
+            # Every reconcile is a full pass that asks again for the timers it still needs.
+            self._wake_at = None
+            self._reconciling = True
+            try:
+                self.reconcile()
+            except Exception:  # one bad object must not stop the controller
+                log.exception("%s reconcile failed", self.name)
+                self.wake_in(0.5)
+            finally:
+                self._reconciling = False
+
+    @abc.abstractmethod
+    def reconcile(self) -> None:
+        """Bring everything this controller owns in line with the stored state."""

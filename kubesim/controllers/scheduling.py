@@ -1,0 +1,108 @@
+"""The scheduling loop: pods without a node whose `schedulerName` is unset or
+`default-scheduler` are placed by `kubesim.scheduler.schedule_pod` and bound; a pod that fits
+nowhere gets `PodScheduled=False` (reason Unschedulable) and a `FailedScheduling` Warning
+event, and is retried whenever pods or nodes change. Pods naming another scheduler wait, as in
+a cluster where that scheduler is not installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubesim.controllers.base import Controller
+from kubesim.errors import ApiError
+from kubesim.events import record_event
+from kubesim.scheduler import ScheduleResult, schedule_pod
+from kubesim.store import Change, Object
+from kubesim.subresources import bind_pod
+from kubesim.timing import timestamp
+
+PODS = ("", "pods")
+NODES = ("", "nodes")
+NAMESPACES = ("", "namespaces")
+SchedulePod = Callable[..., ScheduleResult]
+
+
+class Scheduling(Controller):
+    name = "scheduler"
+    watches = (PODS, NODES)
+
+    def __init__(self, cluster: Any, schedule: SchedulePod = schedule_pod) -> None:
+        super().__init__(cluster)
+        self.schedule = schedule
+        # The last verdict per pod uid, so an unchanged failure is not re-recorded on every pass.
+        self._last: dict[str, str] = {}
+
+    def relevant(self, change: Change) -> bool:
+        if change.type_key == NODES:
+            return True
+        # Status-only kubelet updates of bound pods do not change what fits where, but a pod
+        # leaving (deleted or finished) frees room, and any new unbound pod needs placing.
+        obj, old = change.obj, change.old
+        if change.type == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") and (
+            (obj.get("status") or {}).get("phase") == (old.get("status") or {}).get("phase")
+        ) and bool(obj["metadata"].get("deletionTimestamp")) == bool(old["metadata"].get("deletionTimestamp")):
+            return not (obj.get("spec") or {}).get("nodeName")
+        return True
+
+    def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        ns = self.store.get(NAMESPACES, "", namespace)
+        return dict((ns or {}).get("metadata", {}).get("labels") or {})
+
+    def reconcile(self) -> None:
+        pods = self.store.list(PODS)
+        pending = [p for p in pods if self._wants_scheduling(p)]
+        if not pending:
+            self._last.clear()
+            return
+        pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0),
+                                    p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+        nodes = self.store.list(NODES)
+        pods_rt = self.api.type_of(*PODS)
+        live = {p["metadata"]["uid"] for p in pending}
+        self._last = {uid: v for uid, v in self._last.items() if uid in live}
+        for pod in pending:
+            result = self.schedule(pod, nodes, pods, namespace_labels=self._namespace_labels)
+            if result.node_name:
+                try:
+                    bound = bind_pod(self.api, pod, result.node_name)
+                except ApiError:
+                    continue  # deleted or bound meanwhile; the next pass sees it
+                record_event(self.api, bound, "Normal", "Scheduled",
+                             f"Successfully assigned {pod['metadata'].get('namespace')}/{pod['metadata']['name']} "
+                             f"to {result.node_name}", "default-scheduler")
+                # The next pod must see this one's resources as taken.
+                pods = [bound if p["metadata"]["uid"] == bound["metadata"]["uid"] else p for p in pods]
+                self._last.pop(pod["metadata"]["uid"], None)
+                continue
+            self._unschedulable(pods_rt, pod, result)
+
+    @staticmethod
+    def _wants_scheduling(pod: Object) -> bool:
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            return False
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return False
+        return spec.get("schedulerName") in (None, "", "default-scheduler")
+
+    def _unschedulable(self, rt: Any, pod: Object, result: ScheduleResult) -> None:
+        reason = result.reason or "Unschedulable"
+        status = dict(pod.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        previous = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        condition: Object = {"type": "PodScheduled", "status": "False", "reason": reason,
+                             "message": result.message, "lastProbeTime": None,
+                             "lastTransitionTime": timestamp()}
+        if previous and previous.get("status") == "False":
+            condition["lastTransitionTime"] = previous.get("lastTransitionTime", condition["lastTransitionTime"])
+            condition["lastProbeTime"] = previous.get("lastProbeTime")
+        conditions.append(condition)
+        self.api.write_status(rt, pod, {**status, "conditions": conditions}, "kube-scheduler")
+        verdict = f"{reason}:{result.message}:{len(self.store.list(NODES))}"
+        if reason == "Unschedulable" and self._last.get(pod["metadata"]["uid"]) != verdict:
+            # The real scheduler records one event per attempt; attempts happen when the
+            # cluster changes, and the recorder folds repeats into one Event's count.
+            record_event(self.api, pod, "Warning", "FailedScheduling", result.message, "default-scheduler")
+        self._last[pod["metadata"]["uid"]] = verdict

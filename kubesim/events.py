@@ -1,0 +1,56 @@
+"""Recording core/v1 Events the way Kubernetes components do: one Event per (object, reason,
+message, source), its `count` and `lastTimestamp` bumped when the same thing happens again.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubesim.api import Api
+from kubesim.errors import ApiError
+from kubesim.store import Object
+from kubesim.timing import timestamp
+
+EVENTS = ("", "events")
+
+
+def record_event(api: Api, obj: Object, event_type: str, reason: str, message: str, component: str,
+                 host: str = "") -> Object | None:
+    meta = obj["metadata"]
+    namespace = meta.get("namespace") or "default"
+    rt = api.type_of(*EVENTS)
+    for existing in api.store.list(EVENTS, namespace):
+        involved = existing.get("involvedObject") or {}
+        if (involved.get("uid") == meta.get("uid") and existing.get("reason") == reason
+                and existing.get("message") == message and existing.get("type") == event_type
+                and (existing.get("source") or {}).get("component") == component):
+            updated = {**existing, "count": int(existing.get("count") or 1) + 1, "lastTimestamp": timestamp()}
+            return api.write(rt, updated, component)
+    now = timestamp()
+    source: dict[str, Any] = {"component": component}
+    if host:
+        source["host"] = host
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": namespace},
+        "involvedObject": {
+            "kind": obj.get("kind"), "apiVersion": obj.get("apiVersion"), "name": meta["name"],
+            "namespace": meta.get("namespace", ""), "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "reason": reason,
+        "message": message,
+        "type": event_type,
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "source": source,
+        "reportingComponent": component,
+        "reportingInstance": host or component,
+    }
+    try:
+        return api.create(rt, namespace, event, component)
+    except ApiError:
+        return None  # the namespace is going away; events are best effort, as in Kubernetes

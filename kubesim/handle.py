@@ -1,0 +1,189 @@
+"""`KubeSim`, the Python handle tests and benchmarks drive a cluster with: it runs the server and
+controllers on their own thread and event loop, writes a kubeconfig, hands out configured
+`kubernetes` clients, and forwards control operations into the loop.
+
+    sim = KubeSim(topology="zones=3,nodes-per-zone=4,gpus=8", crds="product", timing=Timing.fast())
+    sim.start()
+    core = kubernetes.client.CoreV1Api(sim.api_client())
+    ...
+    sim.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from kubesim.cluster import Cluster
+from kubesim.timing import Timing
+from kubesim.topology import Topology
+
+T = TypeVar("T")
+
+
+def write_kubeconfig(path: str | Path, url: str, name: str = "kubesim") -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "users": [{"name": name, "user": {"token": "kubesim"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+        "current-context": name,
+        "preferences": {},
+    }
+    target.write_text(yaml.safe_dump(config, sort_keys=False))
+    return target
+
+
+class KubeSim:
+    """A running kubesim cluster, controlled from ordinary (synchronous) test code."""
+
+    def __init__(self, topology: str | Topology | None = "zones=3,nodes-per-zone=4,gpus=8",
+                 state_file: str | Path | None = None, port: int = 0, timing: Timing | None = None,
+                 crds: str | None = None, kubeconfig_path: str | Path | None = None) -> None:
+        self.cluster = Cluster(topology=topology, timing=timing or Timing.fast(), crds=crds, state_file=state_file)
+        self._port = port
+        self._kubeconfig = Path(kubeconfig_path) if kubeconfig_path else None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+        self.port = 0
+
+    @property
+    def kubeconfig_path(self) -> str:
+        return str(self._kubeconfig)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> KubeSim:
+        ready: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            assert self._loop is not None
+            asyncio.set_event_loop(self._loop)
+            try:
+                port = self._loop.run_until_complete(self.cluster.start("127.0.0.1", self._port))
+            except BaseException as exc:
+                ready.set_exception(exc)
+                return
+            ready.set_result(port)
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="kubesim", daemon=True)
+        self._thread.start()
+        self.port = ready.result(timeout=60)
+        self.url = f"http://127.0.0.1:{self.port}"
+        if self._kubeconfig is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="kubesim-")
+            self._kubeconfig = Path(self._tmp.name) / "kubeconfig"
+        write_kubeconfig(self._kubeconfig, self.url)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self.cluster.stop(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
+        self._loop = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> KubeSim:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- clients ---------------------------------------------------------------------------
+
+    def api_client(self) -> Any:
+        """A new `kubernetes.client.ApiClient` pointed at this cluster."""
+        import kubernetes
+
+        configuration = kubernetes.client.Configuration()
+        configuration.host = self.url
+        configuration.api_key = {"authorization": "Bearer kubesim"}
+        return kubernetes.client.ApiClient(configuration)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on the cluster's event loop (where all state lives) and return its result."""
+        if self._loop is None:
+            raise RuntimeError("KubeSim is not running: call start() first")
+
+        async def invoke() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(invoke(), self._loop).result(timeout=30)
+
+    # ---- control ---------------------------------------------------------------------------
+
+    def fail_node(self, name: str) -> None:
+        self.call(lambda: self.cluster.fail_node(name))
+
+    def restore_node(self, name: str) -> None:
+        self.call(lambda: self.cluster.restore_node(name))
+
+    def cordon_node(self, name: str) -> None:
+        self.call(lambda: self.cluster.cordon_node(name))
+
+    def uncordon_node(self, name: str) -> None:
+        self.call(lambda: self.cluster.cordon_node(name, unschedulable=False))
+
+    def drain_node(self, name: str) -> dict[str, list[str]]:
+        return self.call(lambda: self.cluster.drain_node(name))
+
+    def kill_pod(self, namespace: str, name: str) -> None:
+        self.call(lambda: self.cluster.kill_pod(namespace, name))
+
+    def set_image_behavior(self, image: str, pull_seconds: float | None = None, start_seconds: float | None = None,
+                           ready_seconds: float | None = None, fail_pull: bool = False, crash: bool = False,
+                           unready_after_seconds: float | None = None) -> None:
+        self.call(lambda: self.cluster.set_image_behavior(
+            image, pull_seconds=pull_seconds, start_seconds=start_seconds, ready_seconds=ready_seconds,
+            fail_pull=fail_pull, crash=crash, unready_after_seconds=unready_after_seconds))
+
+    def set_default_timing(self, pull_seconds: float | None = None, start_seconds: float | None = None,
+                           ready_seconds: float | None = None, factor: float | None = None) -> None:
+        self.call(lambda: self.cluster.set_default_timing(
+            pull_seconds=pull_seconds, start_seconds=start_seconds, ready_seconds=ready_seconds, factor=factor))
+
+    def inject_faults(self, error_rate: float = 0.0, codes: tuple[int, ...] = (500, 429, 409),
+                      latency_seconds: float = 0.0, watch_cut_seconds: float | None = None) -> None:
+        self.call(lambda: self.cluster.faults.configure(error_rate, codes, latency_seconds, watch_cut_seconds))
+
+    def clear_faults(self) -> None:
+        self.inject_faults()
+
+    def counters(self) -> dict[str, Any]:
+        """{"requests": {(verb, resource): n}, "total": n, "faults_injected": {code: n}, "watches_open": n}."""
+        return self.call(self.cluster.faults.counters)
+
+    def reset_counters(self) -> None:
+        self.call(self.cluster.faults.reset_counters)
+
+    def compact(self) -> None:
+        """Drop the watch history, so watches resuming from an older resourceVersion get 410 Gone."""
+        self.call(self.cluster.store.compact)
+
+    def save(self) -> None:
+        self.call(self.cluster.save)
+
+    def objects(self, group: str, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """A snapshot of stored objects, read without going through the API (no counters)."""
+        import json
+
+        return self.call(lambda: json.loads(json.dumps(self.cluster.store.list((group, plural), namespace))))

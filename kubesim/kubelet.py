@@ -1,0 +1,371 @@
+"""The simulated kubelets: one loop that runs every bound pod on every Ready node through the
+states a real kubelet reports.
+
+A container goes ContainerCreating (image pull) -> Running -> ready, each step taking the time
+set for its image; an image can fail its pull (ErrImagePull, then ImagePullBackOff), crash
+(terminated with exit code 1, restarted per `restartPolicy` with CrashLoopBackOff back-off) or
+stop being ready after a while. The pod's Ready condition honours `readinessGates`. Deleting a
+pod gives it its grace period (scaled by the timing factor) before the kubelet removes it; a
+failed node's kubelet does nothing, so its pods stay as they were until force-deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim.controllers.base import Controller
+from kubesim.store import Change, Object
+from kubesim.timing import timestamp
+
+PODS = ("", "pods")
+NODES = ("", "nodes")
+KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+MAX_BACKOFF_SECONDS = 300.0
+_pod_ips = itertools.count(2)
+
+
+def node_ready(node: Object | None) -> bool:
+    if node is None:
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class ContainerRun:
+    """One container's simulated runtime state."""
+
+    name: str
+    image: str
+    stage: str = "pulling"  # pulling, pull-error, pull-backoff, creating, running, backoff, terminated, done
+    next_at: float | None = None
+    started_at: str = ""
+    ready: bool = False
+    ready_since: float | None = None
+    ever_started: bool = False
+    restart_count: int = 0
+    pull_failures: int = 0
+    terminated: dict[str, Any] | None = None
+    last_terminated: dict[str, Any] | None = None
+    container_id: str = ""
+    message: str = ""
+
+
+@dataclass
+class PodRun:
+    uid: str
+    node: str
+    containers: list[ContainerRun]
+    init: list[ContainerRun]
+    pod_ip: str
+    start_time: str
+    terminating_until: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Kubelet(Controller):
+    name = "kubelet"
+    watches = (PODS, NODES)
+
+    def __init__(self, cluster: Any) -> None:
+        super().__init__(cluster)
+        self.runs: dict[str, PodRun] = {}
+
+    def relevant(self, change: Change) -> bool:
+        if change.type_key == NODES:
+            return True
+        spec = change.obj.get("spec") or {}
+        return bool(spec.get("nodeName"))
+
+    # ---- entry points from the control API -------------------------------------------------
+
+    def kill(self, uid: str) -> bool:
+        """A container runtime kill: every running container exits 137 and restarts per policy."""
+        run = self.runs.get(uid)
+        if run is None:
+            return False
+        now = self._now()
+        for c in run.containers:
+            if c.stage == "running":
+                self._terminate(c, now, exit_code=137, reason="Error")
+        self.poke()
+        return True
+
+    # ---- reconcile -------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def reconcile(self) -> None:
+        now = self._now()
+        nodes = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
+        pods_rt = self.api.type_of(*PODS)
+        alive: set[str] = set()
+        for pod in self.store.list(PODS):
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if not node_name:
+                continue
+            uid = pod["metadata"]["uid"]
+            alive.add(uid)
+            node = nodes.get(node_name)
+            if not node_ready(node):
+                continue  # no kubelet answers for this node
+            run = self.runs.get(uid)
+            if run is None:
+                run = self.runs[uid] = self._admit(pod, node, now)
+            if pod["metadata"].get("deletionTimestamp"):
+                self._terminate_pod(pod, run, now)
+                continue
+            for c in run.init + run.containers:
+                self._advance(pod, run, c, now)
+            status = self._status(pod, run)
+            self.api.write_status(pods_rt, pod, status, "kubelet")
+            pending = [c.next_at for c in run.init + run.containers if c.next_at is not None]
+            if pending:
+                self.wake_in(min(pending) - now)
+        for uid in list(self.runs):
+            if uid not in alive:
+                del self.runs[uid]
+
+    def _admit(self, pod: Object, node: Object | None, now: float) -> PodRun:
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        n = next(_pod_ips)
+        run = PodRun(
+            uid=pod["metadata"]["uid"],
+            node=spec["nodeName"],
+            containers=[ContainerRun(c["name"], c.get("image", "")) for c in spec.get("containers") or []],
+            init=[ContainerRun(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []],
+            pod_ip=status.get("podIP") or f"10.244.{n // 250}.{n % 250 + 2}",
+            start_time=status.get("startTime") or timestamp(),
+        )
+        # After a restart of kubesim, containers that were running keep running, as they would
+        # on a real node while the API server was away.
+        known = {s["name"]: s for s in status.get("containerStatuses") or []}
+        for c in run.containers:
+            seen = known.get(c.name)
+            if seen and "running" in (seen.get("state") or {}):
+                c.stage, c.ever_started, c.ready = "running", True, bool(seen.get("ready"))
+                c.started_at = seen["state"]["running"].get("startedAt", timestamp())
+                c.restart_count = int(seen.get("restartCount") or 0)
+                c.container_id = seen.get("containerID") or ""
+                c.ready_since = now if c.ready else None
+        if any(c.ever_started for c in run.containers):
+            for c in run.init:
+                c.stage, c.ever_started = "done", True
+        self._schedule_first(run, now)
+        return run
+
+    def _schedule_first(self, run: PodRun, now: float) -> None:
+        timing = self.cluster.timing
+        first = next((c for c in run.init if c.stage != "done"), None)
+        targets = [first] if first else [c for c in run.containers if c.stage == "pulling"]
+        for c in targets:
+            if c.stage == "pulling" and c.next_at is None:
+                c.next_at = now + timing.phase_seconds(c.image)[0]
+            if c.stage == "running" and not c.ready and c.next_at is None:
+                c.next_at = now + timing.phase_seconds(c.image)[2]
+
+    def _advance(self, pod: Object, run: PodRun, c: ContainerRun, now: float) -> None:
+        timing = self.cluster.timing
+        is_init = c in run.init
+        while c.next_at is not None and c.next_at <= now:
+            behavior = timing.behavior(c.image)
+            pull, start, ready = timing.phase_seconds(c.image)
+            at = c.next_at
+            c.next_at = None
+            if c.stage in ("pulling", "pull-backoff"):
+                if behavior.fail_pull:
+                    c.pull_failures += 1
+                    c.stage = "pull-error"
+                    c.message = (f'failed to pull and unpack image "{c.image}": failed to resolve reference '
+                                 f'"{c.image}": not found')
+                    c.next_at = at + timing.scaled(self._backoff(c.pull_failures))
+                else:
+                    c.stage, c.next_at = "creating", at + start
+            elif c.stage == "pull-error":
+                c.stage, c.message = "pull-backoff", f'Back-off pulling image "{c.image}"'
+                c.next_at = at + timing.scaled(self._backoff(c.pull_failures))
+            elif c.stage in ("creating", "backoff"):
+                if c.stage == "backoff":
+                    c.restart_count += 1
+                c.stage, c.ever_started, c.started_at, c.ready = "running", True, timestamp(), False
+                c.container_id = "containerd://" + _digest(f"{run.uid}/{c.name}/{c.restart_count}")
+                c.terminated = None
+                c.next_at = at + (start if is_init else ready)
+            elif c.stage == "running" and is_init:
+                c.stage = "done"
+                c.terminated = {"exitCode": 0, "reason": "Completed", "startedAt": c.started_at,
+                                "finishedAt": timestamp(), "containerID": c.container_id}
+                following = next((i for i in run.init if i.stage == "pulling" and i.next_at is None), None)
+                if following is not None:
+                    following.next_at = at + pull
+                else:
+                    for main in run.containers:
+                        if main.stage == "pulling" and main.next_at is None:
+                            main.next_at = at + timing.phase_seconds(main.image)[0]
+            elif c.stage == "running" and not c.ready:
+                if behavior.crash:
+                    self._terminate(c, at, exit_code=1, reason="Error")
+                elif c.ready_since is None:
+                    c.ready, c.ready_since = True, at
+                    if behavior.unready_after_seconds is not None:
+                        c.next_at = at + behavior.unready_after_seconds
+            elif c.stage == "running" and c.ready and behavior.unready_after_seconds is not None:
+                c.ready = False  # the readiness probe started failing; it stays failed
+        if c.stage == "terminated" and c.next_at is None:
+            self._maybe_restart(pod, c, now)
+
+    @staticmethod
+    def _backoff(failures: int) -> float:
+        return min(10.0 * 2 ** max(0, failures - 1), MAX_BACKOFF_SECONDS)
+
+    def _terminate(self, c: ContainerRun, at: float, exit_code: int, reason: str) -> None:
+        c.terminated = {"exitCode": exit_code, "reason": reason, "startedAt": c.started_at or timestamp(),
+                        "finishedAt": timestamp(), "containerID": c.container_id}
+        c.stage, c.ready, c.ready_since, c.next_at = "terminated", False, None, None
+
+    def _maybe_restart(self, pod: Object, c: ContainerRun, now: float) -> None:
+        policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
+        exit_code = (c.terminated or {}).get("exitCode", 0)
+        if policy == "Never" or (policy == "OnFailure" and exit_code == 0):
+            return
+        c.last_terminated = c.terminated
+        # The first restart is immediate; later ones back off 10s, 20s, 40s ... up to 5 minutes.
+        delay = 0.0 if c.restart_count == 0 else self._backoff(c.restart_count)
+        c.stage = "backoff"
+        c.message = (f"back-off {int(delay)}s restarting failed container={c.name} "
+                     f"pod={pod['metadata']['name']}_{pod['metadata'].get('namespace', '')}({pod['metadata']['uid']})")
+        c.next_at = now + self.cluster.timing.scaled(delay) + self.cluster.timing.phase_seconds(c.image)[1]
+
+    def _terminate_pod(self, pod: Object, run: PodRun, now: float) -> None:
+        if run.terminating_until is None:
+            grace = pod["metadata"].get("deletionGracePeriodSeconds") or 0
+            run.terminating_until = now + self.cluster.timing.scaled(grace)
+        if now < run.terminating_until:
+            self.wake_in(run.terminating_until - now)
+            return
+        pods_rt = self.api.type_of(*PODS)
+        for c in run.containers:
+            if c.stage != "terminated":
+                self._terminate(c, now, exit_code=0, reason="Completed")
+        current = self.api.write_status(pods_rt, pod, self._status(pod, run), "kubelet")
+        self.api.force_remove(pods_rt, current)
+
+    # ---- status ----------------------------------------------------------------------------
+
+    def _container_status(self, pod: Object, run: PodRun, c: ContainerRun, initializing: bool) -> Object:
+        state: Object
+        if c.stage in ("running",):
+            state = {"running": {"startedAt": c.started_at}}
+        elif c.stage in ("terminated", "done"):
+            state = {"terminated": dict(c.terminated or {})}
+        elif c.stage in ("pull-error", "pull-backoff"):
+            state = {"waiting": {"reason": "ErrImagePull" if c.stage == "pull-error" else "ImagePullBackOff",
+                                 "message": c.message}}
+        elif c.stage == "backoff":
+            delay_shown = c.restart_count > 0
+            state = {"waiting": {"reason": "CrashLoopBackOff", "message": c.message}} if delay_shown else {
+                "waiting": {"reason": "ContainerCreating"}}
+        else:
+            state = {"waiting": {"reason": "PodInitializing" if initializing else "ContainerCreating"}}
+        pulled = c.stage not in ("pulling", "pull-error", "pull-backoff") or c.ever_started
+        status: Object = {
+            "name": c.name,
+            "image": c.image,
+            "imageID": f"{c.image.split(':')[0]}@sha256:{_digest(c.image)}" if pulled else "",
+            "ready": c.ready,
+            "restartCount": c.restart_count,
+            "started": c.stage == "running",
+            "state": state,
+            "lastState": {"terminated": dict(c.last_terminated)} if c.last_terminated else {},
+        }
+        if c.container_id:
+            status["containerID"] = c.container_id
+        return status
+
+    def _status(self, pod: Object, run: PodRun) -> Object:
+        old = pod.get("status") or {}
+        spec = pod.get("spec") or {}
+        node = self.store.get(NODES, "", run.node) or {}
+        host_ip = next((a["address"] for a in (node.get("status") or {}).get("addresses") or []
+                        if a.get("type") == "InternalIP"), "10.0.0.1")
+        initialized = all(c.stage == "done" for c in run.init)
+        statuses = [self._container_status(pod, run, c, not initialized) for c in run.containers]
+        unready = [c.name for c in run.containers if not c.ready]
+        policy = spec.get("restartPolicy", "Always")
+        finished = run.containers and all(c.stage == "terminated" for c in run.containers) and (
+            policy == "Never" or (policy == "OnFailure" and all((c.terminated or {}).get("exitCode") == 0
+                                                                for c in run.containers)))
+        if finished:
+            failed = any((c.terminated or {}).get("exitCode") for c in run.containers)
+            phase = "Failed" if failed else "Succeeded"
+        elif initialized and all(c.ever_started for c in run.containers):
+            phase = "Running"
+        else:
+            phase = "Pending"
+        gates = [g.get("conditionType") for g in spec.get("readinessGates") or []]
+        existing = {c.get("type"): c for c in old.get("conditions") or []}
+        gate_problem = ""
+        for gate in gates:
+            cond = existing.get(gate)
+            if cond is None:
+                gate_problem = f'corresponding condition of pod readiness gate "{gate}" does not exist.'
+                break
+            if cond.get("status") != "True":
+                gate_problem = f'the status of pod readiness gate "{gate}" is not "True", but {cond.get("status")}'
+                break
+        containers_ready = not unready
+        not_ready_message = f"containers with unready status: [{' '.join(unready)}]"
+        wanted: list[tuple[str, bool, str, str]] = [
+            ("PodReadyToStartContainers", True, "", ""),
+            ("Initialized", initialized, "ContainersNotInitialized",
+             f"containers with incomplete status: [{' '.join(c.name for c in run.init if c.stage != 'done')}]"),
+            ("Ready", containers_ready and not gate_problem,
+             "ContainersNotReady" if not containers_ready else "ReadinessGatesNotReady",
+             not_ready_message if not containers_ready else gate_problem),
+            ("ContainersReady", containers_ready, "ContainersNotReady", not_ready_message),
+            ("PodScheduled", True, "", ""),
+        ]
+        if phase in ("Succeeded", "Failed"):
+            wanted[2] = ("Ready", False, "PodCompleted", "")
+            wanted[3] = ("ContainersReady", False, "PodCompleted", "")
+        conditions = []
+        for ctype, ok, reason, message in wanted:
+            value = "True" if ok else "False"
+            prev = existing.get(ctype)
+            cond: Object = {"type": ctype, "status": value}
+            if not ok and reason:
+                cond["reason"] = reason
+                if message:
+                    cond["message"] = message
+            cond["lastTransitionTime"] = (prev.get("lastTransitionTime") if prev and prev.get("status") == value
+                                          else timestamp())
+            if ctype == "PodScheduled" and prev:
+                cond = {**prev, "status": "True"}
+                cond.pop("reason", None)
+                cond.pop("message", None)
+            conditions.append(cond)
+        # Conditions other components own (readiness gates, DisruptionTarget ...) are kept.
+        conditions += [c for t, c in existing.items() if t not in KUBELET_CONDITIONS]
+        status: Object = {
+            **{k: v for k, v in old.items() if k in ("qosClass", "nominatedNodeName")},
+            "phase": phase,
+            "conditions": conditions,
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
+            "podIP": run.pod_ip,
+            "podIPs": [{"ip": run.pod_ip}],
+            "startTime": run.start_time,
+            "containerStatuses": statuses,
+        }
+        if run.init:
+            status["initContainerStatuses"] = [self._container_status(pod, run, c, False) for c in run.init]
+        return status

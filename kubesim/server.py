@@ -1,0 +1,337 @@
+"""The HTTP front: routes Kubernetes REST paths to the API semantics, serves discovery and
+streams watches.
+
+Wire details the official client depends on: creates answer 201, bodies are JSON whatever the
+Content-Type says (the client sends none on POST/PUT), every error is a `Status`, and a watch
+is a chunked stream of JSON lines that ends at `timeoutSeconds` or with an `ERROR` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kubesim import subresources
+from kubesim.errors import ApiError, status_object
+from kubesim.resources import ResourceType
+from kubesim.selectors import labels_match, parse_field_selector, parse_label_selector
+from kubesim.store import Change
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+log = logging.getLogger("kubesim.server")
+VERSION_INFO = {
+    "major": "1", "minor": "37", "gitVersion": "v1.37.0-kubesim", "gitCommit": "kubesim",
+    "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24",
+    "compiler": "gc", "platform": "linux/amd64",
+}
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+BOOKMARK_SECONDS = 5.0
+
+
+def parse_bool(value: str | None, name: str) -> bool:
+    """strconv.ParseBool, which the API server uses for boolean query parameters."""
+    if value is None:
+        return False
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ApiError(400, f"query parameter {name}={value!r} is not a boolean (use true or false)")
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def respond(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(body=dumps(obj), status=status, content_type="application/json")
+
+
+def error_response(exc: ApiError) -> web.Response:
+    resp = respond(exc.status(), exc.code)
+    for key, value in exc.headers.items():
+        resp.headers[key] = value
+    return resp
+
+
+class Server:
+    """aiohttp application serving one cluster."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.api = cluster.api
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        self._stopping = asyncio.Event()
+
+    def stop_watches(self) -> None:
+        self._stopping.set()
+
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        try:
+            if path.startswith("/sim"):
+                return await self.cluster.control.handle(request, path)
+            if path in ("/healthz", "/readyz", "/livez"):
+                return web.Response(text="ok")
+            if path == "/version":
+                return respond(VERSION_INFO)
+            parts = path.strip("/").split("/")
+            if parts[0] == "api":
+                if len(parts) == 1:
+                    host = request.host or "127.0.0.1"
+                    return respond(self.api.registry.api_versions(host))
+                return await self._api_path(request, "", parts[1], parts[2:])
+            if parts[0] == "apis":
+                if len(parts) == 1:
+                    return respond(self.api.registry.api_group_list())
+                if len(parts) == 2:
+                    group_doc = self.api.registry.api_group(parts[1])
+                    if group_doc is None:
+                        raise ApiError(404, f"the server could not find the requested resource (group {parts[1]})")
+                    return respond(group_doc)
+                return await self._api_path(request, parts[1], parts[2], parts[3:])
+            raise ApiError(404, f"the server could not find the requested resource ({path})")
+        except ApiError as exc:
+            return error_response(exc)
+        except Exception as exc:  # a bug must still answer as a Status, and be logged
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return respond(status_object(500, f"kubesim internal error: {exc!r}"), 500)
+
+    async def _api_path(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.StreamResponse:
+        if not rest:
+            doc = self.api.registry.resource_list(group, version)
+            if doc is None:
+                raise ApiError(404, f"the server could not find the requested resource ({group}/{version})")
+            return respond(doc)
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if len(rest) > 3:
+            raise ApiError(404, f"the server could not find the requested resource ({request.path})")
+        rt = self.api.resource(group, version, plural)
+        if sub == "finalize" and rt.key == ("", "namespaces"):
+            sub = "status"
+        if sub and sub not in rt.subresources():
+            raise ApiError(404, f"the server could not find the requested resource ({plural}/{sub})")
+        if rt.namespaced and not namespace and name:
+            raise ApiError(404, f"the server could not find the requested resource ({plural} needs a namespace)")
+        query = request.query
+        method = request.method
+        is_watch = method == "GET" and not name and parse_bool(query.get("watch"), "watch")
+        verb = self._verb(method, name, is_watch)
+        await self.cluster.faults.before(verb, f"{plural}/{sub}" if sub else plural)
+        if is_watch:
+            return await self._watch(request, rt, namespace)
+        return await self._handle(request, rt, namespace, name, sub, verb)
+
+    @staticmethod
+    def _verb(method: str, name: str, is_watch: bool) -> str:
+        if method == "GET":
+            return "watch" if is_watch else ("get" if name else "list")
+        if method == "POST":
+            return "create"
+        if method == "PUT":
+            return "update"
+        if method == "PATCH":
+            return "patch"
+        if method == "DELETE":
+            return "delete" if name else "deletecollection"
+        raise ApiError(405, f"method {method} is not allowed")
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+
+    def _manager(self, request: web.Request) -> str:
+        manager = request.query.get("fieldManager")
+        if manager:
+            return manager
+        # The API server names an unnamed manager after the client's User-Agent prefix.
+        return (request.headers.get("User-Agent") or "unknown").split("/")[0]
+
+    async def _handle(self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str,
+                      verb: str) -> web.StreamResponse:
+        api = self.api
+        query = request.query
+        dry_run = bool(query.get("dryRun"))
+        if verb == "get":
+            if sub == "scale":
+                return respond(subresources.get_scale(api, rt, namespace, name))
+            return respond(api.get(rt, namespace, name))
+        if verb == "list":
+            limit = int(query.get("limit") or 0)
+            return respond(api.list(rt, namespace or None, query.get("labelSelector", ""),
+                                    query.get("fieldSelector", ""), limit, query.get("continue", "")))
+        if verb == "create":
+            body = await self._body(request)
+            if name and sub == "eviction":
+                return respond(subresources.evict(api, namespace, name, body), 201)
+            if name and sub == "binding":
+                return respond(subresources.bind(api, namespace, name, body), 201)
+            if name:
+                raise ApiError(405, f"POST is not supported on {rt.plural}/{name}")
+            return respond(api.create(rt, namespace, body, self._manager(request), dry_run), 201)
+        if verb == "update":
+            body = await self._body(request)
+            if sub == "scale":
+                return respond(subresources.write_scale(api, rt, namespace, name, body, self._manager(request)))
+            return respond(api.replace(rt, namespace, name, body, self._manager(request), sub, dry_run))
+        if verb == "patch":
+            raw = await request.read()
+            content_type = request.headers.get("Content-Type", "")
+            force = parse_bool(query.get("force"), "force")
+            if sub == "scale":
+                return respond(subresources.write_scale(api, rt, namespace, name, raw, self._manager(request),
+                                                        content_type))
+            manager = query.get("fieldManager", "") if "apply-patch" in content_type else self._manager(request)
+            if "apply-patch" not in content_type and force:
+                raise ApiError(400, "force may only be set for apply patches (application/apply-patch+yaml)")
+            existed = api.find(rt.group, rt.plural, namespace if rt.namespaced else "", name) is not None
+            obj = api.patch(rt, namespace, name, content_type, raw, manager, force, sub, dry_run)
+            return respond(obj, 200 if existed else 201)
+        if verb == "delete":
+            options = await self._delete_options(request)
+            obj, gone = api.delete(rt, namespace, name, options, dry_run)
+            return respond(obj, 200 if gone or obj.get("kind") == "Status" else 202)
+        if verb == "deletecollection":
+            options = await self._delete_options(request)
+            return respond(api.delete_collection(rt, namespace or None, query.get("labelSelector", ""),
+                                                 query.get("fieldSelector", ""), options))
+        raise ApiError(405, f"{verb} is not supported")
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        body = await self._body(request)
+        options: dict[str, Any] = body if isinstance(body, dict) else {}
+        query = request.query
+        if "gracePeriodSeconds" in query:
+            try:
+                options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            except ValueError as exc:
+                raise ApiError(400, f"gracePeriodSeconds={query['gracePeriodSeconds']!r} is not an integer") from exc
+        if "propagationPolicy" in query:
+            options["propagationPolicy"] = query["propagationPolicy"]
+        if "orphanDependents" in query:
+            options["orphanDependents"] = parse_bool(query["orphanDependents"], "orphanDependents")
+        policy = options.get("propagationPolicy")
+        if policy not in (None, "Orphan", "Background", "Foreground"):
+            raise ApiError(422, f"propagationPolicy {policy!r} is not supported: use Orphan, Background or Foreground")
+        return options
+
+    # ---- watch -----------------------------------------------------------------------------
+
+    async def _watch(self, request: web.Request, rt: ResourceType, namespace: str) -> web.StreamResponse:
+        query = request.query
+        label_reqs = parse_label_selector(query.get("labelSelector", ""))
+        field_match = parse_field_selector(query.get("fieldSelector", ""), rt.plural, rt.builtin)
+        bookmarks = parse_bool(query.get("allowWatchBookmarks"), "allowWatchBookmarks")
+        send_initial = parse_bool(query.get("sendInitialEvents"), "sendInitialEvents")
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        rv = query.get("resourceVersion", "")
+        store = self.api.store
+
+        def matches(obj: dict[str, Any] | None) -> bool:
+            if obj is None:
+                return False
+            meta = obj["metadata"]
+            if namespace and meta.get("namespace") != namespace:
+                return False
+            return labels_match(label_reqs, meta.get("labels")) and field_match(obj)
+
+        queue: asyncio.Queue[Change] = asyncio.Queue()
+
+        def on_change(change: Change) -> None:
+            if change.type_key == rt.key:
+                queue.put_nowait(change)
+
+        unsubscribe = store.subscribe(on_change)
+        backlog: list[Change] = []
+        initial: list[dict[str, Any]] = []
+        error: ApiError | None = None
+        if rv in ("", "0") or send_initial:
+            initial = [o for o in store.list(rt.key, namespace or None) if matches(o)]
+        else:
+            try:
+                backlog = store.changes_since(int(rv))
+            except ValueError:
+                unsubscribe()
+                raise ApiError(400, f"resourceVersion {rv!r} is not a valid resource version") from None
+            except ApiError as exc:
+                error = exc
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        faults = self.cluster.faults
+        faults.watches_open += 1
+        try:
+            await response.prepare(request)
+            if error is not None:
+                await response.write(dumps({"type": "ERROR", "object": error.status()}) + b"\n")
+                return response
+            for obj in initial:
+                await response.write(dumps({"type": "ADDED", "object": obj}) + b"\n")
+            if send_initial and bookmarks:
+                await response.write(self._bookmark(rt, str(store.rv), initial_end=True))
+            for change in backlog:
+                await self._send(response, change, matches)
+            start = time.monotonic()
+            deadline = start + timeout
+            cut = faults.settings.watch_cut_seconds
+            if cut:
+                deadline = min(deadline, start + cut)
+            last_rv = str(store.rv)
+            while not self._stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    change = await asyncio.wait_for(queue.get(), min(remaining, BOOKMARK_SECONDS))
+                except TimeoutError:
+                    if bookmarks:
+                        await response.write(self._bookmark(rt, last_rv))
+                    continue
+                last_rv = str(change.rv)
+                await self._send(response, change, matches)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            unsubscribe()
+            faults.watches_open -= 1
+        return response
+
+    @staticmethod
+    def _bookmark(rt: ResourceType, rv: str, initial_end: bool = False) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return dumps({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version,
+                                                    "metadata": meta}}) + b"\n"
+
+    @staticmethod
+    async def _send(response: web.StreamResponse, change: Change, matches: Any) -> None:
+        now_in, was_in = matches(change.obj), matches(change.old)
+        if change.type == "DELETED":
+            kind = "DELETED" if was_in else None
+        elif change.type == "ADDED":
+            kind = "ADDED" if now_in else None
+        elif now_in:
+            kind = "MODIFIED" if was_in else "ADDED"
+        else:
+            kind = "DELETED" if was_in else None
+        if kind:
+            await response.write(dumps({"type": kind, "object": change.obj}) + b"\n")

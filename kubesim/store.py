@@ -1,0 +1,159 @@
+"""The object store: every object by resource type and key, one global resourceVersion, and the
+change log that watches resume from.
+
+Like etcd behind a real API server, the store knows nothing about kinds: it assigns
+resourceVersions, keeps a bounded history of changes (older ones are "compacted", which makes
+watches from before them answer 410 Gone) and tells subscribers about every change. Stored
+objects are never mutated in place: writers build a new dict, so readers and watch events can
+share one without copying.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubesim.errors import ApiError
+
+ObjectKey = tuple[str, str]  # (namespace or "", name)
+TypeKey = tuple[str, str]  # (group, plural)
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One committed change: what a watch event is made of."""
+
+    rv: int
+    type: str  # ADDED, MODIFIED or DELETED
+    type_key: TypeKey
+    obj: Object
+    old: Object | None
+
+
+def object_key(obj: Object) -> ObjectKey:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+class Store:
+    """All objects, the global resourceVersion counter and the bounded watch history."""
+
+    def __init__(self, history: int = 50_000, first_rv: int = 1000) -> None:
+        self.rv = first_rv
+        self._objects: dict[TypeKey, dict[ObjectKey, Object]] = {}
+        self._log: deque[Change] = deque(maxlen=history)
+        # Every change with rv <= compacted_rv has left the history.
+        self.compacted_rv = first_rv
+        self._subscribers: list[Callable[[Change], None]] = []
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def get(self, type_key: TypeKey, namespace: str, name: str) -> Object | None:
+        return self._objects.get(type_key, {}).get((namespace, name))
+
+    def list(self, type_key: TypeKey, namespace: str | None = None) -> list[Object]:
+        bucket = self._objects.get(type_key, {})
+        if namespace:
+            items = [obj for key, obj in bucket.items() if key[0] == namespace]
+        else:
+            items = list(bucket.values())
+        items.sort(key=object_key)
+        return items
+
+    def count(self, type_key: TypeKey) -> int:
+        return len(self._objects.get(type_key, {}))
+
+    def type_keys(self) -> list[TypeKey]:
+        return list(self._objects)
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    def put(self, type_key: TypeKey, obj: Object) -> Object:
+        """Store a new or replaced object under a fresh resourceVersion and announce it."""
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        key = object_key(obj)
+        bucket = self._objects.setdefault(type_key, {})
+        old = bucket.get(key)
+        bucket[key] = obj
+        self._commit(Change(self.rv, "MODIFIED" if old is not None else "ADDED", type_key, obj, old))
+        return obj
+
+    def remove(self, type_key: TypeKey, obj: Object) -> Object:
+        """Remove an object; the DELETED event carries it under the deletion's resourceVersion."""
+        key = object_key(obj)
+        bucket = self._objects.get(type_key, {})
+        old = bucket.pop(key, None)
+        if old is None:
+            return obj
+        self.rv += 1
+        gone = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self.rv)}}
+        self._commit(Change(self.rv, "DELETED", type_key, gone, old))
+        return gone
+
+    def drop_type(self, type_key: TypeKey) -> list[Object]:
+        """Delete every object of a type (a CRD going away takes its objects with it)."""
+        removed = [self.remove(type_key, obj) for obj in self.list(type_key)]
+        self._objects.pop(type_key, None)
+        return removed
+
+    def _commit(self, change: Change) -> None:
+        if len(self._log) == self._log.maxlen:
+            self.compacted_rv = self._log[0].rv
+        self._log.append(change)
+        for subscriber in list(self._subscribers):
+            subscriber(change)
+
+    # ---- watch support ---------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[Change], None]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def changes_since(self, rv: int) -> list[Change]:
+        """Changes after `rv`, or 410 Expired when part of that history was compacted."""
+        if rv < self.compacted_rv:
+            raise ApiError(410, f"too old resource version: {rv} ({self.compacted_rv + 1})", reason="Expired")
+        if not self._log or rv >= self._log[-1].rv:
+            return []
+        # The log is ordered by rv; walk back from the end because watchers resume near the tail.
+        out: list[Change] = []
+        for change in reversed(self._log):
+            if change.rv <= rv:
+                break
+            out.append(change)
+        out.reverse()
+        return out
+
+    def compact(self) -> None:
+        """Forget the whole history (used by tests to provoke 410 and after a restore)."""
+        self._log.clear()
+        self.compacted_rv = self.rv
+
+    # ---- persistence -----------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "resourceVersion": self.rv,
+            "objects": [
+                {"group": tk[0], "plural": tk[1], "object": obj}
+                for tk, bucket in self._objects.items()
+                for obj in bucket.values()
+            ],
+        }
+
+    def restore(self, data: dict[str, Any]) -> None:
+        self._objects.clear()
+        for entry in data.get("objects", []):
+            obj = entry["object"]
+            self._objects.setdefault((entry["group"], entry["plural"]), {})[object_key(obj)] = obj
+        self.rv = max(self.rv, int(data.get("resourceVersion", self.rv)))
+        self.compact()

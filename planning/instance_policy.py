@@ -1,0 +1,284 @@
+"""The Instance's rules with numbers in them: phases, deadlines, retries, strategies.
+
+- Phase transitions of spec reference §9, checked so a bug cannot invent one.
+- The readiness clock (§9/§10): `instanceReadyTimeout` from the start of an attempt; holds
+  (quota, room, a terminating PodGroup, an unknown node) stop it and grant a full window
+  when they end.
+- The retry block (§8/§11): counting failures retried per `updateRetry`, then `Held` until
+  a new revision replaces it or someone releases it; other failures rebuild after back-off.
+- Which update strategy applies to an Instance and a pair of revisions (§7).
+- Force-delete evidence for pods stuck on dead nodes (§15).
+- The exact event messages the spec gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from models.duration import format_duration
+from models.instance import (
+    ForceDeletePolicy,
+    InstancePhase,
+    InstanceSpec,
+    RetryBlock,
+    RetryBlockState,
+    UpdateRetryPolicy,
+    UpdateStrategyType,
+)
+from models.pods import PodSummary
+
+P = InstancePhase
+ALLOWED_TRANSITIONS: dict[InstancePhase, frozenset[InstancePhase]] = {
+    P.CREATING: frozenset({P.READY, P.FAILED, P.DELETING}),
+    P.READY: frozenset({P.UPDATING, P.RESTARTING, P.MIGRATING, P.DELETING, P.PENDING}),
+    P.UPDATING: frozenset({P.READY, P.FAILED, P.DELETING}),
+    P.RESTARTING: frozenset({P.READY, P.FAILED, P.DELETING}),
+    P.MIGRATING: frozenset({P.READY, P.FAILED, P.DELETING}),
+    P.PENDING: frozenset({P.CREATING, P.DELETING}),
+    P.FAILED: frozenset({P.CREATING, P.READY, P.UPDATING, P.DELETING}),
+    P.DELETING: frozenset(),
+}
+"""§9's table, plus Deleting from every phase: a delete request wins over any operation."""
+
+
+def check_transition(current: InstancePhase, new: InstancePhase) -> None:
+    """Raise `ValueError` for a transition §9 does not allow (staying put is always fine)."""
+    if current == new:
+        return
+    if new not in ALLOWED_TRANSITIONS[current]:
+        allowed = ", ".join(sorted(ALLOWED_TRANSITIONS[current])) or "nothing"
+        raise ValueError(f"Instance phase {current} cannot become {new}; from {current} it can become {allowed}")
+
+
+# --- readiness clock -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadinessClock:
+    """Start of the current readiness window, and the hold that stopped it, if any."""
+
+    started_at: datetime
+    held_since: datetime | None = None
+    hold: str | None = None
+
+    def observe(self, holds: list[str], now: datetime) -> ReadinessClock:
+        """Stop the clock on a new hold; restart it with a full window when holds end."""
+        if holds:
+            if self.held_since is None:
+                return ReadinessClock(self.started_at, now, holds[0])
+            return ReadinessClock(self.started_at, self.held_since, holds[0])
+        if self.held_since is not None:
+            return ReadinessClock(now)
+        return self
+
+    def deadline(self, timeout_seconds: float | None) -> datetime | None:
+        """When the attempt fails for `DeadlineExceeded`; None while held or without timeout."""
+        if timeout_seconds is None or timeout_seconds <= 0 or self.held_since is not None:
+            return None
+        return self.started_at + timedelta(seconds=timeout_seconds)
+
+
+# --- retry block -----------------------------------------------------------------------
+
+
+def record_counting_failure(
+    block: RetryBlock | None,
+    policy: UpdateRetryPolicy | None,
+    revision: str,
+    reason: str,
+    now: datetime,
+) -> RetryBlock:
+    """The retry block after a counting failure of `revision`'s current attempt.
+
+    Without a policy the first counting failure holds (§11). A block of another revision
+    does not carry over: a new revision starts fresh.
+    """
+    if block is None or block.target_revision != revision or block.state == RetryBlockState.HELD:
+        attempts = 1 if block is None or block.target_revision != revision else block.attempts_started
+        first = now if block is None or block.target_revision != revision else block.first_failure_at
+    else:
+        attempts = block.attempts_started
+        first = block.first_failure_at
+    if policy is None or attempts >= policy.max_attempts or not policy.attempt_delays_seconds:
+        return RetryBlock(
+            target_revision=revision,
+            state=RetryBlockState.HELD,
+            attempts_started=attempts,
+            first_failure_at=first,
+            last_failure_at=now,
+            reason=reason,
+        )
+    delays = policy.attempt_delays_seconds
+    delay = delays[min(attempts - 1, len(delays) - 1)]
+    return RetryBlock(
+        target_revision=revision,
+        state=RetryBlockState.BACKOFF,
+        attempts_started=attempts,
+        next_retry_at=now + timedelta(seconds=delay),
+        first_failure_at=first,
+        last_failure_at=now,
+        reason=reason,
+    )
+
+
+def start_retry(block: RetryBlock) -> RetryBlock:
+    """A Backoff block whose time has come: the next attempt is running."""
+    return block.model_copy(
+        update={
+            "state": RetryBlockState.RETRY_IN_PROGRESS,
+            "attempts_started": block.attempts_started + 1,
+            "next_retry_at": None,
+        }
+    )
+
+
+def retry_due(block: RetryBlock | None, now: datetime) -> bool:
+    return (
+        block is not None
+        and block.state == RetryBlockState.BACKOFF
+        and block.next_retry_at is not None
+        and block.next_retry_at <= now
+    )
+
+
+def blocks_attempt(block: RetryBlock | None, revision: str, now: datetime) -> bool:
+    """True when `revision` may not start an attempt now (held, or still backing off)."""
+    if block is None or block.target_revision != revision:
+        return False
+    if block.state == RetryBlockState.HELD:
+        return True
+    return block.state == RetryBlockState.BACKOFF and not retry_due(block, now)
+
+
+def release_matches(block: RetryBlock | None, requested: str) -> bool:
+    """A release names the full revision or its 8-character hash prefix (§11)."""
+    if block is None or block.state != RetryBlockState.HELD or not requested:
+        return False
+    return block.target_revision == requested or (
+        len(requested) >= 8 and block.target_revision.startswith(requested)
+    )
+
+
+REBUILD_BASE_SECONDS = 60.0
+REBUILD_CAP_SECONDS = 600.0
+
+
+def rebuild_delay_seconds(failures_in_a_row: int) -> float:
+    """Back-off before rebuilding after a non-counting failure: 1m, 2m, 4m ... capped at 10m.
+
+    Such failures (crash loops, missed deadlines, lost nodes) never hold the revision, so
+    the back-off only keeps a broken Instance from churning the scheduler.
+    """
+    exponent = max(0, failures_in_a_row - 1)
+    return float(min(REBUILD_BASE_SECONDS * float(2**exponent), REBUILD_CAP_SECONDS))
+
+
+# --- update strategies -----------------------------------------------------------------
+
+
+class UpdatePlan(StrEnum):
+    IN_PLACE = "InPlace"
+    SURGE = "Surge"
+    RECREATE = "Recreate"
+    REFUSE = "Refuse"
+
+
+def plan_update(running: InstanceSpec, target: InstanceSpec, in_place_possible: bool) -> UpdatePlan:
+    """Which way this Instance moves from `running` to `target` (§7, §9).
+
+    A multi-pod SurgeThenDrain surge is done by the InferenceReplica at a new index (the
+    replacement carries `gang_surge_of`); an update signal reaching a multi-pod Instance
+    under SurgeThenDrain recreates it on its own names instead.
+    """
+    strategy = target.update_strategy_type
+    if strategy in (UpdateStrategyType.IN_PLACE_IF_POSSIBLE, UpdateStrategyType.IN_PLACE_ONLY):
+        if in_place_possible:
+            return UpdatePlan.IN_PLACE
+        if strategy == UpdateStrategyType.IN_PLACE_ONLY:
+            return UpdatePlan.REFUSE
+        return UpdatePlan.RECREATE
+    if strategy == UpdateStrategyType.SURGE_THEN_DRAIN and not target.multi_pod and not running.multi_pod:
+        return UpdatePlan.SURGE
+    return UpdatePlan.RECREATE
+
+
+def next_ordinal(active_ordinal: int) -> int:
+    """Single-pod SurgeThenDrain alternates the pod ordinal between 0 and 1 (§9)."""
+    return 1 - active_ordinal
+
+
+# --- force delete ----------------------------------------------------------------------
+
+
+def force_delete_evidence(pod: PodSummary, policy: ForceDeletePolicy | None, now: datetime) -> str | None:
+    """Why `pod` may be force-deleted now, or None (§15). Ready=True nodes are never dead."""
+    if policy is None or not pod.terminating or pod.finalizers or pod.deletion_timestamp is None:
+        return None
+    if now <= pod.deletion_timestamp + timedelta(seconds=policy.overdue_slack_seconds):
+        return None
+    threshold = timedelta(seconds=policy.node_unreachable_threshold_seconds)
+    if pod.node_ready == "True" and not pod.node_missing:
+        return None
+    if pod.node_missing:
+        return "node-gone"
+    if pod.node_unreachable_since is not None and now - pod.node_unreachable_since >= threshold:
+        return "node-unreachable-taint"
+    if pod.node_ready in ("False", "Unknown") and pod.node_ready_since is not None:
+        if now - pod.node_ready_since >= threshold:
+            return "node-not-ready"
+    return None
+
+
+# --- event messages (exact formats from the spec reference) ----------------------------
+
+
+def retry_held_message(spec: InstanceSpec, attempts: int, reason: str) -> str:
+    ir = f"{spec.isvc}-{spec.component}"
+    revision = spec.revision_name or spec.revision
+    return (
+        f"InferenceReplica {spec.namespace}/{ir} component={spec.component} update to revision {revision} "
+        f"held after {attempts} failed attempt(s) (last failure: {reason}); "
+        "publish a corrected revision or raise lifecycle.updateRetry limits"
+    )
+
+
+def in_place_refused_message(spec: InstanceSpec) -> str:
+    return (
+        f"OMENative component={spec.component} instance={spec.index} rejected update: "
+        "InPlaceOnly strategy but diff exceeds container images"
+    )
+
+
+def instance_failed_message(spec: InstanceSpec, reason: str, message: str) -> str:
+    return f"OMENative component={spec.component} instance={spec.index} failed ({reason}): {message}"[:1000]
+
+
+def gang_surge_abandoned_message(spec: InstanceSpec, reason: str) -> str:
+    return (
+        f"OMENative component={spec.component} instance={spec.index}: gang surge of instance="
+        f"{spec.gang_surge_of} to revision {spec.revision_name or spec.revision} abandoned ({reason}); "
+        f"instance={spec.gang_surge_of} stays on its revision"
+    )
+
+
+def terminal_pod_recycled_message(spec: InstanceSpec, pod: str) -> str:
+    return f"OMENative component={spec.component} instance={spec.index}: recreated terminal pod {pod}"
+
+
+def force_deleted_message(spec: InstanceSpec, pod: PodSummary, evidence: str, now: datetime) -> str:
+    overdue = (now - pod.deletion_timestamp).total_seconds() if pod.deletion_timestamp else 0.0
+    return (
+        f"OMENative component={spec.component} instance={spec.index}: force-deleted stuck-Terminating pod "
+        f"{pod.name} on node {pod.node_name} (evidence={evidence}, {format_duration(overdue)} past the "
+        "pod's own deletion deadline)"
+    )
+
+
+def teardown_exceeded_message(spec: InstanceSpec, remaining: list[str]) -> str:
+    deadline = format_duration(spec.teardown_deadline_seconds or 0.0)
+    return (
+        f"OMENative component={spec.component} instance={spec.index}: teardown deadline {deadline} exceeded "
+        f"({len(remaining)} owned pod(s) observed: {', '.join(remaining)}); leaving them to background GC"
+    )

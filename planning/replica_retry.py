@@ -1,0 +1,216 @@
+"""Retry blocks of a revision, their release, and what follows an Instance's failure.
+
+Retry blocks (spec reference §8, §11) are revision-scoped and shared by every Instance of
+the component. Only a failure that is the revision's own fault counts: `ImagePullBackOff`,
+`ErrImagePull`, `InvalidImageName`, `CreateContainerConfigError`, `InvalidPodSpec`; never a
+crash loop or a readiness timeout. With the chart's `updateRetry` (three attempts; the 2nd
+one minute after the 1st failure, the 3rd two minutes after the 2nd) a block goes
+`Backoff` -> `RetryInProgress` -> `Backoff` ... and ends `Held` when the attempts are used
+up; without a policy the first counting failure holds. An Instance that becomes Ready on
+the revision removes its block; a new update revision makes blocks of other revisions moot.
+A `release_held` request removes a Held block (and only a Held one).
+
+After a failure (§9 "After failure"), the Instance's operation decides what follows:
+a failed create or single-pod update retries after a backoff, unless the Instance already
+ran the target revision (it then stays Failed until its pods are ready); a multi-pod
+SurgeThenDrain update abandons its replacement and the Instance is back to Ready on the old
+revision (`GangSurgeAbandoned`); a restart stays Failed; a multi-pod update under another
+strategy keeps its operation and retries at once; a migration ends and removes its
+replacement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from models.instance import RetryBlock, RetryBlockState, UpdateRetryPolicy, UpdateStrategyType
+
+COUNTING_FAILURE_REASONS = frozenset(
+    {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError", "InvalidPodSpec"}
+)
+
+CHART_UPDATE_RETRY = UpdateRetryPolicy(max_attempts=3, attempt_delays_seconds=[60.0, 120.0])
+
+
+def is_counting_failure(reason: str | None) -> bool:
+    """Whether a failure is the revision's own fault and counts toward holding it."""
+    return reason in COUNTING_FAILURE_REASONS
+
+
+def retry_delay(policy: UpdateRetryPolicy, failed_attempt: int) -> timedelta:
+    """The wait after attempt number `failed_attempt` (1-based) fails; the last delay repeats."""
+    delays = policy.attempt_delays_seconds or [0.0]
+    position = min(max(failed_attempt, 1), len(delays)) - 1
+    return timedelta(seconds=delays[position])
+
+
+@dataclass(frozen=True)
+class BlockChange:
+    """The block after an event, and whether this event is the one that held it."""
+
+    block: RetryBlock | None
+    newly_held: bool = False
+
+
+def record_counting_failure(
+    block: RetryBlock | None,
+    revision: str,
+    reason: str,
+    now: datetime,
+    policy: UpdateRetryPolicy | None,
+) -> BlockChange:
+    """Fold one counting failure of an attempt at `revision` into its block.
+
+    A failure reported while the block is already in Backoff or Held (another Instance of
+    the same attempt wave) updates the last failure only: it used no new attempt.
+    """
+    if block is None or block.target_revision != revision:
+        block = RetryBlock(
+            target_revision=revision,
+            state=RetryBlockState.RETRY_IN_PROGRESS,
+            attempts_started=1,
+            first_failure_at=now,
+            last_failure_at=now,
+            reason=reason,
+        )
+    elif block.state != RetryBlockState.RETRY_IN_PROGRESS:
+        return BlockChange(block.model_copy(update={"last_failure_at": now, "reason": reason}))
+    attempts = block.attempts_started
+    if policy is None or attempts >= policy.max_attempts:
+        held = block.model_copy(
+            update={
+                "state": RetryBlockState.HELD,
+                "next_retry_at": None,
+                "last_failure_at": now,
+                "reason": reason,
+            }
+        )
+        return BlockChange(held, newly_held=True)
+    backoff = block.model_copy(
+        update={
+            "state": RetryBlockState.BACKOFF,
+            "next_retry_at": now + retry_delay(policy, attempts),
+            "last_failure_at": now,
+            "reason": reason,
+        }
+    )
+    return BlockChange(backoff)
+
+
+def start_retry_attempt(block: RetryBlock) -> RetryBlock:
+    """A Backoff block whose time has come starts its next attempt."""
+    if block.state != RetryBlockState.BACKOFF:
+        return block
+    return block.model_copy(
+        update={
+            "state": RetryBlockState.RETRY_IN_PROGRESS,
+            "attempts_started": block.attempts_started + 1,
+            "next_retry_at": None,
+        }
+    )
+
+
+def current_blocks(
+    blocks: Sequence[RetryBlock], update_revision: str | None, ready_revisions: set[str]
+) -> list[RetryBlock]:
+    """Blocks that still matter: those of the update revision that nothing has proved good.
+
+    A new revision replaces a held one (its block goes), and an Instance Ready on the
+    block's revision proves the revision can run (the block goes).
+    """
+    return [
+        block
+        for block in blocks
+        if block.target_revision == update_revision and block.target_revision not in ready_revisions
+    ]
+
+
+def revision_matches(target_revision: str, requested: str) -> bool:
+    """A release names the full revision, its hash, or the hash's first 8 characters."""
+    if not requested:
+        return False
+    if requested == target_revision:
+        return True
+    digest = target_revision.rsplit("-", 1)[-1]
+    return requested == digest or (len(requested) == 8 and digest.startswith(requested))
+
+
+class ReleaseResult(StrEnum):
+    RELEASED = "Released"
+    NO_BLOCK = "NoBlock"
+    NOT_HELD = "NotHeld"
+
+
+@dataclass(frozen=True)
+class ReleaseOutcome:
+    result: ReleaseResult
+    blocks: tuple[RetryBlock, ...]
+    """The blocks after the request (the released one removed)."""
+    block: RetryBlock | None = None
+    """The block the request named, when there is one."""
+
+
+def release_held(blocks: Sequence[RetryBlock], requested: str) -> ReleaseOutcome:
+    """Remove the Held block the request names; anything else is skipped, never changed."""
+    for block in blocks:
+        if not revision_matches(block.target_revision, requested):
+            continue
+        if block.state != RetryBlockState.HELD:
+            return ReleaseOutcome(ReleaseResult.NOT_HELD, tuple(blocks), block)
+        remaining = tuple(other for other in blocks if other is not block)
+        return ReleaseOutcome(ReleaseResult.RELEASED, remaining, block)
+    return ReleaseOutcome(ReleaseResult.NO_BLOCK, tuple(blocks))
+
+
+class FailureFollowUp(StrEnum):
+    """What the InferenceReplica does with a Failed Instance (§9 "After failure")."""
+
+    RETRY_AFTER_BACKOFF = "RetryAfterBackoff"
+    """Clear the operation and start again after a backoff (or the retry block's NEXT)."""
+    STAY_FAILED = "StayFailed"
+    """Leave it Failed until its pods are ready, or a reset."""
+    ABANDON_SURGE = "AbandonSurge"
+    """Delete the replacement; the Instance is Ready on its old revision (`GangSurgeAbandoned`)."""
+    RETRY_NOW = "RetryNow"
+    """Keep the operation and retry the update at once."""
+    END_MIGRATION = "EndMigration"
+    """End the migration and remove its replacement; the source stays as it is."""
+
+
+def after_failure(
+    operation: str,
+    multi_pod: bool,
+    strategy: UpdateStrategyType | None,
+    ran_target_revision: bool,
+) -> FailureFollowUp:
+    """The §9 rule for an Instance whose `operation` failed."""
+    if operation == "Migrate":
+        return FailureFollowUp.END_MIGRATION
+    if operation == "Restart":
+        return FailureFollowUp.STAY_FAILED
+    if operation == "Update" and multi_pod:
+        if strategy in (None, UpdateStrategyType.SURGE_THEN_DRAIN):
+            return FailureFollowUp.ABANDON_SURGE
+        return FailureFollowUp.RETRY_NOW
+    if operation in ("Create", "Update"):
+        if ran_target_revision:
+            return FailureFollowUp.STAY_FAILED
+        return FailureFollowUp.RETRY_AFTER_BACKOFF
+    return FailureFollowUp.STAY_FAILED
+
+
+# A crash or a missed deadline is not the revision's fault, so it does not feed a retry
+# block; the Instance alone waits and tries again, on the kubelet's crash-loop curve
+# (10s doubling to 5m), which operators already read as "backing off".
+_INSTANCE_BACKOFF_BASE_SECONDS = 10.0
+_INSTANCE_BACKOFF_CAP_SECONDS = 300.0
+
+
+def instance_retry_delay(consecutive_failures: int) -> timedelta:
+    """How long a Failed Instance waits before its next create attempt."""
+    exponent = max(0, consecutive_failures - 1)
+    seconds = min(_INSTANCE_BACKOFF_CAP_SECONDS, _INSTANCE_BACKOFF_BASE_SECONDS * (2 ** min(exponent, 16)))
+    return timedelta(seconds=seconds)

@@ -1,0 +1,27 @@
+"""End-to-end fixtures: one running stack for the session, driven like a user drives it.
+
+Tests use `stack.temporal(...)` for the CLI the README shows, `await stack.client()` for a
+client from the product's factory and `stack.kubeconfig` for the cluster the worker sees. A
+test that needs a stack of its own (restarts, crashes) builds a `RunningStack` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.running_stack import RunningStack
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """The local stack on free ports with a fresh data directory, stopped after the session."""
+    root = tmp_path_factory.mktemp("stack")
+    running = RunningStack(root / "data", root / "stack.log")
+    running.start()
+    try:
+        yield running
+    finally:
+        code = running.stop()
+    assert code == 0, f"the stack exited with code {code} on Ctrl-C:\n{running.log()}"

@@ -1,0 +1,525 @@
+"""The Kubernetes activities against kubesim, run with Temporal's `ActivityEnvironment`.
+
+Each test works in its own namespace. Where kubesim is made to fail requests, `run_retrying`
+plays Temporal's part: it retries what the activity marked retryable and stops at the first
+non-retryable error, so "ends right" means the same thing it means under a worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any, TypeVar
+from uuid import uuid4
+
+import pytest
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.kube import KubeActivities
+from activities.kube_errors import MESSAGE_LIMIT, translate
+from models.kube_ops import (
+    ApplyObjectInput,
+    CrdExistsInput,
+    CreatePodsInput,
+    DeleteObjectInput,
+    DeletePodsInput,
+    ForceDeletePodInput,
+    KubeErrorType,
+    ListInstancePodsInput,
+    ListObjectsInput,
+    ObjectRef,
+    PatchObjectInput,
+    PatchStatusInput,
+    PodsGoneInput,
+    ReadObjectInput,
+    RecordEventInput,
+    SetServingInput,
+)
+from models.pods import InstancePods
+
+pytestmark = pytest.mark.kubesim
+
+T = TypeVar("T")
+WAIT_SECONDS = 30.0
+
+
+def run(fn: Callable[[Any], T], arg: Any) -> T:
+    return ActivityEnvironment().run(fn, arg)
+
+
+def run_retrying(fn: Callable[[Any], T], arg: Any, attempts: int = 40) -> T:
+    """Retry like Temporal would: retryable ApplicationErrors again, non-retryable ones raise."""
+    for _ in range(attempts):
+        try:
+            return run(fn, arg)
+        except ApplicationError as error:
+            if error.non_retryable:
+                raise
+            time.sleep(0.02)
+    raise AssertionError(f"{fn.__name__} still failing after {attempts} attempts")
+
+
+def wait_for(check: Callable[[], T | None], what: str) -> T:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {WAIT_SECONDS}s waiting for {what}")
+
+
+@pytest.fixture
+def kube(kubesim: Any) -> KubeActivities:
+    return KubeActivities(kubesim.api_client(), cluster="sim")
+
+
+@pytest.fixture
+def namespace(kube: KubeActivities) -> Iterator[str]:
+    name = f"t-{uuid4().hex[:8]}"
+    run(
+        kube.apply_object,
+        ApplyObjectInput(manifest={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+    )
+    yield name
+
+
+def pod_manifest(
+    namespace: str,
+    *,
+    index: int = 0,
+    role: str = "default",
+    ordinal: int = 0,
+    revision: str = "7c9e",
+    incarnation: int = 1,
+    isvc: str = "chat",
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{isvc}-engine-{index}-{role}-{ordinal}",
+            "namespace": namespace,
+            "labels": {
+                "ome.io/inferenceservice": isvc,
+                "ome.io/component": "engine",
+                "ome.io/instance-index": str(index),
+                "ome.io/revision": revision,
+                "ome.io/role": role,
+                "ome.io/incarnation": str(incarnation),
+            },
+        },
+        "spec": {
+            "containers": [{"name": "engine", "image": "ome/engine:v1"}],
+            "readinessGates": [{"conditionType": "ome.io/serving"}],
+        },
+    }
+
+
+def observe(kube: KubeActivities, namespace: str, index: int = 0) -> InstancePods:
+    return run(
+        kube.list_instance_pods,
+        ListInstancePodsInput(namespace=namespace, isvc="chat", component="engine", index=index),
+    )
+
+
+# --- pods -----------------------------------------------------------------------------------
+
+
+def test_create_pods_is_idempotent_and_refuses_foreign_names(kube: KubeActivities, namespace: str) -> None:
+    batch = [pod_manifest(namespace, role="leader"), pod_manifest(namespace, role="worker")]
+    first = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch))
+    assert first.names("created") == ["chat-engine-0-leader-0", "chat-engine-0-worker-0"]
+
+    again = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch))
+    assert again.names("exists") == first.names("created")
+    assert [pod.uid for pod in again.pods] == [pod.uid for pod in first.pods]
+
+    # A later incarnation finds the name still held by the previous one.
+    newer = run(
+        kube.create_pods,
+        CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace, role="leader", incarnation=2)]),
+    )
+    assert newer.names("occupied") == ["chat-engine-0-leader-0"]
+    assert newer.pods[0].incarnation == 1
+
+    foreign = pod_manifest(namespace, role="leader")
+    foreign["metadata"]["labels"]["ome.io/inferenceservice"] = "other"
+    with pytest.raises(ApplicationError) as caught:
+        run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[foreign]))
+    assert caught.value.type == KubeErrorType.NAME_TAKEN and caught.value.non_retryable
+    assert "chat-engine-0-leader-0" in caught.value.message
+
+
+def test_delete_pods_treats_not_found_as_done_and_respects_uids(kube: KubeActivities, namespace: str) -> None:
+    created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
+    name, uid = created.pods[0].name, created.pods[0].uid
+
+    wrong_uid = run(
+        kube.delete_pods, DeletePodsInput(namespace=namespace, names=[name], uids={name: "not-" + uid})
+    )
+    assert wrong_uid.replaced == [name] and not wrong_uid.deleted
+
+    done = run(
+        kube.delete_pods,
+        DeletePodsInput(namespace=namespace, names=[name, "never-existed"], uids={name: uid}),
+    )
+    assert done.deleted == [name] and done.already_gone == ["never-existed"]
+
+    run(kube.force_delete_pod, ForceDeletePodInput(namespace=namespace, name=name, uid=uid))
+    gone = wait_for(
+        lambda: run(kube.pods_gone, PodsGoneInput(namespace=namespace, names=[name])).all_gone or None,
+        f"pod {name} to disappear",
+    )
+    assert gone
+    again = run(kube.delete_pods, DeletePodsInput(namespace=namespace, names=[name], grace_period_seconds=0))
+    assert again.already_gone == [name]
+
+
+def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace: str) -> None:
+    run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
+    name = "chat-engine-0-default-0"
+    summary = wait_for(
+        lambda: (s := observe(kube, namespace)).pods and s.pods[0].containers_ready and s, "containers ready"
+    )
+    pod = summary.pods[0]
+    # Containers are ready, but the readiness gate holds the pod out of rotation.
+    assert pod.is_ready and not pod.ready and not pod.is_serving and pod.serving is None
+    assert pod.has_serving_gate and pod.node_ready == "True" and pod.incarnation == 1
+
+    on = run(
+        kube.set_serving_condition,
+        SetServingInput(namespace=namespace, pods=[name, "gone-pod"], serving=True, reason="Admitted"),
+    )
+    assert on.changed == [name] and on.missing == ["gone-pod"]
+    serving = wait_for(
+        lambda: (s := observe(kube, namespace)).pods[0].ready and s, "pod Ready after the gate"
+    )
+    assert serving.pods[0].is_serving and serving.serving_count == 1
+
+    repeat = run(
+        kube.set_serving_condition,
+        SetServingInput(namespace=namespace, pods=[name], serving=True, reason="Admitted"),
+    )
+    assert repeat.unchanged == [name]
+
+    off = run(
+        kube.set_serving_condition,
+        SetServingInput(
+            namespace=namespace, pods=[name], serving=False, reason="Draining", message="drain before delete"
+        ),
+    )
+    assert off.changed == [name]
+    drained = wait_for(lambda: (s := observe(kube, namespace)).pods[0].ready is False and s, "pod not Ready")
+    assert drained.pods[0].serving == "False" and drained.serving_count == 0
+
+    stale = run(
+        kube.set_serving_condition,
+        SetServingInput(
+            namespace=namespace, pods=[name], serving=True, reason="Admitted", uids={name: "old-uid"}
+        ),
+    )
+    assert stale.missing == [name]
+
+
+# --- generic objects ------------------------------------------------------------------------
+
+
+def service(namespace: str, port: int = 8080) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "chat-engine",
+            "namespace": namespace,
+            "labels": {"ome.io/inferenceservice": "chat"},
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"ome.io/inferenceservice": "chat"},
+            "ports": [{"name": "http", "port": port}],
+        },
+    }
+
+
+def test_apply_twice_changes_nothing_and_keeps_foreign_labels(kube: KubeActivities, namespace: str) -> None:
+    created = run(kube.apply_object, ApplyObjectInput(manifest=service(namespace)))
+    assert created.action == "created" and created.ref.uid
+    same = run(kube.apply_object, ApplyObjectInput(manifest=service(namespace)))
+    assert same.action == "unchanged" and same.resource_version == created.resource_version
+
+    ref = created.ref
+    run(kube.patch_object, PatchObjectInput(ref=ref, patch={"metadata": {"labels": {"team": "search"}}}))
+    changed = run(kube.apply_object, ApplyObjectInput(manifest=service(namespace, port=9090)))
+    assert changed.action == "updated" and changed.ref.uid == created.ref.uid
+    obj = run(kube.read_object, ReadObjectInput(ref=ref)).object
+    assert obj is not None
+    assert obj["spec"]["ports"][0]["port"] == 9090
+    assert obj["metadata"]["labels"] == {"ome.io/inferenceservice": "chat", "team": "search"}
+
+    listed = run(
+        kube.list_objects,
+        ListObjectsInput(
+            api_version="v1",
+            kind="Service",
+            namespace=namespace,
+            label_selector="ome.io/inferenceservice=chat",
+        ),
+    )
+    assert [item["metadata"]["name"] for item in listed.items] == ["chat-engine"]
+
+    assert run(kube.delete_object, DeleteObjectInput(ref=ref)).deleted
+    assert not run(kube.delete_object, DeleteObjectInput(ref=ref)).deleted
+    assert not run(kube.read_object, ReadObjectInput(ref=ref)).found
+
+
+WIDGET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.test.ome.io"},
+    "spec": {
+        "group": "test.ome.io",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+def test_custom_resource_apply_and_status_patch(kube: KubeActivities, namespace: str) -> None:
+    assert not run(kube.crd_exists, CrdExistsInput(name="widgets.test.ome.io")).exists
+    run(kube.apply_object, ApplyObjectInput(manifest=WIDGET_CRD))
+    crd = wait_for(
+        lambda: (r := run(kube.crd_exists, CrdExistsInput(name="widgets.test.ome.io"))).exists and r, "CRD"
+    )
+    assert crd.served_versions == ["v1"]
+
+    widget = {
+        "apiVersion": "test.ome.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": namespace},
+        "spec": {"size": 1},
+    }
+    applied = wait_for(lambda: _try_apply(kube, widget), "Widget kind to be served")
+    patched = run(
+        kube.patch_status, PatchStatusInput(ref=applied.ref, status={"phase": "Ready", "readyReplicas": 2})
+    )
+    assert patched.found
+    # Applying the spec again must neither bump anything nor wipe the status we wrote.
+    assert run(kube.apply_object, ApplyObjectInput(manifest=widget)).action == "unchanged"
+    obj = run(kube.read_object, ReadObjectInput(ref=applied.ref)).object
+    assert obj is not None and obj["status"] == {"phase": "Ready", "readyReplicas": 2}
+
+    missing = applied.ref.model_copy(update={"name": "nope"})
+    assert not run(
+        kube.patch_status, PatchStatusInput(ref=missing, status={"phase": "x"}, missing_ok=True)
+    ).found
+    with pytest.raises(ApplicationError) as caught:
+        run(kube.patch_status, PatchStatusInput(ref=missing, status={"phase": "x"}))
+    assert caught.value.type == KubeErrorType.NOT_FOUND and caught.value.non_retryable
+
+
+def _try_apply(kube: KubeActivities, manifest: dict[str, Any]) -> Any:
+    try:
+        return run(kube.apply_object, ApplyObjectInput(manifest=manifest))
+    except ApplicationError as error:
+        if error.type == KubeErrorType.NOT_FOUND:
+            return None
+        raise
+
+
+def test_events_aggregate_repeats(kube: KubeActivities, namespace: str) -> None:
+    target = ObjectRef(
+        api_version="ome.io/v1beta1", kind="InferenceService", name="chat", namespace=namespace, uid="u-1"
+    )
+    first = run(
+        kube.record_event,
+        RecordEventInput(
+            involved=target,
+            reason="InstanceFailed",
+            message="Instance 0 failed: ImagePullBackOff",
+            type="Warning",
+        ),
+    )
+    second = run(
+        kube.record_event,
+        RecordEventInput(
+            involved=target,
+            reason="InstanceFailed",
+            message="Instance 0 failed: ImagePullBackOff",
+            type="Warning",
+        ),
+    )
+    other = run(
+        kube.record_event,
+        RecordEventInput(
+            involved=target,
+            reason="InstanceFailed",
+            message="Instance 1 failed: ImagePullBackOff",
+            type="Warning",
+        ),
+    )
+    assert (first.count, second.count, other.count) == (1, 2, 1)
+    assert first.name == second.name != other.name
+    event = run(
+        kube.read_object,
+        ReadObjectInput(ref=ObjectRef(api_version="v1", kind="Event", name=first.name, namespace=namespace)),
+    ).object
+    assert event is not None
+    assert event["count"] == 2 and event["type"] == "Warning" and event["reason"] == "InstanceFailed"
+    assert event["involvedObject"]["uid"] == "u-1" and event["source"]["component"] == "ome-lifecycle"
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def test_invalid_pod_is_a_non_retryable_invalid_error(kube: KubeActivities, namespace: str) -> None:
+    broken = pod_manifest(namespace)
+    broken["spec"]["containers"] = []
+    with pytest.raises(ApplicationError) as caught:
+        run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[broken]))
+    assert caught.value.type == KubeErrorType.INVALID and caught.value.non_retryable
+    assert "422" in caught.value.message and "chat-engine-0-default-0" in caught.value.message
+    assert isinstance(caught.value.__cause__, ApiException)
+
+
+def test_throttling_and_server_errors_are_retryable(
+    kubesim: Any, kube: KubeActivities, namespace: str
+) -> None:
+    ref = ObjectRef(api_version="v1", kind="ConfigMap", name="x", namespace=namespace)
+    kubesim.inject_faults(error_rate=1.0, codes=(429,))
+    try:
+        with pytest.raises(ApplicationError) as caught:
+            run(kube.read_object, ReadObjectInput(ref=ref))
+        assert caught.value.type == KubeErrorType.TOO_MANY_REQUESTS and not caught.value.non_retryable
+        assert caught.value.next_retry_delay == timedelta(seconds=1)
+        kubesim.inject_faults(error_rate=1.0, codes=(500,))
+        with pytest.raises(ApplicationError) as caught:
+            run(kube.read_object, ReadObjectInput(ref=ref))
+        assert caught.value.type == KubeErrorType.SERVER_ERROR and not caught.value.non_retryable
+    finally:
+        kubesim.inject_faults(error_rate=0.0)
+
+
+def test_unreachable_api_server_is_retryable() -> None:
+    config = Configuration()
+    config.host = "http://127.0.0.1:9"  # discard port: nothing listens
+    config.retries = False
+    kube = KubeActivities(ApiClient(config))
+    with pytest.raises(ApplicationError) as caught:
+        run(kube.crd_exists, CrdExistsInput())
+    assert caught.value.type == KubeErrorType.UNREACHABLE and not caught.value.non_retryable
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "expected", "retryable"),
+    [
+        (
+            403,
+            '{"reason":"Forbidden","message":"pods is forbidden: User cannot create"}',
+            {},
+            "Forbidden",
+            False,
+        ),
+        (
+            403,
+            '{"reason":"Forbidden","message":"exceeded quota: gpu, requested: nvidia.com/gpu=8"}',
+            {},
+            "QuotaExceeded",
+            False,
+        ),
+        (409, '{"reason":"AlreadyExists","message":"pods \\"x\\" already exists"}', {}, "NameTaken", False),
+        (409, '{"reason":"Conflict","message":"the object has been modified"}', {}, "Conflict", True),
+        (415, '{"reason":"UnsupportedMediaType","message":"bad"}', {}, "Invalid", False),
+        (401, '{"reason":"Unauthorized","message":"token expired"}', {}, "Unauthorized", True),
+        (503, "not json", {"Retry-After": "7"}, "ServerError", True),
+    ],
+)
+def test_translation_table(
+    status: int, body: str, headers: dict[str, str], expected: str, retryable: bool
+) -> None:
+    error = ApiException(status=status, reason="x", body=body)
+    error.headers = headers
+    translated = translate(error, "do something")
+    assert translated.type == expected and translated.non_retryable is not retryable
+    assert translated.message.startswith("do something: HTTP")
+    if headers:
+        assert translated.next_retry_delay == timedelta(seconds=7)
+
+
+def test_messages_are_capped() -> None:
+    error = ApiException(status=422, reason="Invalid", body='{"message": "' + "y" * 10_000 + '"}')
+    assert len(translate(error, "create pod").message) == MESSAGE_LIMIT
+
+
+# --- a flaky API server ------------------------------------------------------------------------
+
+
+def test_everything_ends_right_with_injected_faults(
+    kubesim: Any, kube: KubeActivities, namespace: str
+) -> None:
+    kubesim.inject_faults(error_rate=0.1, codes=(500, 429, 409))
+    try:
+        pods = [pod_manifest(namespace, index=i) for i in range(4)]
+        for _ in range(2):  # a retried step must converge to the same pods
+            created = run_retrying(kube.create_pods, CreatePodsInput(namespace=namespace, pods=pods))
+            assert {p.outcome for p in created.pods} <= {"created", "exists"} and len(created.pods) == 4
+        names = [p["metadata"]["name"] for p in pods]
+        for _ in range(3):
+            run_retrying(kube.apply_object, ApplyObjectInput(manifest=service(namespace)))
+        target = ObjectRef(api_version="v1", kind="Service", name="chat-engine", namespace=namespace)
+        counts = [
+            run_retrying(
+                kube.record_event,
+                RecordEventInput(involved=target, reason="Created", message="created 4 pods"),
+            ).count
+            for _ in range(5)
+        ]
+        assert counts[-1] == 5
+        wait_for(lambda: _all_pods(kube, namespace, "containers_ready"), "containers ready")
+        run_retrying(
+            kube.set_serving_condition,
+            SetServingInput(namespace=namespace, pods=names, serving=True, reason="Admitted"),
+        )
+        wait_for(lambda: _all_pods(kube, namespace, "ready"), "all pods Ready")
+        run_retrying(
+            kube.delete_pods, DeletePodsInput(namespace=namespace, names=names, grace_period_seconds=0)
+        )
+        wait_for(
+            lambda: (
+                run_retrying(kube.pods_gone, PodsGoneInput(namespace=namespace, names=names)).all_gone or None
+            ),
+            "pods gone",
+        )
+    finally:
+        kubesim.inject_faults(error_rate=0.0)
+    listed = run(kube.list_objects, ListObjectsInput(api_version="v1", kind="Service", namespace=namespace))
+    assert len(listed.items) == 1
+
+
+def _all_pods(kube: KubeActivities, namespace: str, flag: str) -> bool:
+    """True when each of the 4 Instances has its pod and the pod's `flag` is set."""
+    for index in range(4):
+        try:
+            pods = observe(kube, namespace, index).pods
+        except ApplicationError as error:
+            if error.non_retryable:
+                raise
+            return False  # an injected fault: look again on the next poll
+        if len(pods) != 1 or not getattr(pods[0], flag):
+            return False
+    return True

@@ -1,0 +1,164 @@
+"""Settings: defaults that make `make up` work untouched, environment overrides that reach the
+right field, and errors that name the variable to fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ValidationError
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.service import TLSConfig
+
+from workers.client import tls_config, tracing_interceptors
+from workers.config import (
+    KubeSettings,
+    OtelSettings,
+    Settings,
+    TemporalSettings,
+    env_var_names,
+    kube_api_client,
+)
+from workflows.names import TASK_QUEUE
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's own OME_* variables must not decide these tests."""
+    for name in env_var_names() | {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_defaults_point_at_the_local_stack() -> None:
+    settings = Settings()
+    assert settings.temporal.address == "127.0.0.1:7233"
+    assert settings.temporal.namespace == "default"
+    assert settings.temporal.task_queue == TASK_QUEUE
+    assert not settings.temporal.uses_tls
+    assert settings.kube.kubeconfig is None
+    assert (settings.stack.frontend_port, settings.stack.ui_port) == (7233, 8233)
+    assert settings.stack.data_dir == Path(".data")
+
+
+def test_nested_variables_reach_their_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OME_TEMPORAL__ADDRESS", "temporal.example:7233")
+    monkeypatch.setenv("OME_TEMPORAL__NAMESPACE", "llm-prod")
+    monkeypatch.setenv("OME_KUBE__KUBECONFIG", "/etc/kube/config")
+    monkeypatch.setenv("OME_KUBE__CONTEXT", "gpu-east")
+    monkeypatch.setenv("OME_PROMETHEUS__URL", "http://prometheus:9090")
+    monkeypatch.setenv("OME_OTEL__OTLP_ENDPOINT", "http://collector:4317")
+    monkeypatch.setenv("OME_STACK__UI_PORT", "18233")
+    monkeypatch.setenv("OME_STACK__DEV_SERVER", "false")
+    settings = Settings()
+    assert settings.temporal.address == "temporal.example:7233"
+    assert settings.temporal.namespace == "llm-prod"
+    assert settings.kube == KubeSettings(kubeconfig=Path("/etc/kube/config"), context="gpu-east")
+    assert settings.prometheus.url == "http://prometheus:9090"
+    assert settings.otel.otlp_endpoint == "http://collector:4317"
+    assert settings.stack.ui_port == 18233
+    assert settings.stack.dev_server is False
+
+
+def test_a_misspelt_variable_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OME_TEMPORAL__ADRESS", "x:1")
+    with pytest.raises(ValidationError, match=r"temporal\.adress"):
+        Settings()
+
+
+def test_a_certificate_without_its_key_names_both_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OME_TEMPORAL__TLS_CERT", "/certs/client.pem")
+    with pytest.raises(ValidationError, match="OME_TEMPORAL__TLS_CERT is set but OME_TEMPORAL__TLS_KEY is not"):
+        Settings()
+
+
+def test_env_var_names_list_every_field() -> None:
+    names = env_var_names()
+    assert {"OME_TEMPORAL__ADDRESS", "OME_TEMPORAL__API_KEY", "OME_KUBE__KUBECONFIG", "OME_STACK__DATA_DIR"} <= names
+    assert len(names) == sum(
+        len(field.annotation.model_fields)
+        for field in Settings.model_fields.values()
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    )
+
+
+def test_every_setting_says_why_its_default_is_what_it_is() -> None:
+    for group_name, group_field in Settings.model_fields.items():
+        assert group_field.description, group_name
+        group = group_field.annotation
+        assert isinstance(group, type) and issubclass(group, BaseModel)
+        for name, field in group.model_fields.items():
+            assert field.description and len(field.description) > 30, f"{group_name}.{name} is undocumented"
+
+
+def test_plaintext_without_credentials() -> None:
+    assert tls_config(TemporalSettings()) is False
+
+
+def test_an_api_key_alone_turns_on_tls_with_system_roots() -> None:
+    settings = TemporalSettings(address="ns.acct.tmprl.cloud:7233", api_key="secret")  # type: ignore[arg-type]
+    assert settings.uses_tls
+    assert tls_config(settings) is True
+    assert "secret" not in repr(settings)
+
+
+def test_mtls_files_are_read_into_the_tls_config(tmp_path: Path) -> None:
+    cert, key, ca = tmp_path / "client.pem", tmp_path / "client.key", tmp_path / "ca.pem"
+    cert.write_bytes(b"CERT")
+    key.write_bytes(b"KEY")
+    ca.write_bytes(b"CA")
+    config = tls_config(TemporalSettings(tls_cert=cert, tls_key=key, tls_ca=ca, tls_server_name="temporal.internal"))
+    assert config == TLSConfig(
+        server_root_ca_cert=b"CA", domain="temporal.internal", client_cert=b"CERT", client_private_key=b"KEY"
+    )
+
+
+def test_an_unreadable_tls_file_names_its_variable(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.pem"
+    with pytest.raises(FileNotFoundError, match=f"OME_TEMPORAL__TLS_CA={missing} cannot be read"):
+        tls_config(TemporalSettings(tls_ca=missing))
+
+
+def test_tracing_only_when_an_otlp_endpoint_is_set() -> None:
+    assert tracing_interceptors(OtelSettings(), "test") == []
+    interceptors = tracing_interceptors(OtelSettings(otlp_endpoint="http://127.0.0.1:4317"), "test")
+    assert len(interceptors) == 1 and isinstance(interceptors[0], TracingInterceptor)
+    # One process-wide provider: a second client reuses the interceptor.
+    assert tracing_interceptors(OtelSettings(otlp_endpoint="http://127.0.0.1:4317"), "test") == interceptors
+
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters:
+- name: sim
+  cluster: {server: "http://127.0.0.1:6443"}
+- name: east
+  cluster: {server: "https://east.example:6443", insecure-skip-tls-verify: true}
+contexts:
+- name: sim
+  context: {cluster: sim, user: dev}
+- name: gpu-east
+  context: {cluster: east, user: dev}
+current-context: sim
+users:
+- name: dev
+  user: {token: abc}
+"""
+
+
+def test_kube_client_follows_the_kubeconfig_and_its_context(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    assert kube_api_client(KubeSettings(kubeconfig=kubeconfig)).configuration.host == "http://127.0.0.1:6443"
+    east = kube_api_client(Settings(kube=KubeSettings(kubeconfig=kubeconfig, context="gpu-east")))
+    assert east.configuration.host == "https://east.example:6443"
+
+
+def test_a_missing_kubeconfig_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="OME_KUBE__KUBECONFIG=.*is not a file"):
+        kube_api_client(KubeSettings(kubeconfig=tmp_path / "absent"))
+
+
+def test_outside_a_pod_without_kubeconfig_the_error_says_what_to_set() -> None:
+    with pytest.raises(RuntimeError, match="set OME_KUBE__KUBECONFIG to a kubeconfig file"):
+        kube_api_client(KubeSettings())

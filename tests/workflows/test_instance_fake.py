@@ -1,0 +1,352 @@
+"""The Instance workflow against an in-memory cluster: every lifecycle path, fast.
+
+Time moves only when the test says so (`env.sleep`), so deadlines and back-offs of minutes
+take milliseconds; the in-memory cluster reacts instantly and signals like the watcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from models.instance import (
+    DeleteRequest,
+    InstancePhase,
+    InstanceSpec,
+    InstanceStatus,
+    ReleaseHeldRequest,
+    RestartRequest,
+    RetryBlockState,
+    UpdateRequest,
+    UpdateStrategyType,
+)
+from tests.workflows.instance_fake_cluster import FakeCluster
+from workers.worker import build_worker
+from workflows.names import instance_workflow_id
+
+pytestmark = pytest.mark.workflows
+
+P = InstancePhase
+
+
+def make_spec(image: str = "engine:1", workers: int = 0, **overrides: Any) -> InstanceSpec:
+    pod = {"containers": [{"name": "engine", "image": image}]}
+    values: dict[str, Any] = {
+        "namespace": "prod",
+        "isvc": "chat",
+        "component": "engine",
+        "index": 1,
+        "revision": f"rev-{image.replace(':', '-')}",
+        "leader_pod_spec": pod,
+        "worker_pod_spec": pod if workers else None,
+        "worker_count": workers,
+        "drain_seconds": 5.0,
+    }
+    values.update(overrides)
+    return InstanceSpec(**values)
+
+
+class Harness:
+    def __init__(self, env: WorkflowEnvironment, cluster: FakeCluster, task_queue: str) -> None:
+        self.env = env
+        self.cluster = cluster
+        self.task_queue = task_queue
+
+    async def start(self, spec: InstanceSpec) -> WorkflowHandle[Any, InstanceStatus]:
+        return await self.env.client.start_workflow(
+            "Instance",
+            spec,
+            id=instance_workflow_id(spec.namespace, spec.isvc, spec.component, spec.index),
+            task_queue=self.task_queue,
+            result_type=InstanceStatus,
+        )
+
+    async def until(
+        self, handle: WorkflowHandle[Any, InstanceStatus], test: Callable[[InstanceStatus], bool], step: float = 5.0
+    ) -> InstanceStatus:
+        """Query until `test` holds, letting `step` seconds of workflow time pass between tries."""
+        status = None
+        for _ in range(2000):
+            status = await handle.query("status", result_type=InstanceStatus)
+            if test(status):
+                return status
+            await self.env.sleep(step)
+        raise AssertionError(f"condition never held; last status: {status}")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def harness(workflow_env: WorkflowEnvironment, task_queue: str) -> AsyncIterator[Harness]:
+    cluster = FakeCluster(client=workflow_env.client)
+    async with build_worker(workflow_env.client, task_queue, None, activities=cluster.activities()):
+        yield Harness(workflow_env, cluster, task_queue)
+
+
+def ready_at(phase: InstancePhase = P.READY, incarnation: int = 1) -> Callable[[InstanceStatus], bool]:
+    return lambda s: s.phase == phase and s.incarnation == incarnation and s.serving
+
+
+async def test_creates_leader_and_three_workers(harness: Harness) -> None:
+    handle = await harness.start(make_spec(workers=3))
+    status = await harness.until(handle, ready_at())
+    assert status.serving_pods == 4 and status.available_pods == 4 and status.total_pods == 4
+    assert status.running_revision == "rev-engine-1" and status.ready_since is not None
+    assert sorted(harness.cluster.pods) == [
+        "chat-engine-1-leader-0",
+        "chat-engine-1-worker-0",
+        "chat-engine-1-worker-1",
+        "chat-engine-1-worker-2",
+    ]
+    assert "PodGroup/chat-engine-1" in harness.cluster.objects
+    assert "Service/chat-engine-1" in harness.cluster.objects
+    assert not status.gang_scheduling_unavailable
+    await handle.signal("delete", DeleteRequest())
+    final = await handle.result()
+    assert final.deleted and harness.cluster.pods == {}
+    assert "PodGroup/chat-engine-1" not in harness.cluster.objects
+
+
+async def test_missing_pod_group_crd_reports_gang_scheduling_unavailable(harness: Harness) -> None:
+    harness.cluster.crd = False
+    handle = await harness.start(make_spec(workers=1))
+    status = await harness.until(handle, ready_at())
+    assert status.gang_scheduling_unavailable
+    assert not any(key.startswith("PodGroup/") for key in harness.cluster.objects)
+    leader = harness.cluster.pods["chat-engine-1-leader-0"]
+    assert "scheduling.x-k8s.io/pod-group" not in leader.labels
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_killed_worker_recreates_the_whole_instance(harness: Harness) -> None:
+    handle = await harness.start(make_spec(workers=3))
+    await harness.until(handle, ready_at())
+    before = {name: pod.uid for name, pod in harness.cluster.pods.items()}
+    await harness.cluster.kill("chat-engine-1-worker-1")
+    status = await harness.until(handle, ready_at(incarnation=2))
+    after = {name: pod.uid for name, pod in harness.cluster.pods.items()}
+    assert sorted(after) == sorted(before)
+    assert all(after[name] != before[name] for name in before)
+    assert {pod.labels["ome.io/incarnation"] for pod in harness.cluster.pods.values()} == {"2"}
+    assert status.last_failure is not None and status.last_failure.reason == "PodDeleted"
+    assert status.last_failure.pod_name == "chat-engine-1-worker-1"
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_single_pod_container_restart_is_left_to_the_kubelet(harness: Harness) -> None:
+    handle = await harness.start(make_spec())
+    await harness.until(handle, ready_at())
+    await harness.cluster.crash("chat-engine-1-default-0")
+    await harness.env.sleep(30)
+    status = await handle.query("status", result_type=InstanceStatus)
+    assert status.phase == P.READY and status.incarnation == 1
+    assert harness.cluster.created == ["chat-engine-1-default-0"]
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_restart_request_gives_a_new_incarnation(harness: Harness) -> None:
+    handle = await harness.start(make_spec(workers=1))
+    await harness.until(handle, ready_at())
+    await handle.signal("restart", RestartRequest())
+    await harness.until(handle, ready_at(incarnation=2))
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_image_pull_failure_retried_then_held_and_released(harness: Harness) -> None:
+    harness.cluster.bad_images.add("engine:bad")
+    handle = await harness.start(make_spec("engine:bad"))
+    status = await harness.until(
+        handle, lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD, step=10
+    )
+    assert status.phase == P.FAILED
+    assert status.retry_block is not None and status.retry_block.attempts_started == 3
+    assert status.last_failure is not None and status.last_failure.reason == "ErrImagePull"
+    assert status.last_failure.container_name == "engine"
+    assert harness.cluster.created.count("chat-engine-1-default-0") == 3
+    assert harness.cluster.reasons().count("RetryHeld") == 1
+    first_failure = status.retry_block.first_failure_at
+    # Second attempt one minute after the first failure, third two minutes after the second.
+    assert status.retry_block.last_failure_at - first_failure >= __import__("datetime").timedelta(minutes=3)
+    # Held: nothing more happens however long we wait.
+    await harness.env.sleep(3600)
+    assert harness.cluster.created.count("chat-engine-1-default-0") == 3
+    harness.cluster.bad_images.clear()
+    await handle.signal("release_held", ReleaseHeldRequest(revision="rev-engi"))
+    await handle.signal("release_held", ReleaseHeldRequest(revision="rev-engine-bad"))
+    status = await harness.until(handle, ready_at())
+    assert status.retry_block is None
+    assert "RetryBlockReleaseSkipped" in harness.cluster.reasons()
+    assert "RetryBlockReleased" in harness.cluster.reasons()
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_new_revision_replaces_a_held_one(harness: Harness) -> None:
+    harness.cluster.bad_images.add("engine:bad")
+    handle = await harness.start(make_spec("engine:bad", update_retry=None))
+    await harness.until(handle, lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD)
+    assert harness.cluster.created.count("chat-engine-1-default-0") == 1
+    await handle.signal("update", UpdateRequest(spec=make_spec("engine:2")))
+    status = await harness.until(handle, ready_at())
+    assert status.running_revision == "rev-engine-2"
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_readiness_deadline_fails_after_thirty_minutes(harness: Harness) -> None:
+    def never_ready(cluster: FakeCluster) -> None:
+        for pod in cluster.pods.values():
+            pod.containers_ready = False
+
+    harness.cluster.on_change = never_ready
+    handle = await harness.start(make_spec(workers=1))
+    status = await harness.until(handle, lambda s: s.phase == P.FAILED, step=60)
+    assert status.last_failure is not None and status.last_failure.reason == "DeadlineExceeded"
+    assert status.retry_block is None, "a readiness timeout never counts toward holding the revision"
+    elapsed = status.last_failure.time - status.updated_at  # type: ignore[operator]
+    assert elapsed.total_seconds() <= 0
+    assert "InstanceFailed" in harness.cluster.reasons()
+    # It is rebuilt after the back-off, and this time the pods come up.
+    harness.cluster.on_change = None
+    await harness.until(handle, ready_at(), step=30)
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_surge_then_drain_never_serves_nothing(harness: Harness) -> None:
+    handle = await harness.start(make_spec())
+    await harness.until(handle, ready_at())
+    serving_counts: list[int] = []
+
+    def record(cluster: FakeCluster) -> None:
+        serving_counts.append(sum(1 for pod in cluster.pods.values() if pod.serving and pod.containers_ready))
+
+    harness.cluster.on_change = record
+    await handle.signal("update", UpdateRequest(spec=make_spec("engine:2")))
+    status = await harness.until(handle, lambda s: s.phase == P.READY and s.running_revision == "rev-engine-2")
+    assert status.active_ordinal == 1 and status.incarnation == 1
+    assert sorted(harness.cluster.pods) == ["chat-engine-1-default-1"]
+    assert serving_counts and min(serving_counts) >= 1
+    log = harness.cluster.serving_log
+    assert log.index(("chat-engine-1-default-1", True)) < log.index(("chat-engine-1-default-0", False))
+    # The next update alternates back to ordinal 0.
+    await handle.signal("update", UpdateRequest(spec=make_spec("engine:3")))
+    status = await harness.until(handle, lambda s: s.running_revision == "rev-engine-3" and s.phase == P.READY)
+    assert status.active_ordinal == 0 and sorted(harness.cluster.pods) == ["chat-engine-1-default-0"]
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_failed_surge_keeps_the_old_pod_serving(harness: Harness) -> None:
+    harness.cluster.bad_images.add("engine:bad")
+    handle = await harness.start(make_spec())
+    await harness.until(handle, ready_at())
+    await handle.signal("update", UpdateRequest(spec=make_spec("engine:bad", update_retry=None)))
+    status = await harness.until(handle, lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD)
+    assert status.phase == P.READY and status.running_revision == "rev-engine-1" and status.serving
+    assert sorted(harness.cluster.pods) == ["chat-engine-1-default-0"]
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_recreate_pod_drains_before_delete(harness: Harness) -> None:
+    handle = await harness.start(make_spec(workers=1))
+    await harness.until(handle, ready_at())
+    target = make_spec("engine:2", workers=1, update_strategy_type=UpdateStrategyType.RECREATE_POD)
+    await handle.signal("update", UpdateRequest(spec=target))
+    status = await harness.until(handle, lambda s: s.phase == P.READY and s.running_revision == "rev-engine-2")
+    assert status.incarnation == 2
+    log = harness.cluster.serving_log
+    assert ("chat-engine-1-leader-0", False) in log
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_in_place_only_patches_images_or_refuses(harness: Harness) -> None:
+    handle = await harness.start(make_spec(update_strategy_type=UpdateStrategyType.IN_PLACE_ONLY))
+    await harness.until(handle, ready_at())
+    uid = harness.cluster.pods["chat-engine-1-default-0"].uid
+    await handle.signal("update", UpdateRequest(spec=make_spec("engine:2", update_strategy_type=UpdateStrategyType.IN_PLACE_ONLY)))
+    status = await harness.until(handle, lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY)
+    assert harness.cluster.pods["chat-engine-1-default-0"].uid == uid and status.incarnation == 1
+    refused = make_spec("engine:3", update_strategy_type=UpdateStrategyType.IN_PLACE_ONLY, labels={"new": "label"})
+    await handle.signal("update", UpdateRequest(spec=refused))
+    await harness.env.sleep(30)
+    status = await handle.query("status", result_type=InstanceStatus)
+    assert status.running_revision == "rev-engine-2" and status.target_revision == "rev-engine-3"
+    assert "InPlaceUpdateNotPossible" in harness.cluster.reasons()
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_delete_drains_before_deleting(harness: Harness) -> None:
+    handle = await harness.start(make_spec(workers=1))
+    await harness.until(handle, ready_at())
+    events: list[str] = []
+    harness.cluster.on_change = lambda c: events.append(",".join(sorted(n for n, p in c.pods.items() if p.serving)))
+    await handle.signal("delete", DeleteRequest(drain_seconds=30))
+    final = await handle.result()
+    assert final.deleted and final.phase == P.DELETING
+    # The pods were taken out of rotation (none serving) while they still existed.
+    assert "" in events and harness.cluster.deleted[-2:] == ["chat-engine-1-leader-0", "chat-engine-1-worker-0"]
+
+
+async def test_invalid_pod_spec_counts(harness: Harness) -> None:
+    handle = await harness.start(make_spec("invalid", update_retry=None))
+    status = await harness.until(handle, lambda s: s.retry_block is not None)
+    assert status.retry_block is not None and status.retry_block.state == RetryBlockState.HELD
+    assert status.last_failure is not None and status.last_failure.reason == "InvalidPodSpec"
+    await handle.signal("delete", DeleteRequest())
+    await handle.result()
+
+
+async def test_gang_surge_failure_is_abandoned(harness: Harness) -> None:
+    harness.cluster.bad_images.add("engine:bad")
+    handle = await harness.start(make_spec("engine:bad", workers=1, gang_surge_of=0, update_retry=None))
+    final = await handle.result()
+    assert final.abandoned and final.deleted
+    assert "GangSurgeAbandoned" in harness.cluster.reasons()
+    assert harness.cluster.pods == {}
+
+
+async def test_parent_receives_reports(workflow_env: WorkflowEnvironment, task_queue: str) -> None:
+    from temporalio import workflow
+
+    @workflow.defn(name="FakeParent")
+    class FakeParent:
+        def __init__(self) -> None:
+            self.reports: list[InstanceStatus] = []
+
+        @workflow.signal(name="instance_changed")
+        def instance_changed(self, status: InstanceStatus) -> None:
+            self.reports.append(status)
+
+        @workflow.query(name="phases")
+        def phases(self) -> list[str]:
+            return [r.phase.value for r in self.reports]
+
+        @workflow.run
+        async def run(self) -> None:
+            await workflow.wait_condition(lambda: any(r.deleted for r in self.reports))
+
+    cluster = FakeCluster(client=workflow_env.client)
+    client: Client = workflow_env.client
+    async with build_worker(client, task_queue, None, activities=cluster.activities(), extra_workflows=[FakeParent]):
+        parent = await client.start_workflow("FakeParent", id=f"irep/prod/chat-engine-{task_queue}", task_queue=task_queue)
+        spec = make_spec(parent_workflow_id=parent.id)
+        handle = await client.start_workflow(
+            "Instance", spec, id=instance_workflow_id("prod", "chat", "engine", 1), task_queue=task_queue, result_type=InstanceStatus
+        )
+        harness = Harness(workflow_env, cluster, task_queue)
+        await harness.until(handle, ready_at())
+        await handle.signal("delete", DeleteRequest())
+        await parent.result()
+        phases = await parent.query("phases", result_type=list[str])
+        assert phases[0] == "Creating" and "Ready" in phases and phases[-1] == "Deleting"

@@ -1,0 +1,112 @@
+"""The one factory for Temporal clients: worker, watcher, tests and any starter use it.
+
+Every client gets the pydantic data converter, so workflow inputs, results, signals, updates
+and query answers are the product's pydantic models on both sides. A client gets the
+OpenTelemetry tracing interceptor only when an OTLP endpoint is configured.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from temporalio.client import Client, Interceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.service import TLSConfig
+
+from workers.config import ENV_PREFIX, OtelSettings, Settings, TemporalSettings
+
+logger = logging.getLogger(__name__)
+
+DATA_CONVERTER: DataConverter = pydantic_data_converter
+"""The converter every client and test environment uses; payloads written by one and read by
+another must agree, so nothing else constructs a converter."""
+
+
+def _read_pem(path: Path, field: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise FileNotFoundError(
+            f"{ENV_PREFIX}TEMPORAL__{field.upper()}={path} cannot be read ({error.strerror}): "
+            f"point it at a PEM file or unset it"
+        ) from error
+
+
+def tls_config(settings: TemporalSettings) -> TLSConfig | bool:
+    """TLS settings for `Client.connect`: False for plaintext, True for system roots only."""
+    if not settings.uses_tls:
+        return False
+    if settings.tls_cert is None and settings.tls_ca is None and settings.tls_server_name is None:
+        # API key alone: TLS with the system's roots, as Temporal Cloud expects.
+        return True
+    return TLSConfig(
+        server_root_ca_cert=_read_pem(settings.tls_ca, "tls_ca") if settings.tls_ca else None,
+        domain=settings.tls_server_name,
+        client_cert=_read_pem(settings.tls_cert, "tls_cert") if settings.tls_cert else None,
+        client_private_key=_read_pem(settings.tls_key, "tls_key") if settings.tls_key else None,
+    )
+
+
+_tracing_interceptor: Interceptor | None = None
+
+
+def tracing_interceptors(otel: OtelSettings, role: str) -> Sequence[Interceptor]:
+    """The tracing interceptor when an OTLP endpoint is configured, else nothing.
+
+    The tracer provider is process-wide (OpenTelemetry allows setting it once), so the first
+    call builds it and later calls reuse the same interceptor.
+    """
+    global _tracing_interceptor
+    if otel.otlp_endpoint is None:
+        return []
+    if _tracing_interceptor is None:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from temporalio.contrib.opentelemetry import TracingInterceptor
+
+        provider = TracerProvider(resource=Resource.create({SERVICE_NAME: f"{otel.service_name}-{role}"}))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otel.otlp_endpoint)))
+        trace.set_tracer_provider(provider)
+        _tracing_interceptor = TracingInterceptor(trace.get_tracer("omeflow"))
+        logger.info("exporting traces to %s", otel.otlp_endpoint)
+    return [_tracing_interceptor]
+
+
+async def connect(
+    settings: TemporalSettings | None = None,
+    *,
+    otel: OtelSettings | None = None,
+    role: str = "client",
+) -> Client:
+    """Connect to Temporal with the product's converter (and tracing when configured).
+
+    With no arguments both groups come from the environment. When `settings` is given, tracing
+    follows `otel` only, so a test that passes explicit settings is not traced by accident.
+    `role` names the process in traces and in the worker identity shown in the UI.
+    """
+    if settings is None:
+        loaded = Settings()
+        settings = loaded.temporal
+        otel = otel if otel is not None else loaded.otel
+    interceptors = tracing_interceptors(otel, role) if otel is not None else []
+    try:
+        return await Client.connect(
+            settings.address,
+            namespace=settings.namespace,
+            api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+            tls=tls_config(settings),
+            data_converter=DATA_CONVERTER,
+            interceptors=interceptors,
+        )
+    except RuntimeError as error:
+        raise ConnectionError(
+            f"cannot reach Temporal at {ENV_PREFIX}TEMPORAL__ADDRESS={settings.address} "
+            f"(namespace {settings.namespace!r}): {error}. Start the local stack with `make up`, or set "
+            f"{ENV_PREFIX}TEMPORAL__ADDRESS to your cluster's frontend"
+        ) from error

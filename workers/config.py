@@ -1,0 +1,216 @@
+"""Process settings, read from the environment: the only module that does.
+
+Settings are grouped by the system they reach (Temporal, Kubernetes, Prometheus, OpenTelemetry,
+and the local stack that `make up` runs). Every variable carries the prefix `OME_` and a double
+underscore between group and field, so `OME_TEMPORAL__ADDRESS` sets `Settings().temporal.address`
+and `OME_KUBE__KUBECONFIG` sets `Settings().kube.kubeconfig`. Workflows never see this module:
+they receive the values they need as workflow input.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from workflows.names import TASK_QUEUE
+
+if TYPE_CHECKING:
+    import kubernetes.client
+
+ENV_PREFIX = "OME_"
+ENV_NESTED_DELIMITER = "__"
+
+
+class _Group(BaseModel):
+    # Field docstrings become descriptions, so `Settings.model_json_schema()` and the README
+    # table say the same thing as the code.
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid", frozen=True)
+
+
+class TemporalSettings(_Group):
+    """Where the Temporal frontend is and how to authenticate to it."""
+
+    address: str = "127.0.0.1:7233"
+    """host:port of the Temporal frontend. The default is the dev server that `make up` starts;
+    for Temporal Cloud use `<namespace>.<account>.tmprl.cloud:7233`."""
+
+    namespace: str = "default"
+    """Namespace holding the product's workflows. `default` exists on every dev server, so the
+    local stack needs no set-up; a shared cluster usually gives each team its own."""
+
+    task_queue: str = TASK_QUEUE
+    """Task queue the worker polls and starters target. It is a name users type in
+    `temporal workflow start --task-queue`, so it defaults to the product's constant."""
+
+    tls_cert: Path | None = None
+    """PEM client certificate for mTLS. Unset: no client certificate (the dev server and API-key
+    authentication need none). Must be set together with `tls_key`."""
+
+    tls_key: Path | None = None
+    """PEM private key of `tls_cert`. Unset unless `tls_cert` is set."""
+
+    tls_ca: Path | None = None
+    """PEM CA bundle that signed the server's certificate. Unset: the system roots, which is
+    right for Temporal Cloud; set it for a self-hosted cluster with a private CA."""
+
+    tls_server_name: str | None = None
+    """Server name to verify the certificate against when it differs from the host in
+    `address` (a cluster reached through a tunnel or a load balancer's IP)."""
+
+    api_key: SecretStr | None = None
+    """Temporal Cloud API key. Unset: no key. Setting it turns TLS on, since Cloud accepts keys
+    only over TLS."""
+
+    @model_validator(mode="after")
+    def _cert_and_key_together(self) -> TemporalSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            given, missing = ("tls_cert", "tls_key") if self.tls_key is None else ("tls_key", "tls_cert")
+            raise ValueError(
+                f"{ENV_PREFIX}TEMPORAL__{given.upper()} is set but {ENV_PREFIX}TEMPORAL__{missing.upper()} "
+                f"is not: mTLS needs both the client certificate and its key; set both or neither"
+            )
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        """TLS is on when any TLS file, a server name or an API key is configured."""
+        return any(
+            value is not None for value in (self.tls_cert, self.tls_ca, self.tls_server_name, self.api_key)
+        )
+
+
+class KubeSettings(_Group):
+    """Which Kubernetes API server the activities and the watcher talk to."""
+
+    kubeconfig: Path | None = None
+    """kubeconfig file. Unset: the in-cluster service account when running in a pod; `make up`
+    starts kubesim and points the worker and watcher at the kubeconfig it writes under the data
+    directory, so a laptop needs no cluster."""
+
+    context: str | None = None
+    """Context inside `kubeconfig`. Unset: the file's current-context, as kubectl does."""
+
+
+class PrometheusSettings(_Group):
+    """Where metric-driven decisions (canary analysis, autoscaling) read their figures."""
+
+    url: str | None = None
+    """Base URL of the Prometheus HTTP API, e.g. `http://prometheus:9090`. Unset: no Prometheus
+    is configured, which is the local stack's case; docker-compose sets it to its own service."""
+
+
+class OtelSettings(_Group):
+    """OpenTelemetry export of workflow and activity spans."""
+
+    otlp_endpoint: str | None = None
+    """OTLP/gRPC collector endpoint, e.g. `http://127.0.0.1:4317`. Unset: no tracing interceptor
+    and no exporter, so a process without a collector pays nothing for tracing."""
+
+    service_name: str = "omeflow"
+    """`service.name` on exported spans; the worker and the watcher append their role."""
+
+
+class StackSettings(_Group):
+    """The local stack that `make up` runs: Temporal dev server, kubesim, worker and watcher."""
+
+    data_dir: Path = Path(".data")
+    """Directory holding `temporal.db`, `kubesim.json` and the kubeconfig kubesim writes. It is
+    git-ignored and kept between runs, so a second `make up` resumes the same workflows."""
+
+    frontend_port: int = 7233
+    """Temporal frontend gRPC port on 127.0.0.1: the `temporal` CLI's default, so the commands in
+    the README need no `--address`."""
+
+    ui_port: int = 8233
+    """Temporal Web UI port on 127.0.0.1: the dev server's default (frontend port + 1000)."""
+
+    kubesim_port: int = 6443
+    """kubesim API port on 127.0.0.1. Fixed (the API server's usual port) so the kubeconfig
+    written under the data directory stays valid across restarts."""
+
+    kubesim_topology: str = "zones=3,nodes-per-zone=4,gpus=8"
+    """Simulated nodes: three zones of four 8-GPU nodes give room for topology spread,
+    multi-node Instances and a drain that has somewhere to move to."""
+
+    dev_server: bool = True
+    """Start a Temporal dev server. Set false to run the worker and watcher against the cluster in
+    `OME_TEMPORAL__ADDRESS` instead."""
+
+    stop_timeout_seconds: float = 40.0
+    """How long the stack waits for each process to exit after asking it to stop before killing
+    it. Longer than the worker's graceful shutdown, so in-flight activities can finish."""
+
+
+class Settings(BaseSettings):
+    """All settings of one process. `Settings()` reads the environment (and nothing else)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
+        use_attribute_docstrings=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+    temporal: TemporalSettings = TemporalSettings()
+    """Temporal frontend, namespace, task queue and credentials."""
+
+    kube: KubeSettings = KubeSettings()
+    """Kubernetes API server."""
+
+    prometheus: PrometheusSettings = PrometheusSettings()
+    """Prometheus HTTP API."""
+
+    otel: OtelSettings = OtelSettings()
+    """OpenTelemetry tracing export."""
+
+    stack: StackSettings = StackSettings()
+    """Local stack run by `make up`."""
+
+
+def env_var_names() -> set[str]:
+    """Every environment variable `Settings` reads, e.g. `OME_TEMPORAL__ADDRESS`."""
+    names: set[str] = set()
+    for group_name, group_field in Settings.model_fields.items():
+        group_model = group_field.annotation
+        assert isinstance(group_model, type) and issubclass(group_model, BaseModel)
+        for field_name in group_model.model_fields:
+            names.add(f"{ENV_PREFIX}{group_name}{ENV_NESTED_DELIMITER}{field_name}".upper())
+    return names
+
+
+def kube_api_client(settings: Settings | KubeSettings | None = None) -> kubernetes.client.ApiClient:
+    """A Kubernetes API client from the configured kubeconfig, else the in-cluster account."""
+    # Imported here so that loading settings (the stack runner, tests) does not pay for the
+    # kubernetes package's import time.
+    import kubernetes.client
+    import kubernetes.config
+
+    if settings is None:
+        settings = Settings()
+    kube = settings.kube if isinstance(settings, Settings) else settings
+    if kube.kubeconfig is not None:
+        if not kube.kubeconfig.is_file():
+            raise FileNotFoundError(
+                f"{ENV_PREFIX}KUBE__KUBECONFIG={kube.kubeconfig} is not a file: point it at a kubeconfig, "
+                f"or unset it to use kubesim via `make up`"
+            )
+        client: kubernetes.client.ApiClient = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(kube.kubeconfig), context=kube.context, persist_config=False
+        )
+        return client
+    # The in-cluster loader reads these two variables; checking them first lets the error say
+    # what to do instead of kubernetes' terse "Service host/port is not set."
+    if "KUBERNETES_SERVICE_HOST" not in os.environ or "KUBERNETES_SERVICE_PORT" not in os.environ:
+        raise RuntimeError(
+            f"{ENV_PREFIX}KUBE__KUBECONFIG is not set and this process is not running in a Kubernetes pod: "
+            f"set {ENV_PREFIX}KUBE__KUBECONFIG to a kubeconfig file (`make up` writes .data/kubeconfig for "
+            f"kubesim)"
+        )
+    configuration = kubernetes.client.Configuration()
+    kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return kubernetes.client.ApiClient(configuration)

@@ -1,0 +1,275 @@
+"""The local stack behind `make up`: Temporal dev server, kubesim, worker and watcher.
+
+    python -m workers.stack [--data-dir DIR] [--frontend-port N] [--ui-port N] [--kubesim-port N]
+
+Starts each process in its own process group and waits until it is ready, prints where the UI
+is and what to try with the `temporal` CLI, then runs until Ctrl-C (or SIGTERM) and stops them
+in reverse order: watcher, worker (in-flight activities finish), kubesim (saves its objects),
+Temporal (flushes its database). All state lives in the data directory, so the next run
+resumes it: running workflows keep running and kubesim's objects are still there.
+
+kubesim starts only when no kubeconfig is configured (`OME_KUBE__KUBECONFIG`), and the dev
+server only while `OME_STACK__DEV_SERVER` is true; otherwise the worker and watcher reach the
+configured cluster and Temporal service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from workers.config import ENV_PREFIX, Settings, StackSettings, TemporalSettings
+from workers.devserver import dev_server_argv, ensure_search_attributes, temporal_binary, wait_until_serving
+from workers.processes import Child, ChildFailed, first_exit
+from workers.worker import GRACEFUL_SHUTDOWN
+from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
+
+READY_BANNER = "Local stack is up."
+"""First line of the banner; tests and scripts wait for it."""
+
+STARTUP_TIMEOUT = 90.0
+"""Seconds each process gets to become ready. A cold dev server on a busy two-core machine
+takes ~10 s; the margin absorbs CI load without hiding a real hang for long."""
+
+KUBECONFIG_FILENAME = "kubeconfig"
+KUBESIM_STATE_FILENAME = "kubesim.json"
+
+
+def _check_port_free(port: int, field: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As servers do: connections of the previous run lingering in TIME_WAIT do not count,
+        # only a process listening now does.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise ChildFailed(
+                f"127.0.0.1:{port} is already in use ({error.strerror}): another `make up` or Temporal "
+                f"server may be running; stop it, or set {ENV_PREFIX}STACK__{field.upper()} to a free port"
+            ) from error
+
+
+class Stack:
+    """The stack's children, started in order and stopped in reverse."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.stack: StackSettings = settings.stack
+        self.children: list[Child] = []
+        self.stop_requested = asyncio.Event()
+        self._signals = 0
+        self.temporal_address = (
+            f"127.0.0.1:{self.stack.frontend_port}" if self.stack.dev_server else settings.temporal.address
+        )
+        self.kubeconfig = settings.kube.kubeconfig or self.stack.data_dir / KUBECONFIG_FILENAME
+        self.kubesim_url: str | None = None
+
+    def on_signal(self) -> None:
+        """First Ctrl-C stops in order; a second one kills whatever is still running."""
+        self._signals += 1
+        if self._signals == 1:
+            print("\nstopping the stack (Ctrl-C again to kill it at once)", flush=True)
+            self.stop_requested.set()
+            return
+        for child in self.children:
+            child.signal(signal.SIGKILL)
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env[f"{ENV_PREFIX}TEMPORAL__ADDRESS"] = self.temporal_address
+        env[f"{ENV_PREFIX}KUBE__KUBECONFIG"] = str(self.kubeconfig.resolve())
+        return env
+
+    async def _launch(self, child: Child) -> Child:
+        self.children.append(child)
+        await child.start()
+        return child
+
+    async def start_all(self) -> None:
+        self.stack.data_dir.mkdir(parents=True, exist_ok=True)
+        ports = [("frontend_port", self.stack.frontend_port), ("ui_port", self.stack.ui_port)]
+        if self.stack.dev_server:
+            for field, port in ports:
+                _check_port_free(port, field)
+            temporal = await self._launch(
+                Child(
+                    "temporal",
+                    dev_server_argv(
+                        self.stack.data_dir,
+                        self.stack.frontend_port,
+                        self.stack.ui_port,
+                        self.settings.temporal.namespace,
+                    ),
+                    stop_hint="flushes its database",
+                )
+            )
+            client = await wait_until_serving(
+                temporal,
+                TemporalSettings(address=self.temporal_address, namespace=self.settings.temporal.namespace),
+                STARTUP_TIMEOUT,
+            )
+            added = await ensure_search_attributes(client)
+            if added:
+                print(
+                    f"registered search attributes missing from the database: {', '.join(added)}", flush=True
+                )
+
+        if self.settings.kube.kubeconfig is None:
+            _check_port_free(self.stack.kubesim_port, "kubesim_port")
+            kubesim = await self._launch(
+                Child(
+                    "kubesim",
+                    [
+                        sys.executable,
+                        "-m",
+                        "kubesim",
+                        "--port",
+                        str(self.stack.kubesim_port),
+                        "--kubeconfig",
+                        str(self.kubeconfig),
+                        "--state-file",
+                        str(self.stack.data_dir / KUBESIM_STATE_FILENAME),
+                        "--topology",
+                        self.stack.kubesim_topology,
+                        "--crds",
+                        "product",
+                    ],
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    ready_pattern=r"kubesim listening on (\S+)",
+                    stop_hint=f"saves its objects to {self.stack.data_dir / KUBESIM_STATE_FILENAME}",
+                )
+            )
+            await kubesim.wait_ready(STARTUP_TIMEOUT, "its API server to listen")
+            assert kubesim.ready_match is not None
+            self.kubesim_url = kubesim.ready_match.group(1)
+
+        worker = await self._launch(
+            Child(
+                "worker",
+                [sys.executable, "-m", "workers"],
+                env=self._child_env(),
+                ready_pattern=r"polling task queue",
+                stop_hint=f"in-flight activities get up to {GRACEFUL_SHUTDOWN.total_seconds():.0f} s",
+            )
+        )
+        await worker.wait_ready(STARTUP_TIMEOUT, "it to poll the task queue")
+        await self._launch(Child("watcher", [sys.executable, "-m", "workers.watcher"], env=self._child_env()))
+
+    async def stop_all(self) -> None:
+        for child in reversed(self.children):
+            await child.stop(self.stack.stop_timeout_seconds)
+
+    def banner(self) -> str:
+        temporal_cli = (
+            os.path.relpath(temporal_binary())
+            if self._under_cwd(temporal_binary())
+            else str(temporal_binary())
+        )
+        address = "" if self.temporal_address == "127.0.0.1:7233" else f" --address {self.temporal_address}"
+        queue = self.settings.temporal.task_queue
+        workflow_id = isvc_workflow_id("default", "demo")
+        kube = (
+            f"kubesim at {self.kubesim_url} (kubeconfig {self.kubeconfig})"
+            if self.kubesim_url
+            else f"kubeconfig {self.kubeconfig}"
+        )
+        lines = [
+            READY_BANNER,
+            f"  Temporal UI:        http://127.0.0.1:{self.stack.ui_port}" if self.stack.dev_server else "",
+            f"  Temporal frontend:  {self.temporal_address} (namespace {self.settings.temporal.namespace}, "
+            f"task queue {queue})",
+            f"  Kubernetes:         {kube}",
+            f"  State:              {self.stack.data_dir}/ (kept across runs)",
+            "Try:",
+            f"  {temporal_cli} workflow list{address}",
+            f"  {temporal_cli} workflow start{address} --type {INFERENCE_SERVICE} --task-queue {queue} "
+            f"--workflow-id {workflow_id} --input-file <spec.json>",
+            f"  {temporal_cli} workflow query{address} --workflow-id {workflow_id} --name status",
+            f"  {temporal_cli} workflow signal{address} --workflow-id {workflow_id} --name pause",
+            f"  KUBECONFIG={self.kubeconfig} kubectl get pods -A",
+            "Ctrl-C stops everything; the next `make up` resumes the same state.",
+        ]
+        return "\n".join(line for line in lines if line)
+
+    @staticmethod
+    def _under_cwd(path: Path) -> bool:
+        return path.resolve().is_relative_to(Path.cwd().resolve())
+
+
+async def run_stack(settings: Settings) -> int:
+    """Run the stack until a stop signal or a child's unexpected exit; returns the exit code."""
+    stack = Stack(settings)
+    loop = asyncio.get_running_loop()
+    # SIGHUP too: closing the terminal that runs `make up` must stop the stack, not orphan it.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, stack.on_signal)
+    code = 0
+    try:
+        startup = asyncio.create_task(stack.start_all())
+        stop = asyncio.create_task(stack.stop_requested.wait())
+        await asyncio.wait({startup, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not startup.done():
+            startup.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await startup
+        else:
+            startup.result()
+            print(stack.banner(), flush=True)
+            exited = asyncio.create_task(first_exit(stack.children))
+            await asyncio.wait({exited, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if exited.done():
+                child = exited.result()
+                print(
+                    f"{child.name} exited unexpectedly with code {child.returncode}; stopping the stack. "
+                    f"Its last output:\n{child.tail()}",
+                    flush=True,
+                )
+                code = 1
+            else:
+                exited.cancel()
+        stop.cancel()
+    except ChildFailed as error:
+        print(f"the stack could not start: {error}", flush=True)
+        code = 1
+    finally:
+        await stack.stop_all()
+    print(f"stack stopped; state kept in {stack.stack.data_dir}/, `make up` resumes it", flush=True)
+    return code
+
+
+def parse_args(argv: list[str] | None, defaults: StackSettings) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m workers.stack", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--data-dir", type=Path, default=defaults.data_dir, help="state directory (OME_STACK__DATA_DIR)"
+    )
+    parser.add_argument(
+        "--frontend-port", type=int, default=defaults.frontend_port, help="Temporal gRPC port"
+    )
+    parser.add_argument("--ui-port", type=int, default=defaults.ui_port, help="Temporal Web UI port")
+    parser.add_argument("--kubesim-port", type=int, default=defaults.kubesim_port, help="kubesim API port")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = Settings()
+    args = parse_args(argv, settings.stack)
+    stack_settings = settings.stack.model_copy(
+        update={
+            "data_dir": args.data_dir,
+            "frontend_port": args.frontend_port,
+            "ui_port": args.ui_port,
+            "kubesim_port": args.kubesim_port,
+        }
+    )
+    sys.exit(asyncio.run(run_stack(settings.model_copy(update={"stack": stack_settings}))))
+
+
+if __name__ == "__main__":
+    main()

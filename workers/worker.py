@@ -1,0 +1,117 @@
+"""The worker process: registers every workflow and activity and polls the product's task queue.
+
+`python -m workers` runs it. On SIGTERM or SIGINT it stops polling, lets in-flight activities
+finish for `GRACEFUL_SHUTDOWN` (those still running after that are cancelled, which a
+heartbeating activity sees at its next heartbeat), then exits 0; Temporal retries whatever did
+not finish on the next worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities.registry import build_activities
+from workers.client import connect
+from workers.config import Settings, kube_api_client
+from workflows.registry import WORKFLOWS
+
+logger = logging.getLogger(__name__)
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+"""Time in-flight activities get to finish after a stop signal. Kubernetes waits 30 s between
+SIGTERM and SIGKILL by default, so a pod-hosted worker uses all of it."""
+
+MAX_CONCURRENT_ACTIVITIES = 32
+"""Activities run at once, and threads in the pool that runs the synchronous (kubernetes
+client) ones; equal so that no activity task is accepted without a thread to run it."""
+
+# Pure modules that workflows import: passing them through the sandbox loads them once per
+# process instead of once per workflow run, and keeps one identity for each pydantic class so
+# the data converter and workflow code agree on types.
+_SANDBOX_PASSTHROUGH = ("models", "planning")
+
+
+def build_worker(
+    client: Client,
+    task_queue: str,
+    kube_api_client: Any,
+    *,
+    activity_executor: Executor | None = None,
+    graceful_shutdown_timeout: timedelta = GRACEFUL_SHUTDOWN,
+    extra_workflows: Sequence[type[Any]] = (),
+    activities: Sequence[Callable[..., Any]] | None = None,
+) -> Worker:
+    """A worker with every registered workflow and activity, ready for `async with` or `run()`.
+
+    Tests call this against the time-skipping environment with a fresh task queue, adding
+    test-only workflows with `extra_workflows`, or replacing the real activities with mocks
+    registered under the same names with `activities`. Without an `activity_executor` a thread
+    pool of `MAX_CONCURRENT_ACTIVITIES` threads is created; its idle threads end with the process.
+    """
+    executor = activity_executor or ThreadPoolExecutor(
+        max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity"
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[*WORKFLOWS, *extra_workflows],
+        activities=build_activities(kube_api_client) if activities is None else activities,
+        activity_executor=executor,
+        max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*_SANDBOX_PASSTHROUGH)
+        ),
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+    )
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+
+async def run(settings: Settings | None = None) -> None:
+    """Run the worker until SIGTERM or SIGINT, then shut down gracefully."""
+    settings = settings or Settings()
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    client = await connect(settings.temporal, otel=settings.otel, role="worker")
+    api_client = kube_api_client(settings)
+    with ThreadPoolExecutor(max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity") as pool:
+        worker = build_worker(client, settings.temporal.task_queue, api_client, activity_executor=pool)
+        async with worker:
+            logger.info(
+                "worker %s@%s polling task queue %r on %s (namespace %r) with %d workflow types",
+                os.getpid(),
+                socket.gethostname(),
+                settings.temporal.task_queue,
+                settings.temporal.address,
+                settings.temporal.namespace,
+                len(WORKFLOWS),
+            )
+            await stop.wait()
+            logger.info(
+                "stop signal received: no new tasks; in-flight activities get %.0f s to finish",
+                GRACEFUL_SHUTDOWN.total_seconds(),
+            )
+        # Leaving `async with` ran worker.shutdown(), which waited for the activities.
+    api_client.close()  # type: ignore[no-untyped-call]
+    logger.info("worker stopped")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run())

@@ -1,0 +1,171 @@
+"""The `Instance` workflow: one OMENative Instance from creation to deletion.
+
+`instance/{ns}/{isvc}-{component}-{index}`. Observe (the watcher's `pods_changed` signals,
+activity results) -> plan (`planning.instance_*`) -> act (Kubernetes activities through
+`workflows.kube_calls`) -> wait (`wait_condition` with the deadlines planning computes; a
+slow re-list is only a safety net). Every destructive conclusion drawn from a watcher
+observation (a pod is gone, a pod failed) is confirmed with a fresh list first, because a
+signal may lag behind our own writes.
+
+Phases and messages: see `models/instance.py`. The operations live in
+`workflows/instance_ops.py`; this module holds the message handlers and the main loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from models.instance import (
+        PARENT_SIGNAL_INSTANCE_CHANGED,
+        QUERY_STATUS,
+        SIGNAL_DELETE,
+        SIGNAL_DRAIN,
+        SIGNAL_PODS_CHANGED,
+        SIGNAL_RELEASE_HELD,
+        SIGNAL_RESTART,
+        SIGNAL_UPDATE,
+        DeleteRequest,
+        DrainRequest,
+        InstancePhase,
+        InstanceSpec,
+        InstanceStatus,
+        ReleaseHeldRequest,
+        RestartRequest,
+        UpdateRequest,
+    )
+    from models.pods import InstancePods
+    from planning.instance_state import InstanceState, build_status, report_fingerprint
+    from workflows import search_attributes
+    from workflows.instance_lifecycle import InstanceLifecycle
+
+P = InstancePhase
+
+
+def _newer(candidate: InstancePods, current: InstancePods | None) -> bool:
+    """Keep the newest observation: resource versions compare as numbers when they are."""
+    if current is None:
+        return True
+    a, b = candidate.resource_version, current.resource_version
+    if a.isdigit() and b.isdigit():
+        return int(a) >= int(b)
+    return True
+
+
+@workflow.defn(name="Instance")
+class InstanceWorkflow(InstanceLifecycle):
+    @workflow.init
+    def __init__(self, arg: InstanceSpec | InstanceState) -> None:
+        state = arg if isinstance(arg, InstanceState) else InstanceState(spec=arg)
+        self.state = state
+        self.pods_seq = 0
+        self.inbox_seq = 0
+        self.lock = asyncio.Lock()
+        self.last_report: tuple[object, ...] | None = None
+
+    # --- messages -------------------------------------------------------------------
+
+    @workflow.signal(name=SIGNAL_PODS_CHANGED)
+    def pods_changed(self, pods: InstancePods) -> None:
+        if _newer(pods, self.state.pods):
+            self.state.pods = pods
+            self.pods_seq += 1
+
+    @workflow.signal(name=SIGNAL_UPDATE)
+    def update(self, request: UpdateRequest) -> None:
+        self.state.pending_update = request.spec
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_RESTART)
+    def restart(self, request: RestartRequest) -> None:
+        self.state.pending_restart = request
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_DRAIN)
+    def drain(self, request: DrainRequest) -> None:
+        self.state.pending_drain = True
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_DELETE)
+    def delete(self, request: DeleteRequest) -> None:
+        self.state.pending_delete = request
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_RELEASE_HELD)
+    def release_held(self, request: ReleaseHeldRequest) -> None:
+        self.state.pending_releases.append(request.revision)
+        self.inbox_seq += 1
+
+    @workflow.query(name=QUERY_STATUS)
+    def status(self) -> InstanceStatus:
+        return build_status(self.state, workflow.now())
+
+    # --- bookkeeping used by the operations -----------------------------------------
+
+    async def report(self) -> None:
+        """Tell the parent InferenceReplica when something it counts has changed."""
+        status = build_status(self.state, workflow.now())
+        fingerprint = report_fingerprint(status)
+        if fingerprint == self.last_report:
+            return
+        self.last_report = fingerprint
+        parent = self.state.spec.parent_workflow_id
+        info_parent = workflow.info().parent
+        if parent is None and info_parent is not None:
+            parent = info_parent.workflow_id
+        if parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent).signal(PARENT_SIGNAL_INSTANCE_CHANGED, status)
+        except Exception as error:  # noqa: BLE001 - a gone parent must not fail its child
+            workflow.logger.warning("could not report to parent %s: %s", parent, error)
+
+    # --- main loop ------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, arg: InstanceSpec | InstanceState) -> InstanceStatus:
+        spec = self.state.spec
+        workflow.upsert_search_attributes(
+            [
+                search_attributes.INFERENCE_SERVICE.value_set(spec.isvc),
+                search_attributes.COMPONENT.value_set(spec.component),
+                search_attributes.PHASE.value_set(self.state.phase.value),
+            ]
+        )
+        await self.prepare()
+        while True:
+            async with self.lock:
+                finished = await self.step()
+            await self.report()
+            if finished:
+                return build_status(self.state, workflow.now())
+            if self.resting() and workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self.state)
+
+    def resting(self) -> bool:
+        return self.state.phase in (P.READY, P.FAILED, P.PENDING)
+
+    async def step(self) -> bool:
+        """One pass of the loop; True when the workflow is done."""
+        state = self.state
+        if state.pending_delete is not None:
+            await self.delete_instance(state.pending_delete)
+            return True
+        if state.pending_drain:
+            state.pending_drain = False
+            await self.take_out_of_rotation("DrainRequested")
+        await self.absorb_releases()
+        if state.phase in (P.CREATING, P.PENDING):
+            return await self.create_instance()
+        if state.phase == P.READY:
+            if await self.handle_ready():
+                return False
+        elif state.phase == P.FAILED:
+            if await self.handle_failed():
+                return False
+        await self.wait_for_news(self.next_wake())
+        return False
+

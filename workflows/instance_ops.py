@@ -1,0 +1,389 @@
+"""The Instance workflow's operations: create, restart, update, drain, delete.
+
+A mixin of `InstanceWorkflow` (workflows/instance.py), split out to keep each module short.
+Each operation is a straight pipeline with early returns; the rules it follows come from
+`planning.instance_*`, and every Kubernetes write goes through `workflows.kube_calls` with a
+summary a person can read in the Temporal UI.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from models.duration import format_duration
+    from models.instance import (
+        DeleteRequest,
+        InstanceFailure,
+        InstanceOperation,
+        InstancePhase,
+        InstanceSpec,
+        RetryBlockState,
+    )
+    from models.kube_ops import (
+        ApplyObjectInput,
+        CrdExistsInput,
+        CreatePodsInput,
+        DeletePodsInput,
+        ForceDeletePodInput,
+        KubeErrorType,
+        ListInstancePodsInput,
+        ObjectRef,
+        PodsGoneInput,
+        RecordEventInput,
+        SetServingInput,
+    )
+    from models.pods import InstancePods, PodSummary
+    from planning import instance_policy as policy
+    from planning.instance_health import HOLD_QUOTA, assess_bring_up, levels, restart_counts
+    from planning.instance_pods import (
+        render_headless_service,
+        render_pod_group,
+    )
+    from planning.instance_state import InstanceState
+    from workflows import kube_calls, search_attributes
+
+P = InstancePhase
+Outcome = InstanceFailure | Literal["ok", "interrupted"]
+QUOTA_RECHECK = timedelta(seconds=30)
+"""How soon a create refused for quota is tried again; quota frees without a pod event."""
+
+
+class InstanceOperations:
+    state: InstanceState
+    pods_seq: int
+    inbox_seq: int
+
+    # --- small helpers --------------------------------------------------------------
+
+    @property
+    def spec(self) -> InstanceSpec:
+        return self.state.spec
+
+    def render_spec(self) -> InstanceSpec:
+        """The spec as rendered: without the PodGroup label when the CRD is missing."""
+        return self.spec.model_copy(update={"gang_scheduling": bool(self.state.pod_group_crd)})
+
+    def observed(self) -> tuple[PodSummary, ...]:
+        return self.state.pods.pods if self.state.pods is not None else ()
+
+    def set_phase(self, phase: InstancePhase) -> None:
+        policy.check_transition(self.state.phase, phase)
+        if phase == self.state.phase:
+            return
+        self.state.phase = phase
+        workflow.upsert_search_attributes([search_attributes.PHASE.value_set(phase.value)])
+
+    def begin(self, kind: Literal["Create", "Update", "Restart", "Migrate", "Delete"], step: str) -> None:
+        self.state.operation_counter += 1
+        self.state.operation = InstanceOperation(
+            id=f"{kind.lower()}-{self.state.operation_counter}",
+            type=kind,
+            step=step,
+            started_at=workflow.now(),
+            target_revision=self.spec.revision,
+            strategy=self.spec.update_strategy_type if kind == "Update" else None,
+        )
+
+    def progress(self, step: str, deadline: datetime | None = None, waiting: str | None = None) -> None:
+        if self.state.operation is not None:
+            self.state.operation = self.state.operation.model_copy(
+                update={"step": step, "last_progress_at": workflow.now(), "deadline": deadline, "waiting": waiting}
+            )
+
+    async def refresh_pods(self) -> InstancePods:
+        spec = self.spec
+        pods = await kube_calls.list_instance_pods(
+            ListInstancePodsInput(namespace=spec.namespace, isvc=spec.isvc, component=spec.component, index=spec.index),
+            summary=f"list pods of {spec.instance_name}",
+        )
+        self.state.pods = pods
+        self.pods_seq += 1
+        return pods
+
+    async def wait_for_news(self, until: datetime | None) -> None:
+        """Sleep until a pod observation or a request arrives, `until`, or the safety re-list."""
+        pods_seq, inbox_seq = self.pods_seq, self.inbox_seq
+        now = workflow.now()
+        safety = now + timedelta(seconds=self.spec.safety_recheck_seconds)
+        wake = min(until, safety) if until is not None else safety
+        timeout = max((wake - now).total_seconds(), 0.001)
+        try:
+            await workflow.wait_condition(
+                lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq,
+                timeout=timedelta(seconds=timeout),
+            )
+        except TimeoutError:
+            if wake >= safety:
+                await self.refresh_pods()
+
+    async def event(self, reason: str, message: str, kind: Literal["Normal", "Warning"] = "Warning") -> None:
+        spec = self.spec
+        involved = ObjectRef(
+            api_version="ome.io/v1beta1",
+            kind="InferenceService",
+            name=spec.isvc,
+            namespace=spec.namespace,
+            uid=spec.isvc_uid,
+        )
+        try:
+            await kube_calls.record_event(
+                RecordEventInput(involved=involved, reason=reason, message=message[:1000], type=kind),
+                summary=f"event {reason} for {spec.instance_name}",
+            )
+        except ActivityError as error:  # an event is a projection: losing one must not stop the Instance
+            workflow.logger.warning("event %s not recorded: %s", reason, error)
+
+    def interrupted(self, target_revision: str) -> bool:
+        pending = self.state.pending_update
+        return self.state.pending_delete is not None or (pending is not None and pending.revision != target_revision)
+
+    # --- setup ----------------------------------------------------------------------
+
+    async def prepare(self) -> None:
+        """The Instance's headless Service, and its PodGroup when the CRD exists."""
+        spec = self.spec
+        await kube_calls.apply_object(
+            ApplyObjectInput(manifest=render_headless_service(spec)),
+            summary=f"apply headless Service {spec.instance_name}",
+        )
+        if not (spec.multi_pod and spec.gang_scheduling):
+            return
+        if self.state.pod_group_crd is None:
+            found = await kube_calls.crd_exists(CrdExistsInput(), summary="check the PodGroup CRD")
+            self.state.pod_group_crd = found.exists
+            self.state.gang_unavailable = not found.exists
+        group = render_pod_group(spec)
+        if self.state.pod_group_crd and group is not None:
+            await kube_calls.apply_object(
+                ApplyObjectInput(manifest=group, plural="podgroups"),
+                summary=f"apply PodGroup {spec.instance_name} (minMember {spec.pod_count})",
+            )
+
+    # --- bringing pods up -----------------------------------------------------------
+
+    async def create_pods(self, manifests: list[dict[str, Any]], members: dict[str, str]) -> Outcome | None:
+        """Create the not-yet-created pods; None when some wait on quota."""
+        spec = self.spec
+        incarnation = manifests[0]["metadata"]["labels"].get("ome.io/incarnation", "?")
+        try:
+            result = await kube_calls.create_pods(
+                CreatePodsInput(namespace=spec.namespace, pods=manifests),
+                summary=(
+                    f"create {len(manifests)} pods for {spec.instance_name} "
+                    f"(revision {spec.revision[:4]}), incarnation {incarnation}"
+                ),
+            )
+        except ActivityError as error:
+            kind = kube_calls.error_type(error)
+            message = str(error.cause or error)[:1000]
+            if kind == KubeErrorType.QUOTA_EXCEEDED:
+                return None
+            if kind == KubeErrorType.INVALID:
+                return InstanceFailure(reason="InvalidPodSpec", message=message, time=workflow.now(), counting=True)
+            if kind in (KubeErrorType.NAME_TAKEN, KubeErrorType.FORBIDDEN):
+                return InstanceFailure(reason=str(kind), message=message, time=workflow.now())
+            raise
+        for pod in result.pods:
+            if pod.outcome in ("created", "exists"):
+                members[pod.name] = pod.uid
+        return "ok"
+
+    async def bring_up(self, manifests: list[dict[str, Any]], members: dict[str, str]) -> Outcome:
+        """Create the pods, wait until they are ready, put them into rotation.
+
+        Ends with "ok" (ready and serving), a failure, or "interrupted" when a delete or a
+        newer revision arrived. Terminal pods are recycled and pods deleted from outside are
+        created again on their stable names; holds stop the readiness clock.
+        """
+        spec = self.spec
+        by_name = {m["metadata"]["name"]: m for m in manifests}
+        for name in by_name:
+            members.setdefault(name, "")
+        started = workflow.now()
+        clock = policy.ReadinessClock(started)
+        first_seen: dict[str, datetime] = {}
+        while True:
+            if self.interrupted(spec.revision):
+                return "interrupted"
+            quota_hold = False
+            missing = [by_name[n] for n, uid in members.items() if not uid]
+            if missing:
+                created = await self.create_pods(missing, members)
+                if isinstance(created, InstanceFailure):
+                    return created
+                quota_hold = created is None
+            now = workflow.now()
+            check = assess_bring_up(spec, self.observed(), members, first_seen, started, now)
+            if check.missing or check.recycle:
+                # The watcher may lag behind our own create: believe a loss only after a re-list.
+                fresh = await self.refresh_pods()
+                check = assess_bring_up(spec, fresh.pods, members, first_seen, started, now)
+                for name in check.recycle:
+                    await self.event("TerminalPodRecycled", policy.terminal_pod_recycled_message(spec, name))
+                    await self.delete_pods({name: members[name]}, "recycle terminal pod")
+                for name in check.missing + check.recycle:
+                    members[name] = ""
+                if check.missing or check.recycle:
+                    continue
+            first_seen = check.first_seen
+            if check.failure is not None:
+                return check.failure
+            holds = check.holds + ([HOLD_QUOTA] if quota_hold else [])
+            clock = clock.observe(holds, now)
+            deadline = clock.deadline(spec.instance_ready_timeout_seconds)
+            self.progress("CreatePods", deadline, clock.hold)
+            counts = levels(self.observed(), members, spec.pod_count, spec.min_ready_seconds, now)
+            if counts.ready and all(members.values()):
+                if self.state.draining or await self.start_serving(members):
+                    return "ok"
+                continue
+            if deadline is not None and now >= deadline:
+                timeout = format_duration(spec.instance_ready_timeout_seconds or 0.0)
+                return InstanceFailure(
+                    reason="DeadlineExceeded",
+                    message=f"Instance {spec.instance_name} was not ready within instanceReadyTimeout {timeout}",
+                    time=now,
+                )
+            wakes = [t for t in (check.wake_at, deadline) if t is not None]
+            if quota_hold or any(not uid for uid in members.values()):
+                wakes.append(now + QUOTA_RECHECK)
+            await self.wait_for_news(min(wakes) if wakes else None)
+
+    async def start_serving(self, members: dict[str, str]) -> bool:
+        """Set `ome.io/serving` True and wait to see it; False if the pods stopped being ready."""
+        spec = self.spec
+        await kube_calls.set_serving(
+            SetServingInput(
+                namespace=spec.namespace, pods=sorted(members), serving=True, reason="InstanceReady", uids=members
+            ),
+            summary=f"put {spec.instance_name} into rotation ({len(members)} pods)",
+        )
+        while True:
+            counts = levels(self.observed(), members, spec.pod_count, 0.0, workflow.now())
+            if counts.serving:
+                return True
+            if not counts.ready or self.interrupted(spec.revision):
+                return False
+            await self.wait_for_news(None)
+
+    def commit_ready(self, members: dict[str, str]) -> None:
+        state = self.state
+        now = workflow.now()
+        state.members = dict(members)
+        state.running_spec = state.spec
+        state.running_revision = state.spec.revision
+        state.restart_baseline = restart_counts(self.observed(), members)
+        counts = levels(self.observed(), members, state.spec.pod_count, 0.0, now)
+        state.ready_since = counts.ready_since or now
+        state.failures_in_a_row = 0
+        state.rebuild_at = None
+        state.first_seen = {}
+        if state.retry_block is not None and state.retry_block.target_revision == state.spec.revision:
+            state.retry_block = None
+        state.operation = None
+        self.set_phase(P.READY)
+
+    # --- taking pods down -----------------------------------------------------------
+
+    async def delete_pods(self, targets: dict[str, str], why: str) -> None:
+        if not targets:
+            return
+        spec = self.spec
+        await kube_calls.delete_pods(
+            DeletePodsInput(
+                namespace=spec.namespace, names=sorted(targets), uids={n: u for n, u in targets.items() if u}
+            ),
+            summary=f"delete {len(targets)} pods of {spec.instance_name} ({why})",
+        )
+
+    async def take_out_of_rotation(self, reason: str, targets: dict[str, str] | None = None) -> None:
+        spec = self.spec
+        pods = self.state.members if targets is None else targets
+        if targets is None:
+            self.state.draining = True
+        if not pods:
+            return
+        await kube_calls.set_serving(
+            SetServingInput(namespace=spec.namespace, pods=sorted(pods), serving=False, reason=reason, uids=pods),
+            summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
+        )
+
+    async def teardown(self, targets: dict[str, str], drain_seconds: float, reason: str) -> list[str]:
+        """Drain, delete, and wait until the pods are gone; the pods left at the deadline."""
+        spec = self.spec
+        if not targets:
+            return []
+        await self.take_out_of_rotation(reason, targets)
+        if drain_seconds > 0:
+            self.progress("Drain")
+            await workflow.sleep(timedelta(seconds=drain_seconds))
+        await self.delete_pods(targets, reason)
+        self.progress("DeletePods")
+        deadline = (
+            workflow.now() + timedelta(seconds=spec.teardown_deadline_seconds)
+            if spec.teardown_deadline_seconds
+            else None
+        )
+        uids = {n: u for n, u in targets.items() if u}
+        while True:
+            gone = await kube_calls.pods_gone(
+                PodsGoneInput(namespace=spec.namespace, names=sorted(targets), uids=uids),
+                summary=f"check {len(targets)} pods of {spec.instance_name} are gone",
+            )
+            if gone.all_gone:
+                return []
+            now = workflow.now()
+            await self.force_delete_stuck(set(gone.remaining), now)
+            if deadline is not None and now >= deadline:
+                await self.event("TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, gone.remaining))
+                return gone.remaining
+            await self.wait_for_news(deadline)
+
+    async def force_delete_stuck(self, names: set[str], now: datetime) -> None:
+        spec = self.spec
+        if spec.force_delete is None:
+            return
+        for pod in self.observed():
+            evidence = policy.force_delete_evidence(pod, spec.force_delete, now) if pod.name in names else None
+            if evidence is None:
+                continue
+            await kube_calls.force_delete_pod(
+                ForceDeletePodInput(namespace=spec.namespace, name=pod.name, uid=pod.uid),
+                summary=f"force-delete {pod.name} stuck on node {pod.node_name} ({evidence})",
+            )
+            await self.event("PodForceDeleted", policy.force_deleted_message(spec, pod, evidence, now))
+
+    async def live_pods(self) -> dict[str, str]:
+        """Every pod of this Instance that exists now, whatever its incarnation or ordinal."""
+        fresh = await self.refresh_pods()
+        return {pod.name: pod.uid for pod in fresh.pods}
+
+    # --- failure --------------------------------------------------------------------
+
+    async def fail_attempt(self, failure: InstanceFailure, members: dict[str, str], keep_pods: bool) -> None:
+        """Record a failed attempt: retry block or rebuild back-off, events, phase Failed."""
+        state, spec = self.state, self.spec
+        now = workflow.now()
+        state.last_failure = failure
+        await self.event("InstanceFailed", policy.instance_failed_message(spec, failure.reason, failure.message))
+        if spec.gang_surge_of is not None:
+            await self.event("GangSurgeAbandoned", policy.gang_surge_abandoned_message(spec, failure.reason))
+            state.abandoned = True
+            state.pending_delete = DeleteRequest(reason="GangSurgeAbandoned", drain_seconds=0.0)
+        if failure.counting:
+            block = policy.record_counting_failure(state.retry_block, spec.update_retry, spec.revision, failure.reason, now)
+            state.retry_block = block
+            if block.state == RetryBlockState.HELD:
+                await self.event("RetryHeld", policy.retry_held_message(spec, block.attempts_started, failure.reason))
+        elif not keep_pods:
+            state.failures_in_a_row += 1
+            state.rebuild_at = now + timedelta(seconds=policy.rebuild_delay_seconds(state.failures_in_a_row))
+        if not keep_pods:
+            await self.delete_pods(members, f"failed attempt: {failure.reason}")
+            members.clear()
+        state.operation = None

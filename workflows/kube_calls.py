@@ -1,0 +1,230 @@
+"""Typed workflow-side calls of the Kubernetes activities.
+
+One async function per activity: it fixes the registered name, the input and result
+models, the timeouts and the retry policy, and passes the caller's `summary` to the
+Temporal UI, so a history reads "create 4 pods for chat-engine-1 (revision 7c9e),
+incarnation 2" rather than "kube.create_pods". Workflows import this module (inside
+`workflow.unsafe.imports_passed_through()`); it imports only temporalio and models.
+
+Retries: transient failures (409 on a stale resourceVersion, 429, 5xx, connection errors)
+retry with backoff for as long as the optional `schedule_to_close` allows (forever by
+default: an unreachable API server parks the workflow, it does not fail it). Failures the
+activity marks non-retryable (Invalid, Forbidden, QuotaExceeded, NotFound, NameTaken)
+surface at once as an `ActivityError` whose cause is the `ApplicationError`;
+`error_type(err)` reads its type.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TypeVar
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from models.kube_ops import (
+    KUBE_APPLY_OBJECT,
+    KUBE_CRD_EXISTS,
+    KUBE_CREATE_PODS,
+    KUBE_DELETE_OBJECT,
+    KUBE_DELETE_PODS,
+    KUBE_FORCE_DELETE_POD,
+    KUBE_LIST_INSTANCE_PODS,
+    KUBE_LIST_OBJECTS,
+    KUBE_PATCH_OBJECT,
+    KUBE_PATCH_STATUS,
+    KUBE_PODS_GONE,
+    KUBE_READ_OBJECT,
+    KUBE_RECORD_EVENT,
+    KUBE_SET_SERVING,
+    ApplyObjectInput,
+    ApplyObjectResult,
+    CrdExistsInput,
+    CrdExistsResult,
+    CreatePodsInput,
+    CreatePodsResult,
+    DeleteObjectInput,
+    DeleteObjectResult,
+    DeletePodsInput,
+    DeletePodsResult,
+    ForceDeletePodInput,
+    KubeErrorType,
+    ListInstancePodsInput,
+    ListObjectsInput,
+    ListObjectsResult,
+    PatchObjectInput,
+    PatchObjectResult,
+    PatchStatusInput,
+    PodsGoneInput,
+    PodsGoneResult,
+    ReadObjectInput,
+    ReadObjectResult,
+    RecordEventInput,
+    RecordEventResult,
+    SetServingInput,
+    SetServingResult,
+)
+from models.pods import InstancePods
+
+Result = TypeVar("Result", bound=BaseModel)
+
+NON_RETRYABLE_TYPES = [
+    KubeErrorType.INVALID.value,
+    KubeErrorType.FORBIDDEN.value,
+    KubeErrorType.QUOTA_EXCEEDED.value,
+    KubeErrorType.NOT_FOUND.value,
+    KubeErrorType.NAME_TAKEN.value,
+]
+
+# Backoff starts fast (a 409 race resolves on the next read) and settles at a minute, the
+# pace at which an outage is worth re-probing without flooding a recovering API server.
+KUBE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=0,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)
+# One request; the client's own read timeout is shorter, so this only catches a hung worker.
+SINGLE_CALL_TIMEOUT = timedelta(seconds=60)
+# Batches loop over pods and heartbeat between them.
+BATCH_TIMEOUT = timedelta(minutes=5)
+BATCH_HEARTBEAT = timedelta(seconds=30)
+
+
+def error_type(error: BaseException) -> str | None:
+    """The `KubeErrorType` value of a failed activity call, or None for other failures."""
+    cause = error.cause if isinstance(error, ActivityError) else error
+    if isinstance(cause, ApplicationError):
+        return cause.type
+    return None
+
+
+async def _call(
+    name: str,
+    arg: BaseModel,
+    result_type: type[Result],
+    summary: str,
+    *,
+    batch: bool = False,
+    schedule_to_close: timedelta | None = None,
+) -> Result:
+    result: Result = await workflow.execute_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT,
+        heartbeat_timeout=BATCH_HEARTBEAT if batch else None,
+        schedule_to_close_timeout=schedule_to_close,
+        retry_policy=KUBE_RETRY,
+        summary=summary,
+    )
+    return result
+
+
+async def create_pods(
+    arg: CreatePodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> CreatePodsResult:
+    return await _call(
+        KUBE_CREATE_PODS, arg, CreatePodsResult, summary, batch=True, schedule_to_close=schedule_to_close
+    )
+
+
+async def delete_pods(
+    arg: DeletePodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> DeletePodsResult:
+    return await _call(
+        KUBE_DELETE_PODS, arg, DeletePodsResult, summary, batch=True, schedule_to_close=schedule_to_close
+    )
+
+
+async def force_delete_pod(
+    arg: ForceDeletePodInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> DeletePodsResult:
+    return await _call(
+        KUBE_FORCE_DELETE_POD, arg, DeletePodsResult, summary, schedule_to_close=schedule_to_close
+    )
+
+
+async def set_serving(
+    arg: SetServingInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> SetServingResult:
+    return await _call(
+        KUBE_SET_SERVING, arg, SetServingResult, summary, batch=True, schedule_to_close=schedule_to_close
+    )
+
+
+async def list_instance_pods(
+    arg: ListInstancePodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> InstancePods:
+    return await _call(
+        KUBE_LIST_INSTANCE_PODS, arg, InstancePods, summary, schedule_to_close=schedule_to_close
+    )
+
+
+async def pods_gone(
+    arg: PodsGoneInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> PodsGoneResult:
+    return await _call(KUBE_PODS_GONE, arg, PodsGoneResult, summary, schedule_to_close=schedule_to_close)
+
+
+async def apply_object(
+    arg: ApplyObjectInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> ApplyObjectResult:
+    return await _call(
+        KUBE_APPLY_OBJECT, arg, ApplyObjectResult, summary, schedule_to_close=schedule_to_close
+    )
+
+
+async def patch_object(
+    arg: PatchObjectInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> PatchObjectResult:
+    return await _call(
+        KUBE_PATCH_OBJECT, arg, PatchObjectResult, summary, schedule_to_close=schedule_to_close
+    )
+
+
+async def patch_status(
+    arg: PatchStatusInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> PatchObjectResult:
+    return await _call(
+        KUBE_PATCH_STATUS, arg, PatchObjectResult, summary, schedule_to_close=schedule_to_close
+    )
+
+
+async def delete_object(
+    arg: DeleteObjectInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> DeleteObjectResult:
+    return await _call(
+        KUBE_DELETE_OBJECT, arg, DeleteObjectResult, summary, schedule_to_close=schedule_to_close
+    )
+
+
+async def read_object(
+    arg: ReadObjectInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> ReadObjectResult:
+    return await _call(KUBE_READ_OBJECT, arg, ReadObjectResult, summary, schedule_to_close=schedule_to_close)
+
+
+async def list_objects(
+    arg: ListObjectsInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> ListObjectsResult:
+    return await _call(
+        KUBE_LIST_OBJECTS, arg, ListObjectsResult, summary, schedule_to_close=schedule_to_close
+    )
+
+
+async def record_event(
+    arg: RecordEventInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> RecordEventResult:
+    return await _call(
+        KUBE_RECORD_EVENT, arg, RecordEventResult, summary, schedule_to_close=schedule_to_close
+    )
+
+
+async def crd_exists(
+    arg: CrdExistsInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> CrdExistsResult:
+    return await _call(KUBE_CRD_EXISTS, arg, CrdExistsResult, summary, schedule_to_close=schedule_to_close)
