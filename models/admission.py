@@ -31,6 +31,7 @@ from models.inferenceservice import (
     COMPONENTS,
     DEPLOYMENT_MODE_ANNOTATION,
     InferenceService,
+    LifecycleSpec,
     PlacementSpec,
     RoutingSpec,
 )
@@ -168,7 +169,7 @@ def _check_components(isvc: InferenceService, findings: Findings) -> None:
         _check_lifecycle(where, spec.lifecycle, findings)
 
 
-def _check_lifecycle(where: str, lifecycle: Any, findings: Findings) -> None:
+def _check_lifecycle(where: str, lifecycle: LifecycleSpec | None, findings: Findings) -> None:
     if lifecycle is None:
         return
     if lifecycle.min_ready_seconds is not None and lifecycle.min_ready_seconds < 0:

@@ -180,7 +180,12 @@ def _check_canary(index: int, group: RolloutGroup, canary: GroupCanary, declared
                       f"spec.rollout.groups[{index}].maintainRatio is not allowed on a canary group; "
                       "remove it (each step's capacity already applies to every component)")
     named = set(group.components)
-    if "engine" in declared and "decoder" in declared and len(named & {"engine", "decoder"}) == 1:
+    if "decoder" in named and "engine" not in named and "engine" not in declared:
+        # The decoder serves only behind its engine; a canary of the decoder alone has no entrypoint.
+        findings.deny("CanaryInvalid", f"spec.rollout.groups[{index}].components",
+                      f'spec.rollout.groups[{index}].components: a canary group naming the decoder must include '
+                      'its entrypoint Component "engine"; declare spec.engine and add it to the group')
+    elif "engine" in declared and "decoder" in declared and len(named & {"engine", "decoder"}) == 1:
         findings.deny("CanaryInvalid", f"spec.rollout.groups[{index}].components",
                       f"spec.rollout.groups[{index}].components: the engine and the decoder are one canary "
                       "unit, so a canary group naming either must name both; add the other one")

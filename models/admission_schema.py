@@ -17,6 +17,7 @@ import typing
 from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from models.admission_result import Findings
 from models.inferenceservice import InferenceService
@@ -87,7 +88,7 @@ def _reason_for(error_type: str, path: str) -> str:
     return "FieldValueInvalid"
 
 
-def _describe(error: Any, path: str) -> str:
+def _describe(error: ErrorDetails, path: str) -> str:
     error_type = error["type"]
     if error_type == "extra_forbidden":
         return (

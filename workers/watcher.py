@@ -164,30 +164,42 @@ class PodWatcher:
 
     # --- applying events ---------------------------------------------------------------------
 
+    def _all_synced(self) -> bool:
+        # Summaries need every kind: a pod judged before the nodes are listed would look
+        # bound to a missing node, which is evidence for force-deletion.
+        return self._synced == {kind.name for kind in self._kinds}
+
     async def _loop(self) -> None:
         assert self._queue is not None
         queue = self._queue
+        loop = asyncio.get_running_loop()
         while True:
-            if self._dirty and self._synced == {kind.name for kind in self._kinds}:
-                try:
-                    item = await asyncio.wait_for(queue.get(), self._retry_delay)
-                except TimeoutError:
+            try:
+                if self._dirty and self._all_synced():
+                    # Failed signals are waiting: retry them after the back-off, or sooner.
+                    try:
+                        self._apply(await asyncio.wait_for(queue.get(), self._retry_delay))
+                    except TimeoutError:
+                        await self._flush()
+                        continue
+                else:
+                    self._apply(await queue.get())
+                # Coalesce: a rollout or a node failure changes many pods within milliseconds.
+                deadline = loop.time() + self.coalesce_seconds
+                while (remaining := deadline - loop.time()) > 0:
+                    try:
+                        self._apply(await asyncio.wait_for(queue.get(), remaining))
+                    except TimeoutError:
+                        break
+                while not queue.empty():
+                    self._apply(queue.get_nowait())
+                if self._all_synced():
                     await self._flush()
-                    continue
-            else:
-                item = await queue.get()
-            self._apply(item)
-            # Coalesce: a rollout or a node failure changes many pods within milliseconds.
-            deadline = asyncio.get_running_loop().time() + self.coalesce_seconds
-            while (remaining := deadline - asyncio.get_running_loop().time()) > 0:
-                try:
-                    self._apply(await asyncio.wait_for(queue.get(), remaining))
-                except TimeoutError:
-                    break
-            while not queue.empty():
-                self._apply(queue.get_nowait())
-            if self._synced == {kind.name for kind in self._kinds}:
-                await self._flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A bug in one pass must not end the watcher: the next event re-evaluates.
+                logger.exception("watcher pass failed cluster=%s", self.cluster)
 
     def _apply(self, item: WatchItem) -> None:
         store = self._objects[item.kind]

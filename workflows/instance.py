@@ -19,7 +19,6 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.instance import (
-        PARENT_SIGNAL_INSTANCE_CHANGED,
         QUERY_STATUS,
         SIGNAL_DELETE,
         SIGNAL_DRAIN,
@@ -37,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         UpdateRequest,
     )
     from models.pods import InstancePods
-    from planning.instance_state import InstanceState, build_status, report_fingerprint
+    from planning.instance_state import InstanceState, build_status
     from workflows import search_attributes
     from workflows.instance_lifecycle import InstanceLifecycle
 
@@ -104,24 +103,6 @@ class InstanceWorkflow(InstanceLifecycle):
 
     # --- bookkeeping used by the operations -----------------------------------------
 
-    async def report(self) -> None:
-        """Tell the parent InferenceReplica when something it counts has changed."""
-        status = build_status(self.state, workflow.now())
-        fingerprint = report_fingerprint(status)
-        if fingerprint == self.last_report:
-            return
-        self.last_report = fingerprint
-        parent = self.state.spec.parent_workflow_id
-        info_parent = workflow.info().parent
-        if parent is None and info_parent is not None:
-            parent = info_parent.workflow_id
-        if parent is None:
-            return
-        try:
-            await workflow.get_external_workflow_handle(parent).signal(PARENT_SIGNAL_INSTANCE_CHANGED, status)
-        except Exception as error:  # noqa: BLE001 - a gone parent must not fail its child
-            workflow.logger.warning("could not report to parent %s: %s", parent, error)
-
     # --- main loop ------------------------------------------------------------------
 
     @workflow.run
@@ -135,6 +116,7 @@ class InstanceWorkflow(InstanceLifecycle):
             ]
         )
         await self.prepare()
+        await self.report()
         while True:
             async with self.lock:
                 finished = await self.step()

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from models.duration import format_duration
     from models.instance import (
+        PARENT_SIGNAL_INSTANCE_CHANGED,
         DeleteRequest,
         InstanceFailure,
         InstanceOperation,
@@ -44,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         render_headless_service,
         render_pod_group,
     )
-    from planning.instance_state import InstanceState
+    from planning.instance_state import InstanceState, build_status, report_fingerprint
     from workflows import kube_calls, search_attributes
 
 P = InstancePhase
@@ -57,6 +58,7 @@ class InstanceOperations:
     state: InstanceState
     pods_seq: int
     inbox_seq: int
+    last_report: tuple[object, ...] | None
 
     # --- small helpers --------------------------------------------------------------
 
@@ -107,6 +109,7 @@ class InstanceOperations:
 
     async def wait_for_news(self, until: datetime | None) -> None:
         """Sleep until a pod observation or a request arrives, `until`, or the safety re-list."""
+        await self.report()
         pods_seq, inbox_seq = self.pods_seq, self.inbox_seq
         now = workflow.now()
         safety = now + timedelta(seconds=self.spec.safety_recheck_seconds)
@@ -141,6 +144,24 @@ class InstanceOperations:
     def interrupted(self, target_revision: str) -> bool:
         pending = self.state.pending_update
         return self.state.pending_delete is not None or (pending is not None and pending.revision != target_revision)
+
+    async def report(self) -> None:
+        """Tell the parent InferenceReplica when something it counts has changed."""
+        status = build_status(self.state, workflow.now())
+        fingerprint = report_fingerprint(status)
+        if fingerprint == self.last_report:
+            return
+        self.last_report = fingerprint
+        parent = self.state.spec.parent_workflow_id
+        info_parent = workflow.info().parent
+        if parent is None and info_parent is not None:
+            parent = info_parent.workflow_id
+        if parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent).signal(PARENT_SIGNAL_INSTANCE_CHANGED, status)
+        except Exception as error:  # noqa: BLE001 - a gone parent must not fail its child
+            workflow.logger.warning("could not report to parent %s: %s", parent, error)
 
     # --- setup ----------------------------------------------------------------------
 

@@ -44,9 +44,15 @@ def published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
 
 
 def test_the_stack_has_every_service(services: dict[str, dict[str, Any]]) -> None:
-    assert {"postgresql", "temporal", "temporal-setup", "temporal-ui", "prometheus", "worker", "watcher"} <= set(
-        services
-    )
+    assert {
+        "postgresql",
+        "temporal",
+        "temporal-setup",
+        "temporal-ui",
+        "prometheus",
+        "worker",
+        "watcher",
+    } <= set(services)
 
 
 def test_third_party_images_are_pinned(services: dict[str, dict[str, Any]]) -> None:
@@ -117,7 +123,9 @@ def test_setup_registers_every_search_attribute(services: dict[str, dict[str, An
 def test_prometheus_scrapes_services_of_the_stack(services: dict[str, dict[str, Any]]) -> None:
     mount = next(v for v in services["prometheus"]["volumes"] if str(v).endswith("/prometheus.yml:ro"))
     config = yaml.safe_load((REPO_ROOT / mount.split(":")[0]).read_text())
-    targets = [t for job in config["scrape_configs"] for static in job["static_configs"] for t in static["targets"]]
+    targets = [
+        t for job in config["scrape_configs"] for static in job["static_configs"] for t in static["targets"]
+    ]
     hosts = {target.split(":")[0] for target in targets}
     assert "temporal" in hosts
     assert hosts <= set(services) | {"localhost"}
@@ -127,9 +135,9 @@ def test_prometheus_scrapes_services_of_the_stack(services: dict[str, dict[str, 
 
 def test_the_image_holds_every_package_and_runs_the_worker() -> None:
     dockerfile = (REPO_ROOT / "Dockerfile").read_text()
-    include = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"][
-        "include"
-    ]
+    include = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"][
+        "find"
+    ]["include"]
     for pattern in include:
         package = pattern.rstrip("*")
         assert f"COPY {package} ./{package}" in dockerfile, f"the image lacks package {package}"

@@ -67,13 +67,20 @@ def test_a_misspelt_variable_is_refused_by_name(monkeypatch: pytest.MonkeyPatch)
 
 def test_a_certificate_without_its_key_names_both_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OME_TEMPORAL__TLS_CERT", "/certs/client.pem")
-    with pytest.raises(ValidationError, match="OME_TEMPORAL__TLS_CERT is set but OME_TEMPORAL__TLS_KEY is not"):
+    with pytest.raises(
+        ValidationError, match="OME_TEMPORAL__TLS_CERT is set but OME_TEMPORAL__TLS_KEY is not"
+    ):
         Settings()
 
 
 def test_env_var_names_list_every_field() -> None:
     names = env_var_names()
-    assert {"OME_TEMPORAL__ADDRESS", "OME_TEMPORAL__API_KEY", "OME_KUBE__KUBECONFIG", "OME_STACK__DATA_DIR"} <= names
+    assert {
+        "OME_TEMPORAL__ADDRESS",
+        "OME_TEMPORAL__API_KEY",
+        "OME_KUBE__KUBECONFIG",
+        "OME_STACK__DATA_DIR",
+    } <= names
     assert len(names) == sum(
         len(field.annotation.model_fields)
         for field in Settings.model_fields.values()
@@ -106,7 +113,9 @@ def test_mtls_files_are_read_into_the_tls_config(tmp_path: Path) -> None:
     cert.write_bytes(b"CERT")
     key.write_bytes(b"KEY")
     ca.write_bytes(b"CA")
-    config = tls_config(TemporalSettings(tls_cert=cert, tls_key=key, tls_ca=ca, tls_server_name="temporal.internal"))
+    config = tls_config(
+        TemporalSettings(tls_cert=cert, tls_key=key, tls_ca=ca, tls_server_name="temporal.internal")
+    )
     assert config == TLSConfig(
         server_root_ca_cert=b"CA", domain="temporal.internal", client_cert=b"CERT", client_private_key=b"KEY"
     )
@@ -162,3 +171,9 @@ def test_a_missing_kubeconfig_names_the_variable(tmp_path: Path) -> None:
 def test_outside_a_pod_without_kubeconfig_the_error_says_what_to_set() -> None:
     with pytest.raises(RuntimeError, match="set OME_KUBE__KUBECONFIG to a kubeconfig file"):
         kube_api_client(KubeSettings())
+
+
+def test_the_readme_documents_every_variable() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    undocumented = sorted(name for name in env_var_names() if f"`{name}`" not in readme)
+    assert undocumented == [], f"add these to the README's configuration table: {undocumented}"

@@ -72,7 +72,11 @@ def test_contracts_fail_on_layer_crossings(lint_output_with_probes: subprocess.C
 
 @pytest.mark.parametrize(("path", "source", "contract", "import_line"), PROBES, ids=[p[0] for p in PROBES])
 def test_each_crossing_is_reported_under_its_contract(
-    lint_output_with_probes: subprocess.CompletedProcess[str], path: str, source: str, contract: str, import_line: str
+    lint_output_with_probes: subprocess.CompletedProcess[str],
+    path: str,
+    source: str,
+    contract: str,
+    import_line: str,
 ) -> None:
     output = lint_output_with_probes.stdout
     assert f"{contract} BROKEN" in output, output

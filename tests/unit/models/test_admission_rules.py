@@ -177,6 +177,8 @@ ROWS: list[Row] = [
     ("canary names engine only", groups({"components": ["engine"], "canary": canary(LAST)}), None, ["CanaryInvalid"], []),
     ("canary engine only without a decoder", groups({"components": ["engine"], "canary": canary(LAST)},
                                                     base=edit(spec__decoder=DELETE)), None, [], []),
+    ("canary decoder without an engine", groups({"components": ["decoder"], "canary": canary(LAST)},
+                                                base=edit(spec__engine=DELETE)), None, ["CanaryInvalid"], []),
     ("canary split across groups", groups({"components": ["engine"], "canary": canary(LAST)},
                                           {"components": ["decoder"], "canary": canary(LAST)}, ordering="Concurrent"),
      None, ["CanaryInvalid", "CanaryInvalid", "MultipleCanaryGroups"], []),

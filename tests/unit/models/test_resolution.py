@@ -204,3 +204,29 @@ def test_revision_changes_with_runtime_pods_and_is_stable() -> None:
     unchanged_pods["engineConfig"]["lifecycle"]["instanceReadyTimeout"] = "1h"
     assert component_revision(service, runtime(unchanged_pods), "engine") == first
     assert revision_name("chat", "engine", first) == f"chat-engine-rev-{first}"
+
+
+EXAMPLE_MODES = [
+    ("000 chat engine", "000-chat-capacity-factors", "engine", "RawDeployment"),
+    ("001 tree router", "001-chat-omenative-tree", "router", "OMENative"),
+    ("001 tree engine", "001-chat-omenative-tree", "engine", "OMENative"),
+    ("001 annotated router", "001-chat-component-annotation", "router", "OMENative"),
+    ("003 qwen engine", "003-qwen-spread", "engine", "OMENative"),
+    ("004 mistral decoder", "004-mistral-pd", "decoder", "OMENative"),
+]
+
+
+@pytest.mark.parametrize(("case", "example", "component", "mode"), EXAMPLE_MODES, ids=[r[0] for r in EXAMPLE_MODES])
+def test_spec_example_modes(case: str, example: str, component: ComponentName, mode: str) -> None:
+    from tests.unit.models.spec_examples import EXAMPLES
+
+    manifest = next(m for name, m, _ in EXAMPLES if name == example)
+    assert deployment_mode(isvc(manifest), None, component) == mode
+
+
+def test_tree_example_engine_instances_are_a_leader_and_a_worker() -> None:
+    from tests.unit.models.spec_examples import CHAT_OMENATIVE_TREE
+
+    replica = inference_replica_spec(isvc(CHAT_OMENATIVE_TREE), None, "engine")
+    assert (replica.replicas, replica.pods_per_instance) == (2, 2)
+    assert inference_replica_spec(isvc(CHAT_OMENATIVE_TREE), None, "router").pods_per_instance == 1

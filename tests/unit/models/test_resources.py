@@ -113,3 +113,34 @@ def test_runtimes_keep_fields_we_do_not_model_but_check_component_configs() -> N
     with pytest.raises(ValidationError):
         ServingRuntime.model_validate({**manifest, "kind": "ServingRuntime",
                                        "spec": {"engineConfig": {"replicas": 3}}})
+
+
+def test_inference_service_status_round_trips() -> None:
+    from models.isvc_status import InferenceServiceStatus
+
+    wire = {
+        "observedGeneration": 6,
+        "conditions": [{"type": "EngineReady", "status": "True", "reason": "Ready", "message": "All Instances are Ready"}],
+        "components": {
+            "engine": {
+                "deploymentMode": "OMENative",
+                "lifecycle": {"currentRevision": "chat-engine-rev-00000000", "updateRevision": "chat-engine-rev-1a2b3c4d",
+                              "replicas": 4, "readyReplicas": 4, "servingReplicas": 4, "availableReplicas": 4,
+                              "updatedReplicas": 1, "updatedReadyReplicas": 1, "conditions": [],
+                              "rolloutHold": {"gate": "Sequential", "reason": "Sequential waiting on decoder"}},
+                "rolloutPhase": "Paused",
+                "canary": {"canaryRevisionHash": "1a2b3c4d", "stableRevisionHash": "00000000", "currentStep": 0,
+                           "metricResults": [], "analysisFailedChecks": 0, "preStepHold": False},
+                "traffic": [{"revisionName": "chat-engine-rev-1a2b3c4d", "percent": 10, "tag": "canary",
+                             "latestRevision": True},
+                            {"revisionName": "chat-engine-rev-00000000", "percent": 90, "tag": "stable",
+                             "latestRevision": False}],
+            }
+        },
+    }
+    status = InferenceServiceStatus.model_validate(wire)
+    engine = status.components["engine"]
+    assert engine.lifecycle is not None and engine.lifecycle.rollout_hold is not None
+    assert engine.lifecycle.rollout_hold.gate == "Sequential"
+    assert status.condition("EngineReady") is not None
+    assert InferenceServiceStatus.model_validate(status.to_manifest()) == status

@@ -12,7 +12,7 @@ from models.instance import RetryBlock, RetryBlockState, UpdateStrategyType
 from planning.replica_budget import UpdatePolicy
 from planning.replica_hold import HoldGate
 from planning.replica_update import plan_update
-from tests.unit.planning.replica_rows import NEW, NOW, OLD, creating, failed, ready, updating, with_slots
+from tests.unit.planning.replica_rows import NEW, NOW, creating, failed, ready, updating, with_slots
 
 pytestmark = pytest.mark.unit
 

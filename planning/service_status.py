@@ -1,0 +1,111 @@
+"""The InferenceService's status: per-component lifecycle blocks and its conditions.
+
+- `status.components.<component>.lifecycle` (spec reference §7, OMENative components only)
+  copies the InferenceReplica's totals, revisions, conditions and `rolloutHold`; the
+  per-Instance rows stay on the InferenceReplica.
+- `<Component>Ready` per component (§8 last bullet), from the InferenceReplica's counts or,
+  for a Deployment, from the Deployment's status.
+- `Ready`: True when every component's condition is True; otherwise False naming the first
+  component that isn't, with that component's message, so `kubectl wait --for=condition=Ready`
+  works and a failed wait says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from models.inferencereplica import Condition, InferenceReplicaStatus
+from planning.replica_conditions import PlannedCondition, component_condition
+from planning.replica_facts import ReplicaCounts
+from planning.replica_status import with_transitions
+
+LIFECYCLE_FIELDS = (
+    "observedGeneration",
+    "currentRevision",
+    "updateRevision",
+    "collisionCount",
+    "labelSelector",
+    "replicas",
+    "readyReplicas",
+    "servingReplicas",
+    "availableReplicas",
+    "updatedReplicas",
+    "updatedReadyReplicas",
+    "conditions",
+    "rolloutHold",
+)
+
+
+def lifecycle_status(status: InferenceReplicaStatus) -> dict[str, Any]:
+    """The §7 `LifecycleStatus` block copied from an InferenceReplica's status."""
+    wire = status.model_dump(by_alias=True, mode="json")
+    block = {name: wire.get(name) for name in LIFECYCLE_FIELDS}
+    # Zero counts stay (a user reads "0 ready"); unset optional fields are left out.
+    return {name: value for name, value in block.items() if value is not None}
+
+
+def deployment_counts(deployment_status: Mapping[str, Any] | None) -> ReplicaCounts:
+    """A Deployment's status as counts: its ready pods serve (no serving gate on them)."""
+    status = deployment_status or {}
+    ready = int(status.get("readyReplicas") or 0)
+    return ReplicaCounts(
+        replicas=int(status.get("replicas") or 0),
+        ready=ready,
+        serving=ready,
+        available=int(status.get("availableReplicas") or 0),
+        updated=int(status.get("updatedReplicas") or 0),
+    )
+
+
+@dataclass(frozen=True)
+class ComponentReport:
+    """One component's contribution to the InferenceService status."""
+
+    name: str
+    condition: PlannedCondition
+    lifecycle: dict[str, Any] | None = None
+
+
+def deployment_component_report(name: str, desired: int, deployment_status: Mapping[str, Any] | None) -> ComponentReport:
+    counts = deployment_counts(deployment_status)
+    # A Deployment update is a plain rolling update: Ready while at least desired - 25% serve.
+    minimum = max(0, desired - -(-desired // 4))
+    return ComponentReport(name=name, condition=component_condition(name, desired, counts, minimum))
+
+
+def ready_condition(reports: Sequence[ComponentReport]) -> PlannedCondition:
+    if not reports:
+        return PlannedCondition("Ready", "False", "NoComponents", "the InferenceService declares no component")
+    for report in reports:
+        if report.condition.status != "True":
+            return PlannedCondition(
+                "Ready",
+                "False" if report.condition.status == "False" else "Unknown",
+                report.condition.reason,
+                f"{report.name}: {report.condition.message}",
+            )
+    names = ", ".join(report.name for report in reports)
+    return PlannedCondition("Ready", "True", "ComponentsReady", f"{names} ready")
+
+
+def isvc_status(
+    generation: int | None,
+    reports: Sequence[ComponentReport],
+    previous_conditions: Sequence[Condition],
+    now: datetime,
+    extra_conditions: Sequence[PlannedCondition] = (),
+) -> dict[str, Any]:
+    """The status subresource to patch onto the InferenceService object."""
+    planned = [ready_condition(reports), *(report.condition for report in reports), *extra_conditions]
+    conditions = with_transitions(previous_conditions, planned, now, generation)
+    components: dict[str, Any] = {}
+    for report in reports:
+        components[report.name] = {"lifecycle": report.lifecycle} if report.lifecycle is not None else {}
+    return {
+        "observedGeneration": generation,
+        "conditions": [condition.model_dump(by_alias=True, mode="json", exclude_none=True) for condition in conditions],
+        "components": components,
+    }

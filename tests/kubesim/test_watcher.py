@@ -1,0 +1,278 @@
+"""The pod watcher against kubesim, with a recording signal sink in place of Temporal.
+
+Every test also checks the watcher's promise that no Instance receives the same summary
+twice in a row, whatever the cluster did in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+from uuid import uuid4
+
+import pytest
+import pytest_asyncio
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+
+from activities.kube import KubeActivities
+from models.kube_ops import (
+    ApplyObjectInput,
+    CreatePodsInput,
+    DeletePodsInput,
+    ObjectRef,
+    PatchObjectInput,
+    SetServingInput,
+)
+from models.pods import InstancePods
+from workers.watcher import PodWatcher, TemporalSignalSink
+
+pytestmark = pytest.mark.kubesim
+
+T = TypeVar("T")
+WAIT_SECONDS = 30.0
+POD = "chat-engine-0-default-0"
+
+
+class RecordingSink:
+    """Collects signals; workflow ids in `missing` answer like a workflow that does not exist."""
+
+    def __init__(self, missing: set[str] | None = None) -> None:
+        self.sent: list[tuple[str, InstancePods]] = []
+        self.missing = missing or set()
+        self._changed = asyncio.Event()
+
+    async def __call__(self, workflow_id: str, summary: InstancePods) -> bool:
+        if workflow_id in self.missing:
+            return False
+        self.sent.append((workflow_id, summary))
+        self._changed.set()
+        return True
+
+    def to(self, workflow_id: str) -> list[InstancePods]:
+        return [summary for wid, summary in self.sent if wid == workflow_id]
+
+    async def wait(self, workflow_id: str, check: Callable[[InstancePods], bool], what: str) -> InstancePods:
+        """The first summary sent to `workflow_id` (latest first) that passes `check`."""
+        async with asyncio.timeout(WAIT_SECONDS):
+            while True:
+                for summary in reversed(self.to(workflow_id)):
+                    if check(summary):
+                        return summary
+                self._changed.clear()
+                await self._changed.wait()
+        raise AssertionError(what)
+
+    def assert_no_repeats(self) -> None:
+        last: dict[str, InstancePods] = {}
+        for workflow_id, summary in self.sent:
+            assert not summary.same_state(last.get(workflow_id)), (
+                f"{workflow_id} got the same summary twice in a row"
+            )
+            last[workflow_id] = summary
+
+
+async def call(fn: Callable[[Any], T], arg: Any) -> T:
+    """Run a (blocking) activity off the event loop the watcher runs on."""
+    return await asyncio.to_thread(ActivityEnvironment().run, fn, arg)
+
+
+@pytest.fixture
+def kube(kubesim: Any) -> KubeActivities:
+    return KubeActivities(kubesim.api_client())
+
+
+@pytest_asyncio.fixture
+async def namespace(kube: KubeActivities) -> str:
+    name = f"w-{uuid4().hex[:8]}"
+    await call(
+        kube.apply_object,
+        ApplyObjectInput(manifest={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+    )
+    return name
+
+
+@pytest_asyncio.fixture
+async def sink() -> RecordingSink:
+    return RecordingSink()
+
+
+@pytest_asyncio.fixture
+async def watcher(kubesim: Any, sink: RecordingSink) -> AsyncIterator[PodWatcher]:
+    watcher = PodWatcher(kubesim.api_client(), sink, cluster="sim", read_timeout_seconds=10.0)
+    await watcher.start()
+    async with asyncio.timeout(WAIT_SECONDS):
+        await watcher.wait_synced()
+    try:
+        yield watcher
+    finally:
+        await watcher.stop()
+        sink.assert_no_repeats()
+
+
+def pod_manifest(namespace: str, index: int = 0) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"chat-engine-{index}-default-0",
+            "namespace": namespace,
+            "labels": {
+                "ome.io/inferenceservice": "chat",
+                "ome.io/component": "engine",
+                "ome.io/instance-index": str(index),
+                "ome.io/revision": "7c9e",
+                "ome.io/role": "default",
+                "ome.io/incarnation": "1",
+            },
+        },
+        "spec": {
+            "containers": [{"name": "engine", "image": "ome/engine:v1"}],
+            "readinessGates": [{"conditionType": "ome.io/serving"}],
+        },
+    }
+
+
+def wid(namespace: str, index: int = 0) -> str:
+    return f"instance/{namespace}/chat-engine-{index}"
+
+
+def is_ready(summary: InstancePods) -> bool:
+    return len(summary.pods) == 1 and summary.pods[0].is_ready
+
+
+def is_serving(summary: InstancePods) -> bool:
+    return len(summary.pods) == 1 and summary.pods[0].is_serving and summary.pods[0].ready
+
+
+async def serve(kube: KubeActivities, namespace: str, serving: bool = True, index: int = 0) -> None:
+    name = f"chat-engine-{index}-default-0"
+    await call(
+        kube.set_serving_condition,
+        SetServingInput(
+            namespace=namespace, pods=[name], serving=serving, reason="Admitted" if serving else "Draining"
+        ),
+    )
+
+
+async def test_ready_pod_is_one_signal_and_noise_is_not_signalled(
+    kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
+) -> None:
+    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
+    await sink.wait(wid(namespace), is_ready, "containers ready")
+    before = len(sink.to(wid(namespace)))
+    events_before = watcher.stats.events
+
+    # A change nobody decides on (an annotation) reaches the watcher but is not signalled.
+    pod_ref = ObjectRef(api_version="v1", kind="Pod", name=POD, namespace=namespace)
+    await call(
+        kube.patch_object, PatchObjectInput(ref=pod_ref, patch={"metadata": {"annotations": {"note": "x"}}})
+    )
+    await serve(kube, namespace)
+    await sink.wait(wid(namespace), is_serving, "pod Ready and serving")
+    after = sink.to(wid(namespace))[before:]
+    assert watcher.stats.events > events_before
+    assert after[0].pods[0].serving == "True", "the annotation alone produced a signal"
+    # The Ready transition shows up in exactly one signal.
+    ready_flips = [
+        summary
+        for previous, summary in zip(sink.to(wid(namespace)), sink.to(wid(namespace))[1:], strict=False)
+        if summary.pods[0].ready and not previous.pods[0].ready
+    ]
+    assert len(ready_flips) == 1
+    assert after[-1].cluster == "sim" and after[-1].resource_version
+
+
+async def test_node_failure_and_deletion_are_signalled(
+    kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
+) -> None:
+    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
+    ready = await sink.wait(wid(namespace), is_ready, "containers ready")
+    node_name = ready.pods[0].node_name
+    assert node_name and ready.pods[0].node_ready == "True"
+
+    await asyncio.to_thread(kubesim.fail_node, node_name)
+    await sink.wait(
+        wid(namespace), lambda s: bool(s.pods) and s.pods[0].node_ready != "True", "node not ready"
+    )
+
+    await call(kube.delete_pods, DeletePodsInput(namespace=namespace, names=[POD], grace_period_seconds=0))
+    await sink.wait(wid(namespace), lambda s: not s.pods, "an empty summary once the pod is gone")
+
+
+async def test_cut_watches_and_410_resync_bring_state_up_to_date(
+    kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
+) -> None:
+    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
+    await sink.wait(wid(namespace), is_ready, "containers ready")
+    kubesim.inject_faults(error_rate=0.1, codes=(500, 429, 409), watch_cut_seconds=0.3)
+    try:
+        # Move the cluster's version past the watcher's, then forget history: the next
+        # resume from the watcher's version is answered 410 and it must list again.
+        resyncs = watcher.stats.resyncs.get("pods", 0)
+        async with asyncio.timeout(WAIT_SECONDS):
+            while watcher.stats.resyncs.get("pods", 0) == resyncs:
+                config_map = {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": f"c-{uuid4().hex[:6]}", "namespace": namespace},
+                }
+                await _apply_retrying(kube, config_map)
+                await asyncio.to_thread(kubesim.compact)
+                await asyncio.sleep(0.1)
+        await _retrying(lambda: serve(kube, namespace))
+        await sink.wait(wid(namespace), is_serving, "serving after the resync")
+        await _retrying(lambda: serve(kube, namespace, serving=False))
+        await sink.wait(wid(namespace), lambda s: bool(s.pods) and s.pods[0].serving == "False", "drained")
+    finally:
+        kubesim.inject_faults()
+
+
+async def test_restarted_watcher_resends_current_state(
+    kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
+) -> None:
+    pods = [pod_manifest(namespace, 0), pod_manifest(namespace, 1)]
+    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=pods))
+    await sink.wait(wid(namespace, 1), is_ready, "containers ready")
+    await watcher.stop()
+
+    # While no watcher runs, Instance 0 starts serving.
+    await serve(kube, namespace)
+    fresh_sink = RecordingSink(missing={wid(namespace, 1)})
+    restarted = PodWatcher(kubesim.api_client(), fresh_sink, cluster="sim")
+    await restarted.start()
+    try:
+        async with asyncio.timeout(WAIT_SECONDS):
+            await restarted.wait_synced()
+        latest = await fresh_sink.wait(wid(namespace), is_serving, "current state re-sent")
+        assert latest.pods[0].name == POD
+        # Instance 1 has no workflow: its signal is dropped, not retried forever.
+        assert restarted.stats.signals_dropped >= 1 and not fresh_sink.to(wid(namespace, 1))
+        fresh_sink.assert_no_repeats()
+    finally:
+        await restarted.stop()
+
+
+async def test_temporal_sink_ignores_missing_workflows(workflow_env: WorkflowEnvironment) -> None:
+    sink = TemporalSignalSink(workflow_env.client)
+    summary = InstancePods(namespace="ns", isvc="chat", component="engine", index=0)
+    assert await sink(f"instance/ns/no-such-{uuid4().hex[:6]}-0", summary) is False
+
+
+async def _retrying(step: Callable[[], Any]) -> None:
+    """Retry a step through injected faults, as Temporal would retry the activity."""
+    from temporalio.exceptions import ApplicationError
+
+    for _ in range(40):
+        try:
+            await step()
+            return
+        except ApplicationError as error:
+            if error.non_retryable:
+                raise
+            await asyncio.sleep(0.05)
+    raise AssertionError("step kept failing")
+
+
+async def _apply_retrying(kube: KubeActivities, manifest: dict[str, Any]) -> None:
+    await _retrying(lambda: call(kube.apply_object, ApplyObjectInput(manifest=manifest)))
