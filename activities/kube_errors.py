@@ -66,7 +66,6 @@ def is_already_exists(error: ApiException) -> bool:
     return error.status == 409 and reason_of(error) == "AlreadyExists"
 
 
-
 def is_conflict(error: ApiException) -> bool:
     """409 that is not AlreadyExists: a stale resourceVersion or a failed precondition."""
     return error.status == 409 and not is_already_exists(error)

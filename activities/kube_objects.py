@@ -80,6 +80,27 @@ def is_subset(desired: Any, actual: Any) -> bool:
     return bool(desired == actual)
 
 
+# Fields the API server owns: a manifest read back from the cluster and applied again must
+# not carry them into a create (rejected) or a replace (a stale resourceVersion is a 409).
+SERVER_METADATA = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink")
+
+
+def without_server_fields(manifest: dict[str, Any]) -> dict[str, Any]:
+    metadata = {k: v for k, v in (manifest.get("metadata") or {}).items() if k not in SERVER_METADATA}
+    return {**{k: v for k, v in manifest.items() if k != "status"}, "metadata": metadata}
+
+
+def already_applied(manifest: dict[str, Any], existing: dict[str, Any]) -> bool:
+    """Does `existing` already carry everything the manifest asks for?"""
+    wanted = {k: v for k, v in manifest.items() if k not in ("metadata", "status")}
+    metadata = manifest.get("metadata") or {}
+    have = existing.get("metadata") or {}
+    meta_wanted = {k: v for k, v in metadata.items() if k in ("labels", "annotations", "ownerReferences")}
+    # Finalizers are a set others add to: ours being present is enough.
+    finalizers_present = set(metadata.get("finalizers") or ()) <= set(have.get("finalizers") or ())
+    return is_subset(wanted, existing) and is_subset(meta_wanted, have) and finalizers_present
+
+
 def deep_merge(base: Any, overlay: Any) -> Any:
     """`overlay` onto `base`: maps merge key by key, anything else is replaced by `overlay`."""
     if isinstance(base, dict) and isinstance(overlay, dict):
@@ -134,7 +155,7 @@ class ObjectActivities:
 
     @activity.defn(name=KUBE_APPLY_OBJECT)
     def apply_object(self, request: ApplyObjectInput) -> ApplyObjectResult:
-        manifest = request.manifest
+        manifest = without_server_fields(request.manifest)
         try:
             ref = ref_of(manifest, request.plural)
         except ValueError as error:
@@ -155,13 +176,7 @@ class ObjectActivities:
                             body=manifest,
                         )
                         return self._applied(ref, created, "created")
-                    meta_wanted = {
-                        key: value
-                        for key, value in (manifest.get("metadata") or {}).items()
-                        if key in ("labels", "annotations", "ownerReferences", "finalizers")
-                    }
-                    wanted = {k: v for k, v in manifest.items() if k not in ("metadata", "status")}
-                    if is_subset(wanted, existing) and is_subset(meta_wanted, existing.get("metadata") or {}):
+                    if already_applied(manifest, existing):
                         return self._applied(ref, existing, "unchanged")
                     replaced = self.rest.request(
                         "PUT",

@@ -107,7 +107,8 @@ def without_silent_status_retries(api_client: ApiClient) -> None:
     Connection retries stay (nothing reached the server). A client configured with its own
     `retries` is left as its owner set it.
     """
-    if api_client.configuration.retries is not None:
+    configuration = getattr(api_client, "configuration", None)
+    if configuration is None or configuration.retries is not None:
         return
     pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
     if pool_manager is not None:

@@ -198,7 +198,7 @@ class Api:
                 "metadata.resourceVersion", "FieldValueInvalid",
                 "Invalid value: 0x0: must be specified for an update")])
         self._check_preconditions(rt, old, rv, meta.get("uid"))
-        return self._commit_update(rt, old, new, manager, subresource, dry_run)
+        return self.commit_update(rt, old, new, manager, subresource, dry_run)
 
     def patch(self, rt: ResourceType, namespace: str, name: str, content_type: str, raw: bytes,
               manager: str = "", force: bool = False, subresource: str = "", dry_run: bool = False) -> Object:
@@ -211,13 +211,14 @@ class Api:
             raise ApiError(400, f"the patch body is not valid JSON: {exc}") from exc
         old = self.get(rt, namespace, name)
         new = apply_patch(content_type, clone(old), body, rt.builtin)
-        rv = (new.get("metadata") or {}).get("resourceVersion")
-        # A resourceVersion in the patch body is a precondition; otherwise the patch applies to
-        # whatever is current.
-        if rv != old["metadata"]["resourceVersion"]:
-            self._check_preconditions(rt, old, rv, None)
+        meta = new.get("metadata") or {}
+        # A resourceVersion or uid in the patch body is a precondition; otherwise the patch
+        # applies to whatever is current.
+        rv = meta.get("resourceVersion")
+        self._check_preconditions(rt, old, rv if rv != old["metadata"]["resourceVersion"] else None,
+                                  meta.get("uid"))
         new = self._check_body(rt, new, namespace)
-        return self._commit_update(rt, old, new, manager, subresource, dry_run)
+        return self.commit_update(rt, old, new, manager, subresource, dry_run)
 
     def _apply(self, rt: ResourceType, namespace: str, name: str, raw: bytes, manager: str, force: bool,
                subresource: str, dry_run: bool) -> Object:
@@ -240,7 +241,7 @@ class Api:
                 self._register_crd(stored)
             return stored
         self._check_preconditions(rt, current, result["metadata"].get("resourceVersion"), None)
-        return self._commit_update(rt, current, self._check_body(rt, result, namespace), "", subresource,
+        return self.commit_update(rt, current, self._check_body(rt, result, namespace), "", subresource,
                                    dry_run, track=False)
 
     def _check_preconditions(self, rt: ResourceType, old: Object, rv: str | None, uid: str | None) -> None:
@@ -254,8 +255,8 @@ class Api:
                                   f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
                                   f"{old['metadata']['uid']}")
 
-    def _commit_update(self, rt: ResourceType, old: Object, new: Object, manager: str, subresource: str,
-                       dry_run: bool = False, track: bool = True) -> Object:
+    def commit_update(self, rt: ResourceType, old: Object, new: Object, manager: str, subresource: str,
+                       dry_run: bool = False, track: bool = True, bump_generation: bool = True) -> Object:
         old_meta = old["metadata"]
         if subresource == "status":
             # The status subresource changes status only; everything else comes from storage.
@@ -280,7 +281,7 @@ class Api:
             if "managedFields" not in meta and "managedFields" in old_meta:
                 meta["managedFields"] = old_meta["managedFields"]
             validate_update(rt, old, new)
-            if "generation" in old_meta and _spec_view(old) != _spec_view(new):
+            if bump_generation and "generation" in old_meta and _spec_view(old) != _spec_view(new):
                 meta["generation"] = old_meta["generation"] + 1
         if track:
             track_update(old, new, manager or "unknown", subresource)
@@ -304,12 +305,12 @@ class Api:
         current = self.find(rt.group, rt.plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         if current is None:
             return obj
-        return self._commit_update(rt, current, {**current, "status": status}, manager, "status")
+        return self.commit_update(rt, current, {**current, "status": status}, manager, "status")
 
     def write(self, rt: ResourceType, obj: Object, manager: str) -> Object:
         """Controller helper: store a modified copy of an object (main resource semantics)."""
         current = self.get(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-        return self._commit_update(rt, current, clone(obj), manager, "")
+        return self.commit_update(rt, current, clone(obj), manager, "")
 
     # ---- delete ----------------------------------------------------------------------------
 

@@ -160,7 +160,7 @@ def server_side_apply(current: Object | None, config: Object, manager: str, forc
         raise ApiError(400, "an apply configuration must set apiVersion and kind")
     applied = field_values(config, subresource)
     if current is None:
-        obj = json.loads(json.dumps(config))
+        obj: Object = json.loads(json.dumps(config))
         obj.setdefault("metadata", {})["managedFields"] = _set_entry(
             [], manager, "Apply", config["apiVersion"], subresource, set(applied))
         return obj
@@ -183,7 +183,8 @@ def server_side_apply(current: Object | None, config: Object, manager: str, forc
                      and e.get("subresource", "") == subresource), None)
     previously_applied = from_fields_v1(previous.get("fieldsV1") or {}) if previous else set()
     patch_body = {k: v for k, v in config.items() if k not in ("apiVersion", "kind")}
-    merged = strategic_merge_patch(current, patch_body) if builtin else merge_patch(current, patch_body)
+    merged: Object = (strategic_merge_patch(current, patch_body) if builtin
+                      else merge_patch(current, patch_body))
     entries = _strip(entries, {p for _, p in conflicts} if force else set())
     others: set[Path] = set()
     for e in entries:

@@ -91,12 +91,12 @@ class Cluster:
             self._saved_rv = self.store.rv
         for name in SYSTEM_NAMESPACES:
             if self.store.get(("", "namespaces"), "", name) is None:
-                self.api.create(self.registry.get("", "namespaces"), "", {"metadata": {"name": name}}, "kubesim")
+                self.api.create(self.api.type_of("", "namespaces"), "", {"metadata": {"name": name}}, "kubesim")
         for crd in crd_documents(self.crds):
             if self.store.get(CRD_KEY, "", crd["metadata"]["name"]) is None:
-                self.api.create(self.registry.get(*CRD_KEY), "", crd, "kubesim")
+                self.api.create(self.api.type_of(*CRD_KEY), "", crd, "kubesim")
         if data is None and self.topology is not None:
-            nodes_rt = self.registry.get("", "nodes")
+            nodes_rt = self.api.type_of("", "nodes")
             for node in build_nodes(self.topology, timestamp()):
                 status = node.pop("status", None)
                 created = self.api.create(nodes_rt, "", node, "kubelet")
@@ -112,8 +112,7 @@ class Cluster:
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
         await site.start()
-        sockets = site._server.sockets if site._server else []  # aiohttp exposes no public accessor
-        self.port = sockets[0].getsockname()[1] if sockets else port
+        self.port = int(self._runner.addresses[0][1])
         if self.state_file:
             self._autosave = asyncio.create_task(self._autosave_loop())
         return self.port
@@ -144,17 +143,17 @@ class Cluster:
     # ---- control operations ----------------------------------------------------------------
 
     def _node(self, name: str) -> Object:
-        return self.api.get(self.registry.get("", "nodes"), "", name)  # type: ignore[arg-type]
+        return self.api.get(self.api.type_of("", "nodes"), "", name)
 
     def fail_node(self, name: str) -> Object:
         node = self._node(name)
         status = {**(node.get("status") or {}), "conditions": unknown_conditions(node)}
-        return self.api.write_status(self.registry.get("", "nodes"), node, status, "node-controller")  # type: ignore[arg-type]
+        return self.api.write_status(self.api.type_of("", "nodes"), node, status, "node-controller")
 
     def restore_node(self, name: str) -> Object:
         node = self._node(name)
         status = {**(node.get("status") or {}), "conditions": healthy_conditions()}
-        return self.api.write_status(self.registry.get("", "nodes"), node, status, "kubelet")  # type: ignore[arg-type]
+        return self.api.write_status(self.api.type_of("", "nodes"), node, status, "kubelet")
 
     def cordon_node(self, name: str, unschedulable: bool = True) -> Object:
         node = clone(self._node(name))
@@ -162,7 +161,7 @@ class Cluster:
             node["spec"]["unschedulable"] = True
         else:
             node["spec"].pop("unschedulable", None)
-        return self.api.write(self.registry.get("", "nodes"), node, "kubectl-cordon")  # type: ignore[arg-type]
+        return self.api.write(self.api.type_of("", "nodes"), node, "kubectl-cordon")
 
     def drain_node(self, name: str) -> dict[str, list[str]]:
         """Cordon, then evict every pod on the node; pods a budget protects are reported blocked."""
@@ -185,7 +184,7 @@ class Cluster:
         return {"evicted": evicted, "blocked": blocked}
 
     def kill_pod(self, namespace: str, name: str) -> bool:
-        pod = self.api.get(self.registry.get("", "pods"), namespace, name)  # type: ignore[arg-type]
+        pod = self.api.get(self.api.type_of("", "pods"), namespace, name)
         if not self.kubelet.kill(pod["metadata"]["uid"]):
             raise ApiError(409, f"pod {namespace}/{name} has no running containers to kill (it is not on a "
                            "Ready node yet)")

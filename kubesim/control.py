@@ -15,6 +15,7 @@ processes that only have the cluster's URL (the e2e stack, benchmarks, a person 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -53,7 +54,7 @@ class Control:
             return _json({"reset": True})
         if len(parts) == 3 and parts[0] == "nodes" and method == "POST":
             name, action = parts[1], parts[2]
-            actions = {
+            actions: dict[str, Callable[[], Any]] = {
                 "fail": lambda: c.fail_node(name),
                 "restore": lambda: c.restore_node(name),
                 "cordon": lambda: c.cordon_node(name),
@@ -75,11 +76,19 @@ class Control:
             c.set_image_behavior(image, **{k: body[k] for k in _IMAGE_FIELDS if k in body})
             return _json({"image": image})
         if parts == ["timing"] and method in ("POST", "PUT"):
+            unknown = set(body) - {"pull_seconds", "start_seconds", "ready_seconds", "factor"}
+            if unknown:
+                raise ApiError(400, f"unknown timing settings {sorted(unknown)}: use pull_seconds, start_seconds, "
+                               "ready_seconds, factor")
             c.set_default_timing(**body)
             t = c.timing
             return _json({"pull_seconds": t.pull_seconds, "start_seconds": t.start_seconds,
                           "ready_seconds": t.ready_seconds, "factor": t.factor})
         if parts == ["faults"] and method in ("POST", "PUT"):
+            unknown = set(body) - {"error_rate", "codes", "latency_seconds", "watch_cut_seconds"}
+            if unknown:
+                raise ApiError(400, f"unknown fault settings {sorted(unknown)}: use error_rate, codes, "
+                               "latency_seconds, watch_cut_seconds")
             c.faults.configure(**body)
             return _json({"faults": vars(c.faults.settings)})
         if parts == ["compact"] and method == "POST":

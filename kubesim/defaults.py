@@ -28,7 +28,13 @@ def default_container(container: Object) -> None:
         container["imagePullPolicy"] = "Always" if latest else "IfNotPresent"
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
-    container.setdefault("resources", {})
+    resources = container.setdefault("resources", {})
+    # Requests default to limits for any resource that has a limit but no request.
+    limits = resources.get("limits") or {}
+    if limits:
+        requests = resources.setdefault("requests", {})
+        for name, value in limits.items():
+            requests.setdefault(name, value)
     for port in container.get("ports") or []:
         port.setdefault("protocol", "TCP")
     for env in container.get("env") or []:

@@ -94,6 +94,7 @@ class KubeSim:
         if self._loop is None or self._thread is None:
             return
         asyncio.run_coroutine_threadsafe(self.cluster.stop(), self._loop).result(timeout=30)
+        asyncio.run_coroutine_threadsafe(self._cancel_leftovers(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
         self._loop.close()
@@ -101,6 +102,15 @@ class KubeSim:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+    @staticmethod
+    async def _cancel_leftovers() -> None:
+        """Cancel tasks still running (client connections the server did not close itself)."""
+        current = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not current]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def __enter__(self) -> KubeSim:
         return self.start()

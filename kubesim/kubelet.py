@@ -225,7 +225,7 @@ class Kubelet(Controller):
 
     @staticmethod
     def _backoff(failures: int) -> float:
-        return min(10.0 * 2 ** max(0, failures - 1), MAX_BACKOFF_SECONDS)
+        return min(10.0 * 2.0 ** max(0, failures - 1), MAX_BACKOFF_SECONDS)
 
     def _terminate(self, c: ContainerRun, at: float, exit_code: int, reason: str) -> None:
         c.terminated = {"exitCode": exit_code, "reason": reason, "startedAt": c.started_at or timestamp(),
@@ -246,9 +246,11 @@ class Kubelet(Controller):
         c.next_at = now + self.cluster.timing.scaled(delay) + self.cluster.timing.phase_seconds(c.image)[1]
 
     def _terminate_pod(self, pod: Object, run: PodRun, now: float) -> None:
-        if run.terminating_until is None:
-            grace = pod["metadata"].get("deletionGracePeriodSeconds") or 0
-            run.terminating_until = now + self.cluster.timing.scaled(grace)
+        # A second delete may shorten the grace period (never lengthen it), as with the kubelet.
+        grace = pod["metadata"].get("deletionGracePeriodSeconds") or 0
+        until = now + self.cluster.timing.scaled(grace)
+        if run.terminating_until is None or until < run.terminating_until:
+            run.terminating_until = until
         if now < run.terminating_until:
             self.wake_in(run.terminating_until - now)
             return
@@ -315,12 +317,13 @@ class Kubelet(Controller):
         existing = {c.get("type"): c for c in old.get("conditions") or []}
         gate_problem = ""
         for gate in gates:
-            cond = existing.get(gate)
-            if cond is None:
+            gate_condition = existing.get(gate)
+            if gate_condition is None:
                 gate_problem = f'corresponding condition of pod readiness gate "{gate}" does not exist.'
                 break
-            if cond.get("status") != "True":
-                gate_problem = f'the status of pod readiness gate "{gate}" is not "True", but {cond.get("status")}'
+            if gate_condition.get("status") != "True":
+                gate_problem = (f'the status of pod readiness gate "{gate}" is not "True", '
+                                f'but {gate_condition.get("status")}')
                 break
         containers_ready = not unready
         not_ready_message = f"containers with unready status: [{' '.join(unready)}]"
@@ -337,11 +340,14 @@ class Kubelet(Controller):
         if phase in ("Succeeded", "Failed"):
             wanted[2] = ("Ready", False, "PodCompleted", "")
             wanted[3] = ("ContainersReady", False, "PodCompleted", "")
+        # PodObservedGenerationTracking (on by default since 1.34): the kubelet reports the spec
+        # generation its status reflects.
+        generation = pod["metadata"].get("generation", 1)
         conditions = []
         for ctype, ok, reason, message in wanted:
             value = "True" if ok else "False"
             prev = existing.get(ctype)
-            cond: Object = {"type": ctype, "status": value}
+            cond: Object = {"type": ctype, "status": value, "observedGeneration": generation}
             if not ok and reason:
                 cond["reason"] = reason
                 if message:
@@ -357,6 +363,7 @@ class Kubelet(Controller):
         conditions += [c for t, c in existing.items() if t not in KUBELET_CONDITIONS]
         status: Object = {
             **{k: v for k, v in old.items() if k in ("qosClass", "nominatedNodeName")},
+            "observedGeneration": generation,
             "phase": phase,
             "conditions": conditions,
             "hostIP": host_ip,

@@ -175,8 +175,8 @@ def strategic_merge_patch(target: Any, patch: Any, parent: str = "") -> Any:
     return result
 
 
-def _merge_list(current: Any, patch: list[Any], parent: str, field: str) -> list[Any]:
-    current = list(current) if isinstance(current, list) else []
+def _merge_list(existing: Any, patch: list[Any], parent: str, field: str) -> list[Any]:
+    current: list[Any] = list(existing) if isinstance(existing, list) else []
     if field in _MERGED_PRIMITIVE_LISTS:
         return current + [v for v in patch if v not in current]
     if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):

@@ -21,6 +21,7 @@ from kubesim.errors import ApiError, status_object
 from kubesim.resources import ResourceType
 from kubesim.selectors import labels_match, parse_field_selector, parse_label_selector
 from kubesim.store import Change
+from kubesim.tables import to_table, wants_table
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -71,9 +72,13 @@ class Server:
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
         self._stopping = asyncio.Event()
+        self._watch_queues: set[asyncio.Queue[Change | None]] = set()
 
     def stop_watches(self) -> None:
+        """End every open watch stream (the server is shutting down)."""
         self._stopping.set()
+        for queue in self._watch_queues:
+            queue.put_nowait(None)
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -171,14 +176,25 @@ class Server:
         api = self.api
         query = request.query
         dry_run = bool(query.get("dryRun"))
+        table = wants_table(request.headers.get("Accept", "")) and not sub
+        include = query.get("includeObject", "Metadata")
         if verb == "get":
             if sub == "scale":
                 return respond(subresources.get_scale(api, rt, namespace, name))
-            return respond(api.get(rt, namespace, name))
+            obj = api.get(rt, namespace, name)
+            if table:
+                return respond(to_table(rt, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, include))
+            return respond(obj)
         if verb == "list":
-            limit = int(query.get("limit") or 0)
-            return respond(api.list(rt, namespace or None, query.get("labelSelector", ""),
-                                    query.get("fieldSelector", ""), limit, query.get("continue", "")))
+            try:
+                limit = int(query.get("limit") or 0)
+            except ValueError as exc:
+                raise ApiError(400, f"limit={query['limit']!r} is not an integer") from exc
+            listed = api.list(rt, namespace or None, query.get("labelSelector", ""),
+                              query.get("fieldSelector", ""), limit, query.get("continue", ""))
+            if table:
+                return respond(to_table(rt, listed["items"], listed["metadata"], include))
+            return respond(listed)
         if verb == "create":
             body = await self._body(request)
             if name and sub == "eviction":
@@ -254,7 +270,7 @@ class Server:
                 return False
             return labels_match(label_reqs, meta.get("labels")) and field_match(obj)
 
-        queue: asyncio.Queue[Change] = asyncio.Queue()
+        queue: asyncio.Queue[Change | None] = asyncio.Queue()
 
         def on_change(change: Change) -> None:
             if change.type_key == rt.key:
@@ -278,6 +294,7 @@ class Server:
         response.enable_chunked_encoding()
         faults = self.cluster.faults
         faults.watches_open += 1
+        self._watch_queues.add(queue)
         try:
             await response.prepare(request)
             if error is not None:
@@ -287,8 +304,8 @@ class Server:
                 await response.write(dumps({"type": "ADDED", "object": obj}) + b"\n")
             if send_initial and bookmarks:
                 await response.write(self._bookmark(rt, str(store.rv), initial_end=True))
-            for change in backlog:
-                await self._send(response, change, matches)
+            for past in backlog:
+                await self._send(response, past, matches)
             start = time.monotonic()
             deadline = start + timeout
             cut = faults.settings.watch_cut_seconds
@@ -300,17 +317,20 @@ class Server:
                 if remaining <= 0:
                     break
                 try:
-                    change = await asyncio.wait_for(queue.get(), min(remaining, BOOKMARK_SECONDS))
+                    change: Change | None = await asyncio.wait_for(queue.get(), min(remaining, BOOKMARK_SECONDS))
                 except TimeoutError:
                     if bookmarks:
                         await response.write(self._bookmark(rt, last_rv))
                     continue
+                if change is None:
+                    break
                 last_rv = str(change.rv)
                 await self._send(response, change, matches)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
             unsubscribe()
+            self._watch_queues.discard(queue)
             faults.watches_open -= 1
         return response
 

@@ -10,6 +10,7 @@ share one without copying.
 
 from __future__ import annotations
 
+import builtins
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ class Store:
     def get(self, type_key: TypeKey, namespace: str, name: str) -> Object | None:
         return self._objects.get(type_key, {}).get((namespace, name))
 
-    def list(self, type_key: TypeKey, namespace: str | None = None) -> list[Object]:
+    def list(self, type_key: TypeKey, namespace: str | None = None) -> builtins.list[Object]:
         bucket = self._objects.get(type_key, {})
         if namespace:
             items = [obj for key, obj in bucket.items() if key[0] == namespace]
@@ -66,7 +67,7 @@ class Store:
     def count(self, type_key: TypeKey) -> int:
         return len(self._objects.get(type_key, {}))
 
-    def type_keys(self) -> list[TypeKey]:
+    def type_keys(self) -> builtins.list[TypeKey]:
         return list(self._objects)
 
     # ---- writes ----------------------------------------------------------------------------
@@ -94,7 +95,7 @@ class Store:
         self._commit(Change(self.rv, "DELETED", type_key, gone, old))
         return gone
 
-    def drop_type(self, type_key: TypeKey) -> list[Object]:
+    def drop_type(self, type_key: TypeKey) -> builtins.list[Object]:
         """Delete every object of a type (a CRD going away takes its objects with it)."""
         removed = [self.remove(type_key, obj) for obj in self.list(type_key)]
         self._objects.pop(type_key, None)
@@ -118,14 +119,14 @@ class Store:
 
         return unsubscribe
 
-    def changes_since(self, rv: int) -> list[Change]:
+    def changes_since(self, rv: int) -> builtins.list[Change]:
         """Changes after `rv`, or 410 Expired when part of that history was compacted."""
         if rv < self.compacted_rv:
             raise ApiError(410, f"too old resource version: {rv} ({self.compacted_rv + 1})", reason="Expired")
         if not self._log or rv >= self._log[-1].rv:
             return []
         # The log is ordered by rv; walk back from the end because watchers resume near the tail.
-        out: list[Change] = []
+        out: builtins.list[Change] = []
         for change in reversed(self._log):
             if change.rv <= rv:
                 break

@@ -139,7 +139,8 @@ def bind_pod(api: Api, pod: Object, node: str, manager: str = "kube-scheduler") 
     pods = api.type_of(*PODS)
     updated = clone(pod)
     updated["spec"]["nodeName"] = node
-    stored = api._commit_update(pods, pod, updated, manager, "", track=True)
+    # Binding writes nodeName directly, without the update strategy: no generation bump.
+    stored = api.commit_update(pods, pod, updated, manager, "", bump_generation=False)
     conditions = [c for c in (stored.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
     conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": timestamp()})
     return api.write_status(pods, stored, {**(stored.get("status") or {}), "conditions": conditions}, manager)

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 import random
 import string
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -57,8 +57,6 @@ class Timing:
     def scaled(self, seconds: float) -> float:
         return max(0.0, seconds * self.factor)
 
-    def with_defaults(self, **changes: float) -> Timing:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 def now() -> dt.datetime:

@@ -231,6 +231,19 @@ def force_delete_evidence(pod: PodSummary, policy: ForceDeletePolicy | None, now
     return None
 
 
+def force_delete_due_at(pod: PodSummary, policy: ForceDeletePolicy | None) -> datetime | None:
+    """The earliest moment `force_delete_evidence` could hold for `pod`: a timer worth setting."""
+    if policy is None or not pod.terminating or pod.finalizers or pod.deletion_timestamp is None:
+        return None
+    overdue = pod.deletion_timestamp + timedelta(seconds=policy.overdue_slack_seconds)
+    if pod.node_missing:
+        return overdue
+    since = [t for t in (pod.node_unreachable_since, pod.node_ready_since) if t is not None]
+    if pod.node_ready == "True" or not since:
+        return None
+    return max(overdue, min(since) + timedelta(seconds=policy.node_unreachable_threshold_seconds))
+
+
 # --- event messages (exact formats from the spec reference) ----------------------------
 
 

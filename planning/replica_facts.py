@@ -143,6 +143,7 @@ def surge_slots_from_pods(
     pods: Sequence[PodSummary],
     now: datetime,
     update_in_flight: bool,
+    running_revision: str | None = None,
 ) -> SurgeSlots:
     """Spec §7 surge-slot accounting for one Instance's listed pods.
 
@@ -175,7 +176,9 @@ def surge_slots_from_pods(
             "until its deletion grace elapses"
         )
     elif not update_in_flight:
-        leftover = sorted(pod.name for pod in counting)[-1]
+        # The leftover is the pod of another revision than the one the Instance runs.
+        strays = sorted(pod.name for pod in counting if running_revision and pod.revision != running_revision)
+        leftover = strays[0] if strays else sorted(pod.name for pod in counting)[-1]
         explanation = f"extra pod {leftover} holds a surge slot until a start on its Instance replaces it"
     else:
         explanation = ""

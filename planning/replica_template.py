@@ -110,9 +110,15 @@ def _pod_spec(runner: dict[str, Any], scheduler_name: str | None) -> dict[str, A
     return spec
 
 
+SPREAD_COMPONENTS = ("engine", "decoder")
+"""Spec 003 sets the spread on the engine or the decoder; the router's Instances don't spread."""
+
+
 def pod_template(effective: ComponentSpec, isvc: str, component: str) -> PodTemplate:
     """The leader (or only) pod spec, the worker pod spec and the worker count."""
-    constraint = spread_constraint(SpreadSettings.of(effective), isvc, component)
+    constraint = (
+        spread_constraint(SpreadSettings.of(effective), isvc, component) if component in SPREAD_COMPONENTS else None
+    )
     if not effective.is_multi_pod:
         single = _pod_spec(_merged_runner(None, effective.runner), effective.scheduler_name)
         return PodTemplate(with_spread(single, constraint), None, 0)
@@ -172,6 +178,10 @@ def instance_spec(
         # Our own labels identify the pod; a user value must not redirect selectors.
         if not key.startswith("ome.io/")
     }
+    # Component annotations reach the pods; ours (`ome.io/deploymentMode`, ...) steer OME, not pods.
+    annotations = {
+        key: value for key, value in (effective.annotations or {}).items() if not key.startswith("ome.io/")
+    }
     return InstanceSpec(
         namespace=identity.namespace,
         isvc=identity.isvc,
@@ -184,6 +194,7 @@ def instance_spec(
         worker_pod_spec=template.worker_pod_spec,
         worker_count=template.worker_count,
         labels=labels,
+        annotations=annotations,
         pairing_protocol=identity.pairing_protocol,
         topology_key=effective.topology_key if template.worker_count > 0 else None,
         # The Instance creates a PodGroup when the CRD exists and reports when it doesn't.

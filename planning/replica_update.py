@@ -7,8 +7,9 @@ the spec changes. Each pass:
 2. `partition` keeps the lowest-index Instances on the prior revision; they are not
    candidates at all.
 3. The update revision's retry block gates every start: `Held` admits nothing until a new
-   revision or a release; `Backoff` admits nothing before `nextRetryAt`, then exactly one
-   start (the retry attempt); `RetryInProgress` waits for that attempt's outcome.
+   revision or a release; `Backoff` admits nothing before `nextRetryAt`, and after it
+   either exactly one start (the retry attempt) or, when the failed Instance retries on
+   its own, nothing; `RetryInProgress` waits for that attempt's outcome.
 4. The budget admits the rest: `SurgeThenDrain` while the surge slots in use stay within
    `maxSurge`; other strategies while the Instances that don't serve stay within
    `maxUnavailable`. An Instance that moved and serves for less than `minReadySeconds`
@@ -95,7 +96,9 @@ def _earliest(*moments: datetime | None) -> datetime | None:
     return min(present) if present else None
 
 
-def _retry_gate(block: RetryBlock, revision: str, now: datetime) -> tuple[HoldDenial | None, bool]:
+def _retry_gate(
+    block: RetryBlock, revision: str, now: datetime, instance_retries: bool
+) -> tuple[HoldDenial | None, bool]:
     """(denial, whether one retry attempt may start now) for the update revision's block."""
     last = block.reason or "unknown"
     if block.state == RetryBlockState.HELD:
@@ -104,6 +107,11 @@ def _retry_gate(block: RetryBlock, revision: str, now: datetime) -> tuple[HoldDe
         reason = retry_in_progress_reason(revision, block.attempts_started)
         return HoldDenial(HoldGate.RETRY_BLOCK, reason, revision), False
     if block.next_retry_at is not None and now < block.next_retry_at:
+        reason = retry_backoff_reason(revision, block.attempts_started, block.next_retry_at, last)
+        return HoldDenial(HoldGate.RETRY_BLOCK, reason, revision), False
+    if instance_retries:
+        # The Instance whose attempt failed makes the next one itself; another start now
+        # would be a second concurrent attempt at the same revision.
         reason = retry_backoff_reason(revision, block.attempts_started, block.next_retry_at, last)
         return HoldDenial(HoldGate.RETRY_BLOCK, reason, revision), False
     return None, True
@@ -117,8 +125,14 @@ def plan_update(
     now: datetime,
     retry_block: RetryBlock | None = None,
     paused: bool = False,
+    instance_retries: bool = True,
 ) -> UpdatePlan:
-    """The starts this pass admits toward `update_revision`, and the hold for the rest."""
+    """The starts this pass admits toward `update_revision`, and the hold for the rest.
+
+    `instance_retries`: the Instance that failed an attempt retries on its own when its
+    backoff ends (as the `Instance` workflow does), so a due Backoff admits no other start;
+    False makes this pass start the retry attempt itself (`retry_attempt` in the plan).
+    """
     held, free = partition_split(instances, policy.partition)
     held_indexes = tuple(instance.index for instance in held)
     candidates = [instance for instance in free if instance.target_revision != update_revision]
@@ -142,7 +156,7 @@ def plan_update(
     retry_attempt = False
     limit = len(ready_to_move)
     if retry_block is not None and retry_block.target_revision == update_revision:
-        denial, may_retry = _retry_gate(retry_block, update_revision, now)
+        denial, may_retry = _retry_gate(retry_block, update_revision, now, instance_retries)
         if denial is not None:
             wake = retry_block.next_retry_at if retry_block.state == RetryBlockState.BACKOFF else None
             return UpdatePlan(

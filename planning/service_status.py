@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from models.inferencereplica import Condition, InferenceReplicaStatus
+from models.isvc_status import LifecycleStatus
 from planning.replica_conditions import PlannedCondition, component_condition
 from planning.replica_facts import ReplicaCounts
 from planning.replica_status import with_transitions
@@ -45,6 +46,11 @@ def lifecycle_status(status: InferenceReplicaStatus) -> dict[str, Any]:
     block = {name: wire.get(name) for name in LIFECYCLE_FIELDS}
     # Zero counts stay (a user reads "0 ready"); unset optional fields are left out.
     return {name: value for name, value in block.items() if value is not None}
+
+
+def lifecycle_model(status: InferenceReplicaStatus) -> LifecycleStatus:
+    """The same block as `lifecycle_status`, as the `models.isvc_status` type."""
+    return LifecycleStatus.model_validate(lifecycle_status(status))
 
 
 def deployment_counts(deployment_status: Mapping[str, Any] | None) -> ReplicaCounts:
@@ -96,10 +102,18 @@ def isvc_status(
     reports: Sequence[ComponentReport],
     previous_conditions: Sequence[Condition],
     now: datetime,
-    extra_conditions: Sequence[PlannedCondition] = (),
+    blocking: PlannedCondition | None = None,
 ) -> dict[str, Any]:
-    """The status subresource to patch onto the InferenceService object."""
-    planned = [ready_condition(reports), *(report.condition for report in reports), *extra_conditions]
+    """The status subresource to patch onto the InferenceService object.
+
+    `blocking` is a condition that keeps the whole service from running (its runtime is
+    missing, say); it is listed and makes `Ready` False with its reason and message.
+    """
+    ready = ready_condition(reports)
+    if blocking is not None:
+        ready = PlannedCondition("Ready", "False", blocking.reason, blocking.message)
+    extra = [blocking] if blocking is not None else []
+    planned = [ready, *(report.condition for report in reports), *extra]
     conditions = with_transitions(previous_conditions, planned, now, generation)
     components: dict[str, Any] = {}
     for report in reports:

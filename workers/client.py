@@ -14,6 +14,7 @@ from pathlib import Path
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import TLSConfig
 
 from workers.config import ENV_PREFIX, OtelSettings, Settings, TemporalSettings
@@ -78,17 +79,30 @@ def tracing_interceptors(otel: OtelSettings, role: str) -> Sequence[Interceptor]
     return [_tracing_interceptor]
 
 
+def metrics_runtime(address: str | None) -> Runtime | None:
+    """A Temporal runtime serving SDK metrics for Prometheus at `address`, or None when unset.
+
+    A runtime owns its exporter, so a process creates at most one; the worker passes it to
+    `connect` and every client and worker built on that connection reports through it.
+    """
+    if address is None:
+        return None
+    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+
+
 async def connect(
     settings: TemporalSettings | None = None,
     *,
     otel: OtelSettings | None = None,
     role: str = "client",
+    runtime: Runtime | None = None,
 ) -> Client:
     """Connect to Temporal with the product's converter (and tracing when configured).
 
     With no arguments both groups come from the environment. When `settings` is given, tracing
     follows `otel` only, so a test that passes explicit settings is not traced by accident.
-    `role` names the process in traces and in the worker identity shown in the UI.
+    `role` names the process in traces. `runtime` carries the metrics exporter (see
+    `metrics_runtime`); None uses the SDK's default runtime, which exports nothing.
     """
     if settings is None:
         loaded = Settings()
@@ -103,6 +117,7 @@ async def connect(
             tls=tls_config(settings),
             data_converter=DATA_CONVERTER,
             interceptors=interceptors,
+            runtime=runtime,
         )
     except RuntimeError as error:
         raise ConnectionError(

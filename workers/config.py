@@ -102,6 +102,11 @@ class PrometheusSettings(_Group):
     """Base URL of the Prometheus HTTP API, e.g. `http://prometheus:9090`. Unset: no Prometheus
     is configured, which is the local stack's case; docker-compose sets it to its own service."""
 
+    worker_metrics_address: str | None = None
+    """host:port where the worker serves the Temporal SDK's metrics (task latencies, slots,
+    schedule-to-start) at `/metrics` for Prometheus to scrape. Unset: not served, so two local
+    workers never fight over a port; docker-compose sets `0.0.0.0:9464`."""
+
 
 class OtelSettings(_Group):
     """OpenTelemetry export of workflow and activity spans."""

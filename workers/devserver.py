@@ -36,6 +36,19 @@ def temporal_binary() -> Path:
     return path
 
 
+def database_flags(db_file: Path) -> list[str]:
+    """A persistent SQLite database in WAL mode: the UI's and the CLI's reads do not wait behind
+    the worker's writes, and `synchronous=normal` is durable enough under WAL."""
+    return [
+        "--db-filename",
+        str(db_file),
+        "--sqlite-pragma",
+        "journal_mode=wal",
+        "--sqlite-pragma",
+        "synchronous=normal",
+    ]
+
+
 def dev_server_argv(data_dir: Path, frontend_port: int, ui_port: int, namespace: str) -> list[str]:
     """`temporal server start-dev` bound to 127.0.0.1 with a persistent database."""
     # `default` always exists; any other configured namespace must be created at launch.
@@ -50,13 +63,7 @@ def dev_server_argv(data_dir: Path, frontend_port: int, ui_port: int, namespace:
         str(frontend_port),
         "--ui-port",
         str(ui_port),
-        "--db-filename",
-        str(data_dir / DB_FILENAME),
-        # WAL: the UI's and the CLI's reads do not wait behind the worker's writes.
-        "--sqlite-pragma",
-        "journal_mode=wal",
-        "--sqlite-pragma",
-        "synchronous=normal",
+        *database_flags(data_dir / DB_FILENAME),
         "--ui-disable-news-fetch",
         "--log-level",
         "error",

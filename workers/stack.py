@@ -11,6 +11,9 @@ resumes it: running workflows keep running and kubesim's objects are still there
 kubesim starts only when no kubeconfig is configured (`OME_KUBE__KUBECONFIG`), and the dev
 server only while `OME_STACK__DEV_SERVER` is true; otherwise the worker and watcher reach the
 configured cluster and Temporal service.
+
+This module imports no workflow or activity code: a broken one shows up as the worker's failed
+start, with its output, rather than as a traceback of the runner.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from pathlib import Path
 from workers.config import ENV_PREFIX, Settings, StackSettings, TemporalSettings
 from workers.devserver import dev_server_argv, ensure_search_attributes, temporal_binary, wait_until_serving
 from workers.processes import Child, ChildFailed, first_exit
-from workers.worker import GRACEFUL_SHUTDOWN
 from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
 
 READY_BANNER = "Local stack is up."
@@ -93,73 +95,74 @@ class Stack:
         return child
 
     async def start_all(self) -> None:
+        """Start each process once the one it needs is ready."""
         self.stack.data_dir.mkdir(parents=True, exist_ok=True)
-        ports = [("frontend_port", self.stack.frontend_port), ("ui_port", self.stack.ui_port)]
         if self.stack.dev_server:
-            for field, port in ports:
-                _check_port_free(port, field)
-            temporal = await self._launch(
-                Child(
-                    "temporal",
-                    dev_server_argv(
-                        self.stack.data_dir,
-                        self.stack.frontend_port,
-                        self.stack.ui_port,
-                        self.settings.temporal.namespace,
-                    ),
-                    stop_hint="flushes its database",
-                )
-            )
-            client = await wait_until_serving(
-                temporal,
-                TemporalSettings(address=self.temporal_address, namespace=self.settings.temporal.namespace),
-                STARTUP_TIMEOUT,
-            )
-            added = await ensure_search_attributes(client)
-            if added:
-                print(
-                    f"registered search attributes missing from the database: {', '.join(added)}", flush=True
-                )
-
+            await self._start_temporal()
         if self.settings.kube.kubeconfig is None:
-            _check_port_free(self.stack.kubesim_port, "kubesim_port")
-            kubesim = await self._launch(
-                Child(
-                    "kubesim",
-                    [
-                        sys.executable,
-                        "-m",
-                        "kubesim",
-                        "--port",
-                        str(self.stack.kubesim_port),
-                        "--kubeconfig",
-                        str(self.kubeconfig),
-                        "--state-file",
-                        str(self.stack.data_dir / KUBESIM_STATE_FILENAME),
-                        "--topology",
-                        self.stack.kubesim_topology,
-                        "--crds",
-                        "product",
-                    ],
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                    ready_pattern=r"kubesim listening on (\S+)",
-                    stop_hint=f"saves its objects to {self.stack.data_dir / KUBESIM_STATE_FILENAME}",
-                )
-            )
-            await kubesim.wait_ready(STARTUP_TIMEOUT, "its API server to listen")
-            assert kubesim.ready_match is not None
-            self.kubesim_url = kubesim.ready_match.group(1)
+            await self._start_kubesim()
+        await self._start_worker_and_watcher()
 
+    async def _start_temporal(self) -> None:
+        _check_port_free(self.stack.frontend_port, "frontend_port")
+        _check_port_free(self.stack.ui_port, "ui_port")
+        namespace = self.settings.temporal.namespace
+        temporal = await self._launch(
+            Child(
+                "temporal",
+                dev_server_argv(self.stack.data_dir, self.stack.frontend_port, self.stack.ui_port, namespace),
+                stop_hint="flushes its database",
+            )
+        )
+        client = await wait_until_serving(
+            temporal, TemporalSettings(address=self.temporal_address, namespace=namespace), STARTUP_TIMEOUT
+        )
+        added = await ensure_search_attributes(client)
+        if added:
+            print(f"registered search attributes missing from the database: {', '.join(added)}", flush=True)
+
+    async def _start_kubesim(self) -> None:
+        _check_port_free(self.stack.kubesim_port, "kubesim_port")
+        state_file = self.stack.data_dir / KUBESIM_STATE_FILENAME
+        kubesim = await self._launch(
+            Child(
+                "kubesim",
+                [
+                    sys.executable,
+                    "-m",
+                    "kubesim",
+                    "--port",
+                    str(self.stack.kubesim_port),
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                    "--state-file",
+                    str(state_file),
+                    "--topology",
+                    self.stack.kubesim_topology,
+                    "--crds",
+                    "product",
+                ],  # fmt: skip
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                ready_pattern=r"kubesim listening on (\S+)",
+                stop_hint=f"saves its objects to {state_file}",
+            )
+        )
+        await kubesim.wait_ready(STARTUP_TIMEOUT, "its API server to listen")
+        assert kubesim.ready_match is not None
+        self.kubesim_url = kubesim.ready_match.group(1)
+
+    async def _start_worker_and_watcher(self) -> None:
         worker = await self._launch(
             Child(
                 "worker",
                 [sys.executable, "-m", "workers"],
                 env=self._child_env(),
                 ready_pattern=r"polling task queue",
-                stop_hint=f"in-flight activities get up to {GRACEFUL_SHUTDOWN.total_seconds():.0f} s",
+                stop_hint="in-flight activities finish first",
             )
         )
         await worker.wait_ready(STARTUP_TIMEOUT, "it to poll the task queue")
+        # The watcher signals workflows, so it starts once a worker is there to run them.
         await self._launch(Child("watcher", [sys.executable, "-m", "workers.watcher"], env=self._child_env()))
 
     async def stop_all(self) -> None:
@@ -167,11 +170,8 @@ class Stack:
             await child.stop(self.stack.stop_timeout_seconds)
 
     def banner(self) -> str:
-        temporal_cli = (
-            os.path.relpath(temporal_binary())
-            if self._under_cwd(temporal_binary())
-            else str(temporal_binary())
-        )
+        binary = temporal_binary()
+        temporal_cli = os.path.relpath(binary) if self._under_cwd(binary) else str(binary)
         address = "" if self.temporal_address == "127.0.0.1:7233" else f" --address {self.temporal_address}"
         queue = self.settings.temporal.task_queue
         workflow_id = isvc_workflow_id("default", "demo")
@@ -203,57 +203,68 @@ class Stack:
         return path.resolve().is_relative_to(Path.cwd().resolve())
 
 
+async def _serve(stack: Stack, stop: asyncio.Task[bool]) -> int:
+    """Start the stack, then wait for a stop request or a child's unexpected exit."""
+    startup = asyncio.create_task(stack.start_all())
+    await asyncio.wait({startup, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if not startup.done():
+        # Ctrl-C during start-up: abandon the waits; stop_all stops what did start.
+        startup.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await startup
+        return 0
+    startup.result()
+    print(stack.banner(), flush=True)
+    exited = asyncio.create_task(first_exit(stack.children))
+    await asyncio.wait({exited, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if not exited.done():
+        exited.cancel()
+        return 0
+    child = exited.result()
+    print(
+        f"{child.name} exited unexpectedly with code {child.returncode}; stopping the stack. "
+        f"Its last output:\n{child.tail()}",
+        flush=True,
+    )
+    return 1
+
+
 async def run_stack(settings: Settings) -> int:
     """Run the stack until a stop signal or a child's unexpected exit; returns the exit code."""
     stack = Stack(settings)
     loop = asyncio.get_running_loop()
     # SIGHUP too: closing the terminal that runs `make up` must stop the stack, not orphan it.
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    for signum in signals:
         loop.add_signal_handler(signum, stack.on_signal)
-    code = 0
+    stop = asyncio.create_task(stack.stop_requested.wait())
     try:
-        startup = asyncio.create_task(stack.start_all())
-        stop = asyncio.create_task(stack.stop_requested.wait())
-        await asyncio.wait({startup, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if not startup.done():
-            startup.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await startup
-        else:
-            startup.result()
-            print(stack.banner(), flush=True)
-            exited = asyncio.create_task(first_exit(stack.children))
-            await asyncio.wait({exited, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if exited.done():
-                child = exited.result()
-                print(
-                    f"{child.name} exited unexpectedly with code {child.returncode}; stopping the stack. "
-                    f"Its last output:\n{child.tail()}",
-                    flush=True,
-                )
-                code = 1
-            else:
-                exited.cancel()
-        stop.cancel()
+        code = await _serve(stack, stop)
     except ChildFailed as error:
         print(f"the stack could not start: {error}", flush=True)
         code = 1
     finally:
+        stop.cancel()
         await stack.stop_all()
+        for signum in signals:
+            loop.remove_signal_handler(signum)
     print(f"stack stopped; state kept in {stack.stack.data_dir}/, `make up` resumes it", flush=True)
     return code
 
 
 def parse_args(argv: list[str] | None, defaults: StackSettings) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m workers.stack", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--data-dir", type=Path, default=defaults.data_dir, help="state directory (OME_STACK__DATA_DIR)"
-    )
-    parser.add_argument(
-        "--frontend-port", type=int, default=defaults.frontend_port, help="Temporal gRPC port"
-    )
-    parser.add_argument("--ui-port", type=int, default=defaults.ui_port, help="Temporal Web UI port")
-    parser.add_argument("--kubesim-port", type=int, default=defaults.kubesim_port, help="kubesim API port")
+    # Flags override the OME_STACK__* settings, so tests can run stacks side by side.
+    for flag, kind, default, meaning in (
+        ("--data-dir", Path, defaults.data_dir, "state directory"),
+        ("--frontend-port", int, defaults.frontend_port, "Temporal gRPC port on 127.0.0.1"),
+        ("--ui-port", int, defaults.ui_port, "Temporal Web UI port on 127.0.0.1"),
+        ("--kubesim-port", int, defaults.kubesim_port, "kubesim API port on 127.0.0.1"),
+    ):
+        variable = f"{ENV_PREFIX}STACK__{flag.removeprefix('--').replace('-', '_').upper()}"
+        parser.add_argument(
+            flag, type=kind, default=default, help=f"{meaning} (default {default}, {variable})"
+        )
     return parser.parse_args(argv)
 
 

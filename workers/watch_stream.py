@@ -24,6 +24,7 @@ import urllib3.exceptions
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from activities.kube_errors import retry_after
 from activities.kube_rest import KubeRest
 
 logger = logging.getLogger("workers.watcher")
@@ -36,10 +37,11 @@ MAX_BACKOFF = 5.0
 
 @dataclass(frozen=True)
 class WatchItem:
-    """What a watch thread hands to the watcher: a full RESYNC, one event, or DISABLED."""
+    """What a watch thread hands to the watcher: a full RESYNC, one event, a BOOKMARK (only
+    the resourceVersion moved), or DISABLED (an optional kind the server does not serve)."""
 
     kind: str
-    type: str  # RESYNC | ADDED | MODIFIED | DELETED | DISABLED
+    type: str  # RESYNC | ADDED | MODIFIED | DELETED | BOOKMARK | DISABLED
     objects: list[dict[str, Any]] = field(default_factory=list)
     resource_version: str = ""
     reason: str = ""
@@ -125,6 +127,10 @@ class KindWatch:
                     logger.warning(
                         "watch error kind=%s status=%s reason=%s", self.name, error.status, error.reason
                     )
+                # A throttling server says when to come back: wait at least that long (capped).
+                delay = retry_after(error)
+                if delay is not None:
+                    backoff = max(backoff, min(delay.total_seconds(), 30.0))
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
                 # A cut or silent stream, or a half-written line: resume from the last version.
                 if not self._stop.is_set():
@@ -158,6 +164,8 @@ class KindWatch:
                 version = str(new_version)
             if event_type in ("ADDED", "MODIFIED", "DELETED"):
                 post(WatchItem(self.name, str(event_type), [obj], version))
+            elif event_type == "BOOKMARK":
+                post(WatchItem(self.name, "BOOKMARK", [], version))
             if self._stop.is_set():
                 break
         return version

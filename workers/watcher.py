@@ -72,6 +72,49 @@ class WatcherStats:
     events: int = 0
 
 
+class PodIndex:
+    """The product's pods by (namespace, name), by Instance and by node.
+
+    Events touch one pod; the indexes keep a node's failure and a flush proportional to the
+    pods involved rather than to every pod in the cluster.
+    """
+
+    def __init__(self) -> None:
+        self.by_name: dict[tuple[str, str], dict[str, Any]] = {}
+        self.by_instance: dict[InstanceKey, set[tuple[str, str]]] = {}
+        self.by_node: dict[str, set[tuple[str, str]]] = {}
+
+    def put(self, pod: dict[str, Any]) -> None:
+        key = _object_key(pod)
+        self.remove(key)
+        self.by_name[key] = pod
+        instance = instance_key(pod)
+        if instance is not None:
+            self.by_instance.setdefault(instance, set()).add(key)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self.by_node.setdefault(node, set()).add(key)
+
+    def remove(self, key: tuple[str, str]) -> None:
+        pod = self.by_name.pop(key, None)
+        if pod is None:
+            return
+        instance = instance_key(pod)
+        if instance is not None:
+            _discard(self.by_instance, instance, key)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            _discard(self.by_node, node, key)
+
+    def clear(self) -> None:
+        self.by_name.clear()
+        self.by_instance.clear()
+        self.by_node.clear()
+
+    def instance(self, key: InstanceKey) -> list[dict[str, Any]]:
+        return [self.by_name[name] for name in self.by_instance.get(key, ())]
+
+
 class PodWatcher:
     """Watches one cluster and signals Instance workflows; `start()`/`stop()` or `run()`."""
 
@@ -106,9 +149,12 @@ class PodWatcher:
                     optional=True,
                 )
             )
+        self._pods = PodIndex()
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {
             kind.name: {} for kind in self._kinds
         }
+        # The pod store is the index's own map, so generic code reads pods like other kinds.
+        self._objects[PODS] = self._pods.by_name
         self._synced: set[str] = set()
         self._disabled: set[str] = set()
         self._resource_version = ""
@@ -203,21 +249,23 @@ class PodWatcher:
 
     def _apply(self, item: WatchItem) -> None:
         store = self._objects[item.kind]
-        if item.kind == PODS and item.resource_version:
-            self._resource_version = item.resource_version
+        # resourceVersions are one counter across kinds: a summary is as new as the newest
+        # thing it reflects, so a node failure seen after the workflow's own pod list is not
+        # discarded by the workflow as older than that list.
+        self._resource_version = _newest_version(self._resource_version, item.resource_version)
+        if item.type == "BOOKMARK":
+            return
         if item.type == "DISABLED":
             self._disabled.add(item.kind)
             self._synced.add(item.kind)
-            store.clear()
+            self._replace_all(item.kind, [])
             self._dirty.update(self._last_sent)
             logger.info("watch disabled kind=%s cluster=%s reason=%s", item.kind, self.cluster, item.reason)
             return
         if item.type == "RESYNC":
             self.stats.resyncs[item.kind] = self.stats.resyncs.get(item.kind, 0) + 1
             before = list(store.values())
-            store.clear()
-            for obj in item.objects:
-                store[_object_key(obj)] = obj
+            self._replace_all(item.kind, item.objects)
             self._synced.add(item.kind)
             self._disabled.discard(item.kind)
             for obj in before + item.objects:
@@ -236,7 +284,11 @@ class PodWatcher:
         obj = item.objects[0]
         key = _object_key(obj)
         old = store.get(key)
-        if item.type == "DELETED":
+        if item.kind == PODS:
+            self._pods.remove(key)
+            if item.type != "DELETED":
+                self._pods.put(obj)
+        elif item.type == "DELETED":
             store.pop(key, None)
         else:
             store[key] = obj
@@ -251,29 +303,34 @@ class PodWatcher:
             if key is not None:
                 self._dirty.add(key)
         elif kind == NODES:
-            node_name = (obj.get("metadata") or {}).get("name")
-            for pod in self._objects[PODS].values():
-                if (pod.get("spec") or {}).get("nodeName") == node_name:
-                    key = instance_key(pod)
-                    if key is not None:
-                        self._dirty.add(key)
+            node_name = str((obj.get("metadata") or {}).get("name") or "")
+            for pod_key in self._pods.by_node.get(node_name, ()):
+                key = instance_key(self._pods.by_name[pod_key])
+                if key is not None:
+                    self._dirty.add(key)
         else:
             metadata = obj.get("metadata") or {}
             namespace, isvc = metadata.get("namespace"), (metadata.get("labels") or {}).get(LABEL_ISVC)
-            for pod in self._objects[PODS].values():
-                key = instance_key(pod)
-                if key is not None and key[0] == namespace and key[1] == isvc:
-                    self._dirty.add(key)
+            self._dirty.update(
+                key for key in self._pods.by_instance if key[0] == namespace and key[1] == isvc
+            )
+
+    def _replace_all(self, kind: str, objects: list[dict[str, Any]]) -> None:
+        if kind == PODS:
+            self._pods.clear()
+            for obj in objects:
+                self._pods.put(obj)
+            return
+        store = self._objects[kind]
+        store.clear()
+        for obj in objects:
+            store[_object_key(obj)] = obj
 
     # --- summarizing and signalling ------------------------------------------------------------
 
     def summaries(self, keys: set[InstanceKey]) -> dict[InstanceKey, InstancePods]:
         """The current summary of each Instance in `keys` (empty pods when all are gone)."""
-        members: dict[InstanceKey, list[dict[str, Any]]] = {key: [] for key in keys}
-        for pod in self._objects[PODS].values():
-            key = instance_key(pod)
-            if key in members:
-                members[key].append(pod)
+        members = {key: self._pods.instance(key) for key in keys}
         nodes = {name: node for (_, name), node in self._objects[NODES].items()}
         slices_by_isvc: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for (namespace, _), endpoint_slice in self._objects.get(SLICES, {}).items():
@@ -339,6 +396,22 @@ class PodWatcher:
             # All pods gone and reported: forget the Instance until a pod appears again.
             self._last_sent.pop(key, None)
         return True
+
+
+def _discard(index: dict[Any, set[tuple[str, str]]], value: Any, key: tuple[str, str]) -> None:
+    members = index.get(value)
+    if members is not None:
+        members.discard(key)
+        if not members:
+            del index[value]
+
+
+def _newest_version(current: str, candidate: str) -> str:
+    if not candidate:
+        return current
+    if current.isdigit() and candidate.isdigit():
+        return candidate if int(candidate) > int(current) else current
+    return candidate
 
 
 def _object_key(obj: dict[str, Any]) -> tuple[str, str]:

@@ -23,7 +23,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.registry import build_activities
-from workers.client import connect
+from workers.client import connect, metrics_runtime
 from workers.config import Settings, kube_api_client
 from workflows.registry import WORKFLOWS
 
@@ -83,15 +83,36 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(signum, stop.set)
 
 
-async def run(settings: Settings | None = None) -> None:
-    """Run the worker until SIGTERM or SIGINT, then shut down gracefully."""
+async def run(
+    settings: Settings | None = None,
+    *,
+    extra_workflows: Sequence[type[Any]] = (),
+    activities: Sequence[Callable[..., Any]] | None = None,
+) -> None:
+    """Run the worker until SIGTERM or SIGINT, then shut down gracefully.
+
+    `extra_workflows` and `activities` are passed to `build_worker`, so a test can run this very
+    loop with a workflow of its own.
+    """
     settings = settings or Settings()
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    client = await connect(settings.temporal, otel=settings.otel, role="worker")
+    client = await connect(
+        settings.temporal,
+        otel=settings.otel,
+        role="worker",
+        runtime=metrics_runtime(settings.prometheus.worker_metrics_address),
+    )
     api_client = kube_api_client(settings)
     with ThreadPoolExecutor(max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity") as pool:
-        worker = build_worker(client, settings.temporal.task_queue, api_client, activity_executor=pool)
+        worker = build_worker(
+            client,
+            settings.temporal.task_queue,
+            api_client,
+            activity_executor=pool,
+            extra_workflows=extra_workflows,
+            activities=activities,
+        )
         async with worker:
             logger.info(
                 "worker %s@%s polling task queue %r on %s (namespace %r) with %d workflow types",
@@ -100,8 +121,12 @@ async def run(settings: Settings | None = None) -> None:
                 settings.temporal.task_queue,
                 settings.temporal.address,
                 settings.temporal.namespace,
-                len(WORKFLOWS),
+                len(WORKFLOWS) + len(extra_workflows),
             )
+            if settings.prometheus.worker_metrics_address:
+                logger.info(
+                    "serving SDK metrics at http://%s/metrics", settings.prometheus.worker_metrics_address
+                )
             await stop.wait()
             logger.info(
                 "stop signal received: no new tasks; in-flight activities get %.0f s to finish",

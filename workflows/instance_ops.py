@@ -270,10 +270,14 @@ class InstanceOperations:
                     message=f"Instance {spec.instance_name} was not ready within instanceReadyTimeout {timeout}",
                     time=now,
                 )
+            occupied = {name for name, uid in members.items() if not uid}
+            if occupied:
+                # An earlier incarnation still holds these names, maybe on a dead node.
+                await self.force_delete_stuck(occupied, now)
             wakes = [t for t in (check.wake_at, deadline) if t is not None]
-            if quota_hold or any(not uid for uid in members.values()):
+            if quota_hold or occupied:
                 wakes.append(now + QUOTA_RECHECK)
-            await self.wait_for_news(min(wakes) if wakes else None)
+            await self.wait_for_news(self.next_force_delete(occupied, now, min(wakes) if wakes else None))
 
     async def start_serving(self, members: dict[str, str]) -> bool:
         """Set `ome.io/serving` True and wait to see it; False if the pods stopped being ready."""
@@ -363,7 +367,7 @@ class InstanceOperations:
             if deadline is not None and now >= deadline:
                 await self.event("TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, gone.remaining))
                 return gone.remaining
-            await self.wait_for_news(deadline)
+            await self.wait_for_news(self.next_force_delete(set(gone.remaining), now, deadline))
 
     async def force_delete_stuck(self, names: set[str], now: datetime) -> None:
         spec = self.spec
@@ -378,6 +382,15 @@ class InstanceOperations:
                 summary=f"force-delete {pod.name} stuck on node {pod.node_name} ({evidence})",
             )
             await self.event("PodForceDeleted", policy.force_deleted_message(spec, pod, evidence, now))
+
+    def next_force_delete(self, names: set[str], now: datetime, other: datetime | None) -> datetime | None:
+        """`other`, or sooner when a stuck pod becomes eligible for force-delete before it."""
+        wakes = [other] if other is not None else []
+        for pod in self.observed():
+            due = policy.force_delete_due_at(pod, self.spec.force_delete) if pod.name in names else None
+            if due is not None:
+                wakes.append(max(due, now + timedelta(seconds=1)))
+        return min(wakes) if wakes else None
 
     async def live_pods(self) -> dict[str, str]:
         """Every pod of this Instance that exists now, whatever its incarnation or ordinal."""

@@ -91,7 +91,7 @@ KUBE_RETRY = RetryPolicy(
 SINGLE_CALL_TIMEOUT = timedelta(seconds=60)
 # Batches loop over pods and heartbeat between them.
 BATCH_TIMEOUT = timedelta(minutes=5)
-BATCH_HEARTBEAT = timedelta(seconds=30)
+BATCH_HEARTBEAT = timedelta(seconds=90)
 
 
 def error_type(error: BaseException) -> str | None:

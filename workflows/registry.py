@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from workflows.inference_replica import InferenceReplicaWorkflow
+from workflows.inference_service import InferenceServiceWorkflow
 from workflows.instance import InstanceWorkflow
 
-WORKFLOWS: list[type[Any]] = [InstanceWorkflow]
+WORKFLOWS: list[type[Any]] = [InstanceWorkflow, InferenceReplicaWorkflow, InferenceServiceWorkflow]

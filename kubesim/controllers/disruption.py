@@ -19,7 +19,7 @@ def _count(value: object, total: int, round_up: bool) -> int:
     if isinstance(value, str) and value.endswith("%"):
         exact = total * int(value[:-1]) / 100
         return math.ceil(exact) if round_up else math.floor(exact)
-    return int(value)  # type: ignore[call-overload]
+    return int(str(value))
 
 
 class DisruptionController(Controller):

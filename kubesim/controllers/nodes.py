@@ -79,7 +79,7 @@ class NodeLifecycle(Controller):
 
     def reconcile(self) -> None:
         nodes_rt, pods_rt = self.api.type_of(*NODES), self.api.type_of(*PODS)
-        nodes = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
+        nodes: dict[str, Object | None] = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
         for name, node in list(nodes.items()):
             nodes[name] = self._sync_node(nodes_rt, node)
         for pod in self.store.list(PODS):
@@ -98,7 +98,9 @@ class NodeLifecycle(Controller):
                 for t in (nodes.get((p.get("spec") or {}).get("nodeName", "")) or {}).get("spec", {}).get("taints", [])}
         self._seen = {k: v for k, v in self._seen.items() if k in live}
 
-    def _sync_node(self, rt: Any, node: Object) -> Object:
+    def _sync_node(self, rt: Any, node: Object | None) -> Object | None:
+        if node is None:
+            return None
         status = node.get("status") or {}
         if ready_status(node) == "Missing":
             # A node registered without status gets what its kubelet would post at start.

@@ -33,9 +33,13 @@ class Scheduling(Controller):
         self.schedule = schedule
         # The last verdict per pod uid, so an unchanged failure is not re-recorded on every pass.
         self._last: dict[str, str] = {}
+        # Bumped by every change that can make room or add nodes: each is a new scheduling
+        # attempt for the pods still pending, counted on their FailedScheduling event.
+        self._epoch = 0
 
     def relevant(self, change: Change) -> bool:
-        if change.type_key == NODES:
+        if change.type_key == NODES or change.type == "DELETED":
+            self._epoch += 1
             return True
         # Status-only kubelet updates of bound pods do not change what fits where, but a pod
         # leaving (deleted or finished) frees room, and any new unbound pod needs placing.
@@ -100,9 +104,9 @@ class Scheduling(Controller):
             condition["lastProbeTime"] = previous.get("lastProbeTime")
         conditions.append(condition)
         self.api.write_status(rt, pod, {**status, "conditions": conditions}, "kube-scheduler")
-        verdict = f"{reason}:{result.message}:{len(self.store.list(NODES))}"
+        verdict = f"{reason}:{result.message}:{self._epoch}"
         if reason == "Unschedulable" and self._last.get(pod["metadata"]["uid"]) != verdict:
-            # The real scheduler records one event per attempt; attempts happen when the
-            # cluster changes, and the recorder folds repeats into one Event's count.
+            # The real scheduler records one event per attempt; attempts follow cluster changes
+            # that could help, and the recorder folds repeats into one Event's count.
             record_event(self.api, pod, "Warning", "FailedScheduling", result.message, "default-scheduler")
         self._last[pod["metadata"]["uid"]] = verdict

@@ -98,19 +98,14 @@ class ReplicaSets(Controller):
     def _create_pod(self, rt: Any, rs: Object) -> Object | None:
         template = clone((rs.get("spec") or {}).get("template") or {})
         meta = template.get("metadata") or {}
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"{rs['metadata']['name']}-{random_suffix()}",
-                "labels": meta.get("labels") or {},
-                "annotations": meta.get("annotations") or {},
-                "ownerReferences": [owner_ref(rs)],
-            },
-            "spec": template.get("spec") or {},
+        pod_meta: Object = {
+            "name": f"{rs['metadata']['name']}-{random_suffix()}",
+            "labels": meta.get("labels") or {},
+            "ownerReferences": [owner_ref(rs)],
         }
-        if not pod["metadata"]["annotations"]:
-            del pod["metadata"]["annotations"]
+        if meta.get("annotations"):
+            pod_meta["annotations"] = meta["annotations"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template.get("spec") or {}}
         try:
             created = self.api.create(rt, rs["metadata"]["namespace"], pod, "kube-controller-manager")
         except ApiError as exc:
@@ -262,9 +257,9 @@ class Deployments(Controller):
         now = timestamp()
 
         def condition(ctype: str, ok: bool, reason: str, message: str) -> Object:
-            prev = previous.get(ctype)
+            prev = previous.get(ctype) or {}
             value = "True" if ok else "False"
-            same = prev is not None and prev.get("status") == value
+            same = prev.get("status") == value
             return {"type": ctype, "status": value, "reason": reason, "message": message,
                     "lastUpdateTime": prev.get("lastUpdateTime", now) if same and prev.get("reason") == reason
                     else now,

@@ -128,6 +128,11 @@ class RunningStack:
             process.wait(timeout=30)
             raise AssertionError(f"the stack did not stop within {within:.0f} s:\n{self.log()}") from None
 
+    def wait_exit(self, within: float = STOP_WITHIN) -> int:
+        """Wait for the stack to exit on its own (after a child failed); returns its exit code."""
+        assert self._process is not None, "the stack was never started"
+        return self._process.wait(timeout=within)
+
     def temporal(
         self, *args: str, check: bool = True, within: float = 60.0
     ) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
 import time
 import urllib.request
 from pathlib import Path
@@ -21,6 +23,7 @@ from tests.e2e.notebook import NOTEBOOK, NotebookWorkflow
 from tests.e2e.running_stack import RunningStack
 from workers.config import KubeSettings, kube_api_client
 from workers.worker import build_worker
+from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 
 def ui_status(url: str, within: float = 60.0) -> int:
@@ -46,7 +49,7 @@ def stop_order(log: str) -> list[str]:
     return re.findall(r"^(\w+) stopped \(exit code -?\d+\)$", log, flags=re.MULTILINE)
 
 
-def configmaps_api(kubeconfig: Path) -> kubernetes.client.CoreV1Api:
+def core_api(kubeconfig: Path) -> kubernetes.client.CoreV1Api:
     return kubernetes.client.CoreV1Api(kube_api_client(KubeSettings(kubeconfig=kubeconfig)))
 
 
@@ -76,7 +79,7 @@ async def test_stack_serves_stops_cleanly_and_resumes_its_state(tmp_path: Path) 
             )
             assert queried["queryResult"] == [["before restart"]]
 
-        configmaps_api(stack.kubeconfig).create_namespaced_config_map(
+        core_api(stack.kubeconfig).create_namespaced_config_map(
             "default",
             kubernetes.client.V1ConfigMap(
                 metadata=kubernetes.client.V1ObjectMeta(name="survives-restart"), data={"kept": "yes"}
@@ -95,7 +98,7 @@ async def test_stack_serves_stops_cleanly_and_resumes_its_state(tmp_path: Path) 
     stack.start()
     try:
         assert workflow_status(stack, workflow_id) == "WORKFLOW_EXECUTION_STATUS_RUNNING"
-        kept = configmaps_api(stack.kubeconfig).read_namespaced_config_map("survives-restart", "default")
+        kept = core_api(stack.kubeconfig).read_namespaced_config_map("survives-restart", "default")
         assert kept.data == {"kept": "yes"}
 
         client = await stack.client()
@@ -113,3 +116,28 @@ async def test_stack_serves_stops_cleanly_and_resumes_its_state(tmp_path: Path) 
     finally:
         second_exit = stack.stop()
     assert second_exit == 0, stack.log()
+
+
+def test_the_session_stack_serves_kubesim_and_the_search_attributes(stack: RunningStack) -> None:
+    # zones=3,nodes-per-zone=4 (OME_STACK__KUBESIM_TOPOLOGY's default) is twelve nodes.
+    nodes = core_api(stack.kubeconfig).list_node().items
+    assert len(nodes) == 12
+    listed = stack.temporal("operator", "search-attribute", "list").stdout
+    for key in SEARCH_ATTRIBUTES:
+        assert re.search(rf"^\s*{key.name}\s+Keyword\s*$", listed, flags=re.MULTILINE), listed
+
+
+def test_a_crashed_worker_stops_the_stack_with_the_reason(tmp_path: Path) -> None:
+    stack = RunningStack(tmp_path / "data", tmp_path / "stack.log")
+    stack.start()
+    try:
+        match = re.search(r"\[worker\] .* worker (\d+)@\S+ polling task queue", stack.log())
+        assert match, stack.log()
+        os.kill(int(match.group(1)), signal.SIGKILL)
+        code = stack.wait_exit()
+    finally:
+        stack.stop()
+    log = stack.log()
+    assert code == 1, log
+    assert "worker exited unexpectedly with code -9; stopping the stack" in log
+    assert stop_order(log) == ["watcher", "worker", "kubesim", "temporal"], log

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kubernetes
+
 from kubesim.handle import KubeSim
 
 T = TypeVar("T")
@@ -36,14 +37,18 @@ class Clients:
     namespace: str
 
 
-
-def pod_body(name: str, image: str = "server:1", labels: dict[str, str] | None = None, gpus: int = 0,
-             **spec: Any) -> dict[str, Any]:
+def pod_body(
+    name: str, image: str = "server:1", labels: dict[str, str] | None = None, gpus: int = 0, **spec: Any
+) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": image}
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"containers": [container], **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"containers": [container], **spec},
+    }
 
 
 def condition(pod: Any, ctype: str) -> Any:
@@ -55,8 +60,14 @@ def is_ready(pod: Any) -> bool:
     return cond is not None and cond.status == "True"
 
 
-def raw_request(sim: KubeSim, method: str, path: str, body: Any = None,
-                content_type: str | None = "application/json") -> tuple[int, Any]:
+def raw_request(
+    sim: KubeSim,
+    method: str,
+    path: str,
+    body: Any = None,
+    content_type: str | None = "application/json",
+    accept: str | None = None,
+) -> tuple[int, Any]:
     """One request on the wire (for wire-level checks the typed clients cannot express)."""
     import http.client
     import json
@@ -64,6 +75,8 @@ def raw_request(sim: KubeSim, method: str, path: str, body: Any = None,
     conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=30)
     payload = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
     headers = {"Content-Type": content_type} if content_type and payload is not None else {}
+    if accept:
+        headers["Accept"] = accept
     conn.request(method, path, body=payload, headers=headers)
     resp = conn.getresponse()
     data = resp.read()
@@ -71,7 +84,9 @@ def raw_request(sim: KubeSim, method: str, path: str, body: Any = None,
     return resp.status, json.loads(data) if data else None
 
 
-def wait_pod(k8s: Clients, name: str, predicate: Callable[[Any], Any], what: str, timeout: float = 10.0) -> Any:
+def wait_pod(
+    k8s: Clients, name: str, predicate: Callable[[Any], Any], what: str, timeout: float = 10.0
+) -> Any:
     """Poll the pod until `predicate(pod)` holds; return that pod."""
 
     def check() -> Any:

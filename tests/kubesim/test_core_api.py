@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
 
-from tests.kubesim.helpers import Clients, pod_body
+from tests.kubesim.helpers import Clients, pod_body, raw_request
 
 
 def _status(exc: ApiException) -> dict:
@@ -200,3 +200,28 @@ def test_post_without_content_type_is_json(k8s: Clients) -> None:
     assert resp.status == 201
     assert json.loads(resp.read())["data"] == {"x": "1"}
     conn.close()
+
+
+def test_delete_collection_by_label(k8s: Clients) -> None:
+    ns = k8s.namespace
+    for name, keep in (("a", "no"), ("b", "no"), ("c", "yes")):
+        k8s.core.create_namespaced_config_map(ns, {"metadata": {"name": name, "labels": {"keep": keep}}})
+    k8s.core.delete_collection_namespaced_config_map(ns, label_selector="keep=no")
+    assert [c.metadata.name for c in k8s.core.list_namespaced_config_map(ns).items] == ["c"]
+
+
+def test_uid_in_a_patch_is_a_precondition(k8s: Clients) -> None:
+    ns = k8s.namespace
+    k8s.core.create_namespaced_config_map(ns, {"metadata": {"name": "u"}})
+    with pytest.raises(ApiException) as err:
+        k8s.core.patch_namespaced_config_map("u", ns, {"metadata": {"uid": "not-the-uid"}, "data": {"a": "1"}})
+    assert err.value.status == 409 and "Precondition failed: UID" in _status(err.value)["message"]
+
+
+def test_pods_table_for_kubectl(k8s: Clients) -> None:
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("shown", schedulerName="absent-scheduler"))
+    code, table = raw_request(k8s.sim, "GET", f"/api/v1/namespaces/{k8s.namespace}/pods",
+                              accept="application/json;as=Table;v=v1;g=meta.k8s.io")
+    assert code == 200
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Ready", "Status", "Restarts", "Age"]
+    assert table["rows"][0]["cells"][:4] == ["shown", "0/1", "Pending", 0]

@@ -14,13 +14,11 @@ from typing import Any, TypeVar
 from uuid import uuid4
 
 import pytest
-from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube import KubeActivities
-from activities.kube_errors import MESSAGE_LIMIT, translate
 from models.kube_ops import (
     ApplyObjectInput,
     CrdExistsInput,
@@ -182,6 +180,7 @@ def test_delete_pods_treats_not_found_as_done_and_respects_uids(kube: KubeActivi
 
 def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace: str) -> None:
     run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
+    run(kube.apply_object, ApplyObjectInput(manifest=service(namespace)))
     name = "chat-engine-0-default-0"
     summary = wait_for(
         lambda: (s := observe(kube, namespace)).pods and s.pods[0].containers_ready and s, "containers ready"
@@ -190,6 +189,10 @@ def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace:
     # Containers are ready, but the readiness gate holds the pod out of rotation.
     assert pod.is_ready and not pod.ready and not pod.is_serving and pod.serving is None
     assert pod.has_serving_gate and pod.node_ready == "True" and pod.incarnation == 1
+    # The headless Service's EndpointSlice lists the pod only once it is Ready (spec §9 Available).
+    assert wait_for(
+        lambda: observe(kube, namespace).endpoints_listed == () or None, "a slice without the pod"
+    )
 
     on = run(
         kube.set_serving_condition,
@@ -200,6 +203,9 @@ def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace:
         lambda: (s := observe(kube, namespace)).pods[0].ready and s, "pod Ready after the gate"
     )
     assert serving.pods[0].is_serving and serving.serving_count == 1
+    wait_for(
+        lambda: observe(kube, namespace).endpoints_listed == (name,) or None, "the pod listed on the Service"
+    )
 
     repeat = run(
         kube.set_serving_condition,
@@ -260,6 +266,8 @@ def test_apply_twice_changes_nothing_and_keeps_foreign_labels(kube: KubeActiviti
     assert obj is not None
     assert obj["spec"]["ports"][0]["port"] == 9090
     assert obj["metadata"]["labels"] == {"ome.io/inferenceservice": "chat", "team": "search"}
+    # An object read back (resourceVersion, uid, status and all) applies as a no-op.
+    assert run(kube.apply_object, ApplyObjectInput(manifest=obj)).action == "unchanged"
 
     listed = run(
         kube.list_objects,
@@ -413,57 +421,6 @@ def test_throttling_and_server_errors_are_retryable(
         assert caught.value.type == KubeErrorType.SERVER_ERROR and not caught.value.non_retryable
     finally:
         kubesim.inject_faults(error_rate=0.0)
-
-
-def test_unreachable_api_server_is_retryable() -> None:
-    config = Configuration()
-    config.host = "http://127.0.0.1:9"  # discard port: nothing listens
-    config.retries = False
-    kube = KubeActivities(ApiClient(config))
-    with pytest.raises(ApplicationError) as caught:
-        run(kube.crd_exists, CrdExistsInput())
-    assert caught.value.type == KubeErrorType.UNREACHABLE and not caught.value.non_retryable
-
-
-@pytest.mark.parametrize(
-    ("status", "body", "headers", "expected", "retryable"),
-    [
-        (
-            403,
-            '{"reason":"Forbidden","message":"pods is forbidden: User cannot create"}',
-            {},
-            "Forbidden",
-            False,
-        ),
-        (
-            403,
-            '{"reason":"Forbidden","message":"exceeded quota: gpu, requested: nvidia.com/gpu=8"}',
-            {},
-            "QuotaExceeded",
-            False,
-        ),
-        (409, '{"reason":"AlreadyExists","message":"pods \\"x\\" already exists"}', {}, "NameTaken", False),
-        (409, '{"reason":"Conflict","message":"the object has been modified"}', {}, "Conflict", True),
-        (415, '{"reason":"UnsupportedMediaType","message":"bad"}', {}, "Invalid", False),
-        (401, '{"reason":"Unauthorized","message":"token expired"}', {}, "Unauthorized", True),
-        (503, "not json", {"Retry-After": "7"}, "ServerError", True),
-    ],
-)
-def test_translation_table(
-    status: int, body: str, headers: dict[str, str], expected: str, retryable: bool
-) -> None:
-    error = ApiException(status=status, reason="x", body=body)
-    error.headers = headers
-    translated = translate(error, "do something")
-    assert translated.type == expected and translated.non_retryable is not retryable
-    assert translated.message.startswith("do something: HTTP")
-    if headers:
-        assert translated.next_retry_delay == timedelta(seconds=7)
-
-
-def test_messages_are_capped() -> None:
-    error = ApiException(status=422, reason="Invalid", body='{"message": "' + "y" * 10_000 + '"}')
-    assert len(translate(error, "create pod").message) == MESSAGE_LIMIT
 
 
 # --- a flaky API server ------------------------------------------------------------------------

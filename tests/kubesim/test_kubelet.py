@@ -22,6 +22,7 @@ def test_pod_runs_through_phases_to_ready(k8s: Clients) -> None:
     status = pod.status.container_statuses[0]
     assert status.ready and status.started and status.restart_count == 0
     assert status.state.running.started_at is not None and status.container_id.startswith("containerd://")
+    assert pod.status.observed_generation == pod.metadata.generation == 1
     assert pod.status.qos_class == "BestEffort" or pod.status.qos_class == "Burstable"
 
 
@@ -126,6 +127,13 @@ def test_unschedulable_pod_gets_condition_and_one_counted_event(k8s: Clients) ->
     events = wait_for(lambda: k8s.core.list_namespaced_event(
         ns, field_selector="involvedObject.name=huge,reason=FailedScheduling").items, what="FailedScheduling event")
     assert len(events) == 1 and events[0].type == "Warning" and events[0].message == cond.message
+    assert events[0].count == 1 and events[0].source.component == "default-scheduler"
+    # A change that could make room (here a pod leaving) is a new attempt: the same Event counts it.
+    k8s.core.create_namespaced_pod(ns, pod_body("leaving", schedulerName="absent-scheduler"))
+    k8s.core.delete_namespaced_pod("leaving", ns)
+    wait_for(lambda: k8s.core.list_namespaced_event(
+        ns, field_selector="involvedObject.name=huge,reason=FailedScheduling").items[0].count == 2,
+        what="event count 2")
 
 
 def test_pod_for_another_scheduler_waits(k8s: Clients) -> None:

@@ -13,6 +13,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubesim.scheduler import ScheduleResult, schedule_pod
 from kubesim.topology import NodeSpec, Topology, build_nodes
@@ -353,3 +355,24 @@ def test_engine_and_decoder_spread_separately() -> None:
     [second_engine] = place(pods_of(REQUIRED, 1), nodes, cluster)
     assert second_engine.node_name is None
     assert "1 node(s) didn't match pod topology spread constraints" in second_engine.message
+
+
+# --- property: Required keeps the per-zone counts within one --------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 4), st.integers(1, 3), st.integers(1, 9))
+def test_required_spread_keeps_zone_counts_within_one(zones: int, nodes_per_zone: int, instances: int) -> None:
+    nodes = build_nodes(Topology(zones=zones, nodes_per_zone=nodes_per_zone))
+    capacity = zones * nodes_per_zone * 8
+    engine = engine_spec(gpus=1, topologySpread="Required", topologySpreadKey=ZONE)
+    cluster: list[JSON] = []
+    pods = [pod for index in range(min(instances, capacity)) for pod in pods_of(engine, index)]
+    results = place(pods, nodes, cluster)
+    assert all(result.node_name is not None for result in results)
+    per_zone = {f"zone-{chr(ord('a') + z)}": 0 for z in range(zones)}
+    for result in results:
+        zone = zone_of(nodes, result.node_name)
+        assert zone is not None
+        per_zone[zone] += 1
+    assert max(per_zone.values()) - min(per_zone.values()) <= 1

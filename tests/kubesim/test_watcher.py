@@ -20,6 +20,7 @@ from models.kube_ops import (
     ApplyObjectInput,
     CreatePodsInput,
     DeletePodsInput,
+    ListInstancePodsInput,
     ObjectRef,
     PatchObjectInput,
     SetServingInput,
@@ -159,7 +160,24 @@ async def test_ready_pod_is_one_signal_and_noise_is_not_signalled(
     kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
 ) -> None:
     await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
-    await sink.wait(wid(namespace), is_ready, "containers ready")
+    headless = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "chat-engine",
+            "namespace": namespace,
+            "labels": {"ome.io/inferenceservice": "chat"},
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"ome.io/inferenceservice": "chat"},
+            "ports": [{"port": 8080}],
+        },
+    }
+    await call(kube.apply_object, ApplyObjectInput(manifest=headless))
+    await sink.wait(
+        wid(namespace), lambda s: is_ready(s) and s.endpoints_listed == (), "ready, not yet listed"
+    )
     before = len(sink.to(wid(namespace)))
     events_before = watcher.stats.events
 
@@ -169,7 +187,9 @@ async def test_ready_pod_is_one_signal_and_noise_is_not_signalled(
         kube.patch_object, PatchObjectInput(ref=pod_ref, patch={"metadata": {"annotations": {"note": "x"}}})
     )
     await serve(kube, namespace)
-    await sink.wait(wid(namespace), is_serving, "pod Ready and serving")
+    await sink.wait(
+        wid(namespace), lambda s: is_serving(s) and s.endpoints_listed == (POD,), "serving, listed"
+    )
     after = sink.to(wid(namespace))[before:]
     assert watcher.stats.events > events_before
     assert after[0].pods[0].serving == "True", "the annotation alone produced a signal"
@@ -191,41 +211,60 @@ async def test_node_failure_and_deletion_are_signalled(
     node_name = ready.pods[0].node_name
     assert node_name and ready.pods[0].node_ready == "True"
 
+    # The Instance keeps the newest observation by resourceVersion: a node failure seen after
+    # its own pod list must carry a newer version than that list, though no pod changed.
+    listed = await call(
+        kube.list_instance_pods,
+        ListInstancePodsInput(namespace=namespace, isvc="chat", component="engine", index=0),
+    )
     await asyncio.to_thread(kubesim.fail_node, node_name)
-    await sink.wait(
+    failed = await sink.wait(
         wid(namespace), lambda s: bool(s.pods) and s.pods[0].node_ready != "True", "node not ready"
     )
+    assert int(failed.resource_version) > int(listed.resource_version)
 
     await call(kube.delete_pods, DeletePodsInput(namespace=namespace, names=[POD], grace_period_seconds=0))
     await sink.wait(wid(namespace), lambda s: not s.pods, "an empty summary once the pod is gone")
 
 
 async def test_cut_watches_and_410_resync_bring_state_up_to_date(
-    kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
+    kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink
 ) -> None:
-    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
-    await sink.wait(wid(namespace), is_ready, "containers ready")
+    # Faults first, so that every watch the watcher opens is cut after 0.3 s.
     kubesim.inject_faults(error_rate=0.1, codes=(500, 429, 409), watch_cut_seconds=0.3)
+    watcher = PodWatcher(kubesim.api_client(), sink, cluster="sim", read_timeout_seconds=10.0)
+    await watcher.start()
     try:
+        async with asyncio.timeout(WAIT_SECONDS):
+            await watcher.wait_synced()
+        await _retrying(
+            lambda: call(
+                kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)])
+            )
+        )
+        await sink.wait(wid(namespace), is_ready, "containers ready")
         # Move the cluster's version past the watcher's, then forget history: the next
         # resume from the watcher's version is answered 410 and it must list again.
         resyncs = watcher.stats.resyncs.get("pods", 0)
         async with asyncio.timeout(WAIT_SECONDS):
             while watcher.stats.resyncs.get("pods", 0) == resyncs:
+                name = f"c-{uuid4().hex[:6]}"
                 config_map = {
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
-                    "metadata": {"name": f"c-{uuid4().hex[:6]}", "namespace": namespace},
+                    "metadata": {"name": name, "namespace": namespace},
                 }
                 await _apply_retrying(kube, config_map)
                 await asyncio.to_thread(kubesim.compact)
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.2)
         await _retrying(lambda: serve(kube, namespace))
         await sink.wait(wid(namespace), is_serving, "serving after the resync")
         await _retrying(lambda: serve(kube, namespace, serving=False))
         await sink.wait(wid(namespace), lambda s: bool(s.pods) and s.pods[0].serving == "False", "drained")
     finally:
         kubesim.inject_faults()
+        await watcher.stop()
+    sink.assert_no_repeats()
 
 
 async def test_restarted_watcher_resends_current_state(

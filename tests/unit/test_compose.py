@@ -131,6 +131,8 @@ def test_prometheus_scrapes_services_of_the_stack(services: dict[str, dict[str, 
     assert hosts <= set(services) | {"localhost"}
     metrics_port = services["temporal"]["environment"]["PROMETHEUS_ENDPOINT"].split(":")[-1]
     assert f"temporal:{metrics_port}" in targets
+    worker_port = services["worker"]["environment"]["OME_PROMETHEUS__WORKER_METRICS_ADDRESS"].split(":")[-1]
+    assert f"worker:{worker_port}" in targets
 
 
 def test_the_image_holds_every_package_and_runs_the_worker() -> None:

@@ -9,56 +9,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from pydantic import BaseModel
-from temporalio import activity, workflow
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from tests.fixtures.temporal import SUGGEST_CONTINUE_AS_NEW_AFTER_EVENTS
+from tests.workflows.harness_workflows import CountUntilSuggestedWorkflow, Nap, NapWorkflow, Woke, noop
 from workers.worker import build_worker
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 pytestmark = pytest.mark.workflows
-
-
-class Nap(BaseModel):
-    hours: int
-    label: str
-
-
-class Woke(BaseModel):
-    label: str
-    slept: timedelta
-
-
-@workflow.defn(name="HarnessNap")
-class NapWorkflow:
-    """Sleeps for hours: only a time-skipping server finishes it within a test."""
-
-    @workflow.run
-    async def run(self, nap: Nap) -> Woke:
-        started = workflow.now()
-        await workflow.sleep(timedelta(hours=nap.hours))
-        return Woke(label=nap.label, slept=workflow.now() - started)
-
-
-@activity.defn(name="HarnessNoop")
-async def noop() -> None:
-    """Adds six events to the caller's history in milliseconds (a dev-server timer takes ~1 s)."""
-
-
-@workflow.defn(name="HarnessCountUntilSuggested")
-class CountUntilSuggestedWorkflow:
-    """Adds history with quick activities until the server suggests continue-as-new."""
-
-    @workflow.run
-    async def run(self, limit: int) -> int:
-        for _ in range(limit):
-            if workflow.info().is_continue_as_new_suggested():
-                return workflow.info().get_current_history_length()
-            await workflow.execute_activity(noop, start_to_close_timeout=timedelta(seconds=30))
-        return -1
 
 
 async def test_time_skipping_env_runs_pydantic_models_through_the_product_worker(

@@ -21,6 +21,7 @@ from planning.instance_policy import (
     UpdatePlan,
     blocks_attempt,
     check_transition,
+    force_delete_due_at,
     force_delete_evidence,
     in_place_refused_message,
     next_ordinal,
@@ -240,3 +241,22 @@ def test_event_messages_are_verbatim() -> None:
     assert in_place_refused_message(spec()) == (
         "OMENative component=engine instance=0 rejected update: InPlaceOnly strategy but diff exceeds container images"
     )
+
+
+@pytest.mark.parametrize(
+    ("pod_fields", "policy", "due"),
+    [
+        ({}, POLICY, 300),
+        ({"node_ready_since": at(-1000)}, POLICY, 60),
+        ({"node_missing": True}, POLICY, 60),
+        ({"node_unreachable_since": at(100), "node_ready_since": at(50)}, POLICY, 350),
+        ({}, None, None),
+        ({"finalizers": ("keep",)}, POLICY, None),
+        ({"node_ready": "True"}, POLICY, None),
+    ],
+)
+def test_force_delete_due_at(pod_fields: dict[str, Any], policy: ForceDeletePolicy | None, due: float | None) -> None:
+    result = force_delete_due_at(stuck(**pod_fields), policy)
+    assert result == (None if due is None else at(due))
+    if result is not None:
+        assert force_delete_evidence(stuck(**pod_fields), policy, result + timedelta(seconds=1)) is not None

@@ -58,6 +58,15 @@ def test_live_leftover_holds_a_slot_until_replaced() -> None:
     assert slots.explanation == "extra pod x-default-1 holds a surge slot until a start on its Instance replaces it"
 
 
+def test_leftover_is_the_pod_of_another_revision() -> None:
+    pods = [
+        PodSummary(name="x-default-0", uid="a", revision="new"),
+        PodSummary(name="x-default-1", uid="b", revision="old"),
+    ]
+    slots = surge_slots_from_pods(1, pods, NOW, update_in_flight=False, running_revision="old")
+    assert slots.explanation.startswith("extra pod x-default-0 holds a surge slot")
+
+
 def test_eight_draining_pods_of_an_eight_pod_gang_hold_one_slot() -> None:
     live = [pod(f"new-{n}") for n in range(8)]
     draining = [pod(f"old-{n}", terminating_for=1) for n in range(8)]

@@ -154,3 +154,22 @@ def test_pod_template_without_spread() -> None:
     assert effective is not None
     template = pod_template(effective, "chat", "engine")
     assert "topologySpreadConstraints" not in template.leader_pod_spec
+
+
+def test_annotations_reach_pods_but_ours_do_not() -> None:
+    spec = build({"runner": RUNNER, "annotations": {"prometheus.io/scrape": "true", "ome.io/deploymentMode": "OMENative"}})
+    assert spec.annotations == {"prometheus.io/scrape": "true"}
+
+
+def test_router_instances_do_not_spread() -> None:
+    service = InferenceService.model_validate(
+        {
+            "metadata": {"name": "chat", "namespace": "prod"},
+            "spec": {"router": {"runner": RUNNER, "topologySpread": "Required", "topologySpreadKey": ZONE}},
+        }
+    )
+    effective = effective_component(service, None, "router")
+    assert effective is not None
+    assert "topologySpreadConstraints" not in pod_template(effective, "chat", "router").leader_pod_spec
+    decoder = pod_template(effective, "chat", "decoder").leader_pod_spec
+    assert decoder["topologySpreadConstraints"][0]["topologyKey"] == ZONE

@@ -229,10 +229,17 @@ def test_backoff_waits_until_next_retry() -> None:
 
 
 def test_backoff_due_admits_exactly_one_retry_attempt() -> None:
-    plan = plan_update(THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1))
+    plan = plan_update(THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1),
+                       instance_retries=False)
     assert plan.start == (2,)
     assert plan.retry_attempt
     assert plan.denial is None
+
+
+def test_backoff_due_leaves_the_attempt_to_the_failed_instance() -> None:
+    plan = plan_update(THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1))
+    assert plan.start == ()
+    assert plan.denial is not None and plan.denial.gate == HoldGate.RETRY_BLOCK
 
 
 def test_retry_in_progress_waits_for_the_attempt() -> None:
@@ -250,7 +257,8 @@ def test_block_of_another_revision_does_not_gate() -> None:
 
 def test_retry_attempt_still_needs_budget() -> None:
     instances = [ready(0), ready(1), updating(2)]
-    plan = plan_update(instances, 3, NEW, surge(1), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1))
+    plan = plan_update(instances, 3, NEW, surge(1), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1),
+                       instance_retries=False)
     assert plan.start == ()
     assert not plan.retry_attempt
 

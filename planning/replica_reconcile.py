@@ -1,0 +1,171 @@
+"""One pass of the InferenceReplica: from what its Instances report to what to do next.
+
+The workflow calls `reconcile` after every signal, timer or spec change and carries out
+the actions it returns: start new `Instance` children, send updates, delete Instances,
+set the hold and sleep until `wake_at` at the latest. It reads, in this order:
+
+1. the count (`replica_scale`): scale-up takes the lowest free indexes, scale-down drains
+   in the keep order, a pause holds new Instances but not removals;
+2. the rollout (`replica_update`): which Instances move to the update revision now, within
+   the budget, the partition and the update revision's retry block;
+3. the hold (`replica_hold`): set on a fresh denial, `since` kept, cleared on admission.
+
+Revisions here are template hashes (the `ome.io/revision` label), which is what Instances
+report; the hold names the revision by its full name for status.
+
+A new Instance starts on the update revision, except when the partition keeps its index on
+the prior revision, or when the update revision has a retry block (a new Instance must not
+become one more failed attempt at it; it moves with the rest once the block clears).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from models.instance import InstancePhase, RetryBlock, RetryBlockState
+from planning.replica_budget import UpdatePolicy
+from planning.replica_facts import InstanceFacts
+from planning.replica_hold import HoldDenial, RolloutHold, next_hold
+from planning.replica_scale import ScalePlan, plan_scale
+from planning.replica_update import UpdatePlan, counted, plan_update
+
+_SEVERITY = {RetryBlockState.BACKOFF: 0, RetryBlockState.RETRY_IN_PROGRESS: 1, RetryBlockState.HELD: 2}
+
+
+def aggregate_blocks(blocks: Sequence[RetryBlock | None]) -> list[RetryBlock]:
+    """One block per revision from the Instances' own: the most advanced one wins.
+
+    Blocks are revision-scoped and shared: a revision Held on one Instance is held for all.
+    """
+    chosen: dict[str, RetryBlock] = {}
+    for block in blocks:
+        if block is None:
+            continue
+        current = chosen.get(block.target_revision)
+        key = (_SEVERITY[block.state], block.attempts_started, block.last_failure_at)
+        if current is None or key > (_SEVERITY[current.state], current.attempts_started, current.last_failure_at):
+            chosen[block.target_revision] = block
+    return [chosen[revision] for revision in sorted(chosen)]
+
+
+@dataclass(frozen=True)
+class NewInstance:
+    index: int
+    revision: str
+    """Template hash to start it on."""
+
+
+@dataclass(frozen=True)
+class ReplicaActions:
+    create: tuple[NewInstance, ...] = ()
+    update: tuple[int, ...] = ()
+    delete: tuple[int, ...] = ()
+    hold: RolloutHold | None = None
+    wake_at: datetime | None = None
+    retry_attempt: bool = False
+    rollout_complete: bool = False
+    held_by_pause: int = 0
+    scale: ScalePlan = field(default_factory=ScalePlan)
+    update_plan: UpdatePlan = field(default_factory=UpdatePlan)
+
+
+def _start_revision(
+    index: int,
+    resulting_indexes: Sequence[int],
+    update_revision: str,
+    current_revision: str | None,
+    policy: UpdatePolicy,
+    update_held: bool,
+) -> str:
+    if current_revision is None or current_revision == update_revision:
+        return update_revision
+    if update_held:
+        return current_revision
+    if policy.partition > 0:
+        # The partition holds the lowest indexes of the set as it will be after this pass.
+        lower = sum(1 for other in resulting_indexes if other < index)
+        if lower < policy.partition:
+            return current_revision
+    return update_revision
+
+
+def reconcile(
+    *,
+    desired: int,
+    instances: Sequence[InstanceFacts],
+    update_revision: str,
+    current_revision: str | None,
+    revision_names: Mapping[str, str],
+    policy: UpdatePolicy,
+    retry_blocks: Sequence[RetryBlock],
+    previous_hold: RolloutHold | None,
+    paused: bool,
+    now: datetime,
+    reserved_indexes: Sequence[int] = (),
+    instance_retries: bool = True,
+) -> ReplicaActions:
+    """The actions of one pass; pure, so the workflow only carries them out."""
+    scale = plan_scale(desired, instances, paused=paused, reserved_indexes=reserved_indexes)
+    block = next((b for b in retry_blocks if b.target_revision == update_revision), None)
+    # While the update revision has a retry block (backing off, retrying or held), a new
+    # Instance starts on the prior revision rather than become one more failed attempt.
+    update_held = block is not None
+    creates: list[NewInstance] = []
+    resulting = [instance.index for instance in counted(instances)] + list(scale.create)
+    for index in scale.create:
+        revision = _start_revision(index, resulting, update_revision, current_revision, policy, update_held)
+        creates.append(NewInstance(index=index, revision=revision))
+
+    # Instances on their way out are not updated: the update would be wasted work.
+    leaving = set(scale.remove)
+    staying = [instance for instance in instances if instance.index not in leaving]
+    # The Instances this pass creates take their place in the partition order already.
+    staying += [
+        InstanceFacts(
+            index=new.index,
+            phase=InstancePhase.CREATING,
+            target_revision=new.revision,
+            operation="Create",
+            has_pods=False,
+        )
+        for new in creates
+    ]
+    plan = plan_update(
+        staying,
+        desired,
+        update_revision,
+        policy,
+        now,
+        retry_block=block,
+        paused=paused,
+        instance_retries=instance_retries,
+    )
+    denial = plan.denial
+    if denial is not None:
+        denial = HoldDenial(denial.gate, denial.reason, revision_names.get(denial.target, denial.target))
+    hold = previous_hold if plan.paused else next_hold(previous_hold, denial, now)
+    if plan.complete:
+        hold = None
+    return ReplicaActions(
+        create=tuple(creates),
+        update=plan.start,
+        delete=scale.remove,
+        hold=hold,
+        wake_at=plan.wake_at,
+        retry_attempt=plan.retry_attempt,
+        rollout_complete=plan.complete and not creates and not scale.remove,
+        held_by_pause=scale.held_by_pause,
+        scale=scale,
+        update_plan=plan,
+    )
+
+
+def with_target(instance: InstanceFacts, revision: str, policy: UpdatePolicy) -> InstanceFacts:
+    """The row as it will look once the Instance has been told to move to `revision`.
+
+    The workflow folds its own sends into its view at once, so a second pass before the
+    Instance reports back does not send the same update twice or overspend the budget.
+    """
+    return replace(instance, target_revision=revision, operation="Update", operation_strategy=policy.strategy)

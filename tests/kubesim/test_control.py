@@ -1,0 +1,154 @@
+"""The control API (/sim/), fault injection, request counters, persistence across restarts and
+the `python -m kubesim` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import kubernetes
+import pytest
+import yaml
+from kubernetes.client.rest import ApiException
+
+from kubesim.handle import KubeSim
+from kubesim.timing import Timing
+from tests.kubesim.helpers import Clients, is_ready, pod_body, raw_request, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_counters_count_requests_by_verb_and_resource(k8s: Clients) -> None:
+    k8s.sim.reset_counters()
+    k8s.core.create_namespaced_config_map(k8s.namespace, {"metadata": {"name": "c"}})
+    k8s.core.read_namespaced_config_map("c", k8s.namespace)
+    k8s.core.read_namespaced_config_map("c", k8s.namespace)
+    k8s.core.list_namespaced_pod(k8s.namespace)
+    requests = k8s.sim.counters()["requests"]
+    assert requests[("create", "configmaps")] == 1
+    assert requests[("get", "configmaps")] == 2
+    assert requests[("list", "pods")] == 1
+    code, body = raw_request(k8s.sim, "GET", "/sim/counters")
+    assert code == 200
+    assert {"verb": "get", "resource": "configmaps", "count": 2} in body["requests"]
+    json.dumps(body)  # the HTTP form is plain JSON
+
+
+def test_injected_faults_and_latency(k8s: Clients) -> None:
+    k8s.sim.inject_faults(error_rate=1.0, codes=(429,))
+    try:
+        with pytest.raises(ApiException) as err:
+            k8s.core.read_namespace(k8s.namespace)
+        assert err.value.status == 429 and err.value.headers["Retry-After"] == "1"
+        assert json.loads(err.value.body)["reason"] == "TooManyRequests"
+        # 409 is only injected into writes: reads with codes=(409,) pass.
+        k8s.sim.inject_faults(error_rate=1.0, codes=(409,))
+        k8s.core.read_namespace(k8s.namespace)
+        with pytest.raises(ApiException) as err:
+            k8s.core.create_namespaced_config_map(k8s.namespace, {"metadata": {"name": "x"}})
+        assert err.value.status == 409
+    finally:
+        k8s.sim.clear_faults()
+    assert k8s.sim.counters()["faults_injected"]["429"] >= 1
+    code, _ = raw_request(k8s.sim, "POST", "/sim/faults", {"error_rate": 2})
+    assert code == 400
+
+
+def test_control_http_api_mirrors_the_handle(k8s: Clients) -> None:
+    sim = k8s.sim
+    code, _ = raw_request(sim, "POST", "/sim/images", {"image": "http-crash:1", "crash": True})
+    assert code == 200
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("p", image="http-crash:1"))
+    wait_for(
+        lambda: (
+            (s := k8s.core.read_namespaced_pod("p", k8s.namespace).status.container_statuses)
+            and s[0].restart_count >= 1
+        ),
+        what="crash through the HTTP control API",
+    )
+    code, body = raw_request(sim, "POST", "/sim/images", {"image": "x", "explode": True})
+    assert code == 400 and "explode" in body["message"]
+    code, body = raw_request(sim, "POST", "/sim/nodes/no-such-node/fail")
+    assert code == 404
+
+
+def test_state_survives_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "kubesim.json"
+    sim = KubeSim(topology="zones=1,nodes-per-zone=2,gpus=8", state_file=state, timing=Timing.fast()).start()
+    core = kubernetes.client.CoreV1Api(sim.api_client())
+    core.create_namespaced_pod("default", pod_body("keep"))
+    wait_for(lambda: is_ready(core.read_namespaced_pod("keep", "default")), what="ready before restart")
+    before = core.read_namespaced_pod("keep", "default")
+    core.create_namespaced_config_map("default", {"metadata": {"name": "cm"}, "data": {"a": "1"}})
+    last_rv = int(core.list_namespaced_config_map("default").metadata.resource_version)
+    sim.stop()
+    again = KubeSim(
+        topology="zones=1,nodes-per-zone=2,gpus=8", state_file=state, timing=Timing.fast()
+    ).start()
+    try:
+        core = kubernetes.client.CoreV1Api(again.api_client())
+        pod = core.read_namespaced_pod("keep", "default")
+        assert pod.metadata.uid == before.metadata.uid and pod.status.phase == "Running" and is_ready(pod)
+        assert pod.spec.node_name == before.spec.node_name
+        assert pod.status.container_statuses[0].restart_count == 0
+        assert core.read_namespaced_config_map("cm", "default").data == {"a": "1"}
+        created = core.create_namespaced_config_map("default", {"metadata": {"name": "new"}})
+        assert int(created.metadata.resource_version) > last_rv
+        assert [n.metadata.name for n in core.list_node().items] == ["gpu-node-1", "gpu-node-2"]
+    finally:
+        again.stop()
+
+
+def test_command_line_serves_saves_on_sigterm_and_restores(tmp_path: Path) -> None:
+    kubeconfig, state = tmp_path / "kubeconfig", tmp_path / "state.json"
+    args = [
+        sys.executable,
+        "-m",
+        "kubesim",
+        "--port",
+        "0",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--state-file",
+        str(state),
+        "--topology",
+        "zones=1,nodes-per-zone=1,gpus=8",
+        "--crds",
+        "product",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def launch() -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert (
+            line.startswith("kubesim listening on http://127.0.0.1:")
+            and f"(kubeconfig: {kubeconfig})" in line
+        )
+        return proc, line.split()[3]
+
+    proc, url = launch()
+    try:
+        server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        assert server == url
+        client = kubernetes.config.new_client_from_config(str(kubeconfig))
+        kubernetes.client.CoreV1Api(client).create_namespaced_config_map(
+            "default", {"metadata": {"name": "cli"}}
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    assert "cli" in state.read_text()
+    proc, url = launch()
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/namespaces/default/configmaps/cli") as resp:
+            assert json.load(resp)["metadata"]["name"] == "cli"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0

@@ -1,0 +1,138 @@
+"""Deployments (through ReplicaSets), the scale subresource, PodDisruptionBudget status and
+eviction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from tests.kubesim.helpers import Clients, is_ready, pod_body, wait_for
+
+
+def _deployment(name: str, replicas: int, image: str = "web:1", **strategy: object) -> dict:
+    spec: dict = {
+        "replicas": replicas,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "c", "image": image}]},
+        },
+    }
+    if strategy:
+        spec["strategy"] = strategy
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": spec}
+
+
+def _ready_replicas(k8s: Clients, name: str, n: int) -> None:
+    def check() -> bool:
+        d = k8s.apps.read_namespaced_deployment(name, k8s.namespace)
+        s = d.status
+        return (
+            s.ready_replicas == n
+            and s.updated_replicas == n
+            and s.replicas == n
+            and s.observed_generation == d.metadata.generation
+        )
+
+    wait_for(check, timeout=15, what=f"deployment {name} at {n} ready replicas")
+
+
+def test_deployment_creates_and_replaces_pods(k8s: Clients) -> None:
+    ns = k8s.namespace
+    k8s.apps.create_namespaced_deployment(ns, _deployment("web", 3))
+    _ready_replicas(k8s, "web", 3)
+    pods = k8s.core.list_namespaced_pod(ns, label_selector="app=web").items
+    assert len(pods) == 3
+    owner = pods[0].metadata.owner_references[0]
+    assert owner.kind == "ReplicaSet" and owner.controller
+    assert "pod-template-hash" in pods[0].metadata.labels
+    deploy = k8s.apps.read_namespaced_deployment("web", ns)
+    available = next(c for c in deploy.status.conditions if c.type == "Available")
+    assert available.status == "True" and available.reason == "MinimumReplicasAvailable"
+    victim = pods[0].metadata.name
+    k8s.core.delete_namespaced_pod(victim, ns, grace_period_seconds=0)
+    wait_for(
+        lambda: (
+            len(
+                [
+                    p
+                    for p in k8s.core.list_namespaced_pod(ns, label_selector="app=web").items
+                    if p.metadata.name != victim and is_ready(p)
+                ]
+            )
+            == 3
+        ),
+        what="replacement pod",
+    )
+
+
+def test_rolling_update_replaces_every_pod(k8s: Clients) -> None:
+    ns = k8s.namespace
+    k8s.apps.create_namespaced_deployment(ns, _deployment("roll", 4))
+    _ready_replicas(k8s, "roll", 4)
+    k8s.apps.patch_namespaced_deployment(
+        "roll", ns, {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "web:2"}]}}}}
+    )
+    _ready_replicas(k8s, "roll", 4)
+    wait_for(
+        lambda: (
+            {
+                p.spec.containers[0].image
+                for p in k8s.core.list_namespaced_pod(ns, label_selector="app=roll").items
+                if not p.metadata.deletion_timestamp
+            }
+            == {"web:2"}
+        ),
+        what="all on web:2",
+    )
+    sets = k8s.apps.list_namespaced_replica_set(ns).items
+    assert sorted(
+        (rs.metadata.annotations["deployment.kubernetes.io/revision"], rs.spec.replicas) for rs in sets
+    ) == [("1", 0), ("2", 4)]
+
+
+def test_scale_subresource_of_a_deployment(k8s: Clients) -> None:
+    ns = k8s.namespace
+    k8s.apps.create_namespaced_deployment(ns, _deployment("sc", 1))
+    _ready_replicas(k8s, "sc", 1)
+    scale = k8s.apps.read_namespaced_deployment_scale("sc", ns)
+    assert scale.spec.replicas == 1 and scale.status.replicas == 1
+    k8s.apps.patch_namespaced_deployment_scale("sc", ns, {"spec": {"replicas": 2}})
+    _ready_replicas(k8s, "sc", 2)
+
+
+def test_pdb_status_and_eviction_429(k8s: Clients) -> None:
+    ns = k8s.namespace
+    for name in ("a", "b"):
+        k8s.core.create_namespaced_pod(ns, pod_body(name, labels={"app": "db"}))
+    wait_for(lambda: all(is_ready(k8s.core.read_namespaced_pod(n, ns)) for n in ("a", "b")), what="ready")
+    k8s.policy.create_namespaced_pod_disruption_budget(
+        ns,
+        {
+            "metadata": {"name": "db"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+        },
+    )
+    pdb = wait_for(
+        lambda: (p := k8s.policy.read_namespaced_pod_disruption_budget("db", ns)).status.expected_pods and p,
+        what="pdb status",
+    )
+    assert (pdb.status.current_healthy, pdb.status.desired_healthy, pdb.status.disruptions_allowed) == (
+        2,
+        1,
+        1,
+    )
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a", "namespace": ns}}
+    _, code, _ = k8s.core.create_namespaced_pod_eviction_with_http_info("a", ns, eviction)
+    assert code == 201
+    assert k8s.core.read_namespaced_pod("a", ns).metadata.deletion_timestamp is not None
+    with pytest.raises(ApiException) as err:
+        k8s.core.create_namespaced_pod_eviction(
+            "b", ns, {**eviction, "metadata": {"name": "b", "namespace": ns}}
+        )
+    status = json.loads(err.value.body)
+    assert err.value.status == 429 and status["reason"] == "TooManyRequests"
+    assert status["details"]["causes"][0]["reason"] == "DisruptionBudget"
+    assert k8s.core.read_namespaced_pod("b", ns).metadata.deletion_timestamp is None

@@ -1,0 +1,156 @@
+"""The spec 003 example, end to end through the workflows: apply, spread, update, delete.
+
+Real activities against kubesim, the watcher in-process, the workflows on a Temporal server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from kubesim.handle import KubeSim
+from tests.workflows.service_harness import (
+    IMAGE_2,
+    NAME,
+    NAMESPACE,
+    Story,
+    eventually,
+    isvc_manifest,
+    story,
+    with_image,
+)
+from workflows.service_calls import ADMISSION_DENIED
+
+pytestmark = pytest.mark.workflows
+
+
+@pytest.fixture
+def client(dev_server: WorkflowEnvironment) -> Client:
+    return dev_server.client
+
+
+async def ready_with(s: Story, ready: int) -> bool:
+    view = await s.status()
+    lifecycle = view.status.components["engine"].lifecycle
+    return (
+        view.status.condition("Ready") is not None
+        and view.status.condition("Ready").status == "True"  # type: ignore[union-attr]
+        and lifecycle is not None
+        and lifecycle.ready_replicas == ready
+        and lifecycle.current_revision == lifecycle.update_revision
+    )
+
+
+async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
+    client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(client, task_queue, kubesim) as s:
+        result = await s.apply(isvc_manifest())
+        assert result.accepted and result.generation == 1
+
+        await eventually(lambda: ready_with(s, 2), "two Ready engine Instances")
+        pods = s.pods()
+        assert sorted(p.metadata.name for p in pods) == [f"{NAME}-engine-0-default-0", f"{NAME}-engine-1-default-0"]
+        zones = {s.zone_of(p.spec.node_name) for p in pods}
+        assert len(zones) == 2, f"both Instances landed in {zones}"
+        for pod in pods:
+            (constraint,) = pod.spec.topology_spread_constraints
+            assert constraint.topology_key == "topology.kubernetes.io/zone"
+            assert constraint.when_unsatisfiable == "DoNotSchedule"
+
+        irep = s.object("inferencereplicas", f"{NAME}-engine")
+        assert irep is not None
+        assert irep["spec"]["component"] == "engine" and irep["spec"]["replicas"] == 2
+        assert irep["spec"]["topologySpread"] == "Required"
+        assert irep["status"]["readyReplicas"] == 2 and irep["status"]["availableReplicas"] == 2
+        conditions = {c["type"]: c for c in irep["status"]["conditions"]}
+        assert conditions["Ready"]["reason"] == "AllInstancesReady"
+        assert conditions["InstanceReadyTimeoutUnconfigured"]["status"] == "False"
+        isvc = s.object("inferenceservices", NAME)
+        assert isvc is not None
+        engine_ready = {c["type"]: c for c in isvc["status"]["conditions"]}["EngineReady"]
+        assert engine_ready["status"] == "True" and engine_ready["reason"] == "Ready"
+        assert isvc["status"]["components"]["engine"]["lifecycle"]["readyReplicas"] == 2
+
+        # Same manifest again: accepted, nothing changes.
+        again = await s.apply(isvc_manifest())
+        assert again.accepted and not again.changed and again.generation == 1
+
+        # A new runner image: SurgeThenDrain, never fewer than two serving.
+        before = (await s.status()).status.components["engine"].lifecycle
+        assert before is not None
+        updated = await s.apply(with_image(isvc_manifest(), IMAGE_2))
+        assert updated.changed and updated.generation == 2
+        lowest_serving = 2
+        saw_surge = False
+
+        async def watch_serving() -> None:
+            nonlocal lowest_serving, saw_surge
+            while True:
+                pods = s.pods()
+                saw_surge = saw_surge or any(p.metadata.name.endswith("-default-1") for p in pods)
+                lowest_serving = min(lowest_serving, len(s.serving_pods()))
+                await asyncio.sleep(0.05)
+
+        watcher = asyncio.create_task(watch_serving())
+        try:
+            await eventually(
+                lambda: _all_on(s, IMAGE_2, before.current_revision), "both Instances on the new image", within=90
+            )
+        finally:
+            watcher.cancel()
+        assert saw_surge, "SurgeThenDrain brings up the new pod (ordinal 1) before the old one drains"
+        assert lowest_serving >= 2, f"serving dropped to {lowest_serving} during the update"
+
+        # Delete: drains every Instance, removes pods, the IR and the ISVC, and completes.
+        await s.handle().signal("delete")
+        await eventually(lambda: _completed(s), "the InferenceService workflow to complete", within=90)
+        assert s.pods() == []
+        assert s.object("inferencereplicas", f"{NAME}-engine") is None
+        assert s.object("inferenceservices", NAME) is None
+        assert (await s.irep().describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+async def _all_on(s: Story, image: str, old_revision: str | None) -> bool:
+    view = await s.status()
+    lifecycle = view.status.components["engine"].lifecycle
+    pods = [p for p in s.pods() if p.metadata.deletion_timestamp is None]
+    return (
+        lifecycle is not None
+        and lifecycle.current_revision != old_revision
+        and lifecycle.current_revision == lifecycle.update_revision
+        and lifecycle.updated_replicas == 2
+        and len(pods) == 2
+        and all(p.spec.containers[0].image == image for p in pods)
+    )
+
+
+async def _completed(s: Story) -> bool:
+    return (await s.handle().describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_invalid_manifest_is_refused_with_reason_codes_and_nothing_is_created(
+    client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(client, task_queue, kubesim) as s:
+        bad = isvc_manifest(minReplicas=3, maxReplicas=2)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await s.apply(bad)
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == ADMISSION_DENIED
+        assert "minReplicas" in str(cause.message)
+        # The workflow that update-with-start opened fails on the same admission, creating nothing.
+        await eventually(lambda: _failed(s), "the started workflow to fail on admission")
+        assert s.object("inferenceservices", NAME) is None
+        assert s.pods() == []
+
+
+async def _failed(s: Story) -> bool:
+    return (await s.handle().describe()).status == WorkflowExecutionStatus.FAILED
+
+
+__all__ = ["NAMESPACE"]

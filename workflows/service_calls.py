@@ -1,0 +1,233 @@
+"""Messages, carried state and object manifests of the InferenceService and InferenceReplica
+workflows.
+
+The two workflows talk to users and to each other with the names below (`temporal workflow
+signal --name pause`), and carry their whole state through continue-as-new in one model each
+(`ServiceState`, `ReplicaState`). Manifests come from `planning.service_objects`;
+the InferenceService object itself is rendered here (`isvc_object`), as accepted.
+
+Workflows import this module inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.inferencereplica import Condition, InferenceReplicaSpec, InferenceReplicaStatus
+from models.inferenceservice import ComponentSpec
+from models.instance import InstanceStatus
+from models.isvc_status import InferenceServiceStatus
+from planning.replica_conditions import PlannedCondition
+from planning.replica_hold import RolloutHold as PlannedHold
+from planning.replica_revisions import RevisionState
+from planning.replica_template import ClusterLifecycle
+
+API_VERSION = "ome.io/v1beta1"
+
+# --- message names (user interface: `temporal workflow signal --name ...`) ---------------
+UPDATE_APPLY = "apply"
+SIGNAL_PAUSE = "pause"
+SIGNAL_RESUME = "resume"
+SIGNAL_SCALE = "scale"
+SIGNAL_RELEASE_HELD = "release_held"
+SIGNAL_RESET_INSTANCES = "reset_instances"
+SIGNAL_DELETE = "delete"
+QUERY_STATUS = "status"
+# Between the workflows.
+SIGNAL_CONFIGURE = "configure"
+SIGNAL_REPLICA_CHANGED = "replica_changed"
+
+ADMISSION_DENIED = "AdmissionDenied"
+"""`ApplicationError.type` of a refused manifest, on the update and on a direct start."""
+
+CONTINUED_STATE_KEY = "continuedState"
+"""The InferenceService's run input after continue-as-new: `{"continuedState": {...}}`."""
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ApplyResult(_Message):
+    """What `apply` answers: accepted with warnings, and the generation now in force."""
+
+    accepted: bool
+    generation: int
+    changed: bool
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ScaleRequest(_Message):
+    """`scale`: a transient Instance count, until the autoscaler or the next apply sets one."""
+
+    component: str = "engine"
+    replicas: int
+
+
+class ReleaseHeldRequest(_Message):
+    """`release_held`: lift the Held retry block of `revision` (name, hash or 8-hex prefix)."""
+
+    component: str = "engine"
+    revision: str
+
+
+class ResetInstancesRequest(_Message):
+    """`reset_instances`: what OME's `ome.io/reset-instances` annotation holds (`all`, `1`, `0,2`)."""
+
+    component: str = "engine"
+    instances: str
+
+
+# --- InferenceReplica -------------------------------------------------------------------
+
+
+class ReplicaConfig(_Message):
+    """Everything an InferenceReplica runs from; the InferenceService sends a new one on change."""
+
+    namespace: str
+    isvc: str
+    isvc_uid: str | None = None
+    component: str
+    generation: int
+    component_spec: dict[str, Any]
+    """The effective component (runtime defaults merged under the InferenceService), wire form."""
+    ir_spec: InferenceReplicaSpec
+    revision_hash: str
+    revision_name: str
+    pairing_protocol: str | None = None
+    paused: bool = False
+    transient_replicas: int | None = None
+    history_limit_annotation: str | None = None
+    cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)
+    parent_workflow_id: str | None = None
+
+    @property
+    def effective(self) -> ComponentSpec:
+        return ComponentSpec.model_validate(self.component_spec)
+
+    @property
+    def ir_name(self) -> str:
+        return f"{self.isvc}-{self.component}"
+
+
+class ReplicaState(_Message):
+    """The InferenceReplica workflow's whole state, handed to continue-as-new."""
+
+    config: ReplicaConfig
+    specs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """The effective component of each revision hash still in use: an Instance the partition
+    keeps behind, or a new one started while the update revision is Held, runs the old one."""
+    instances: dict[int, InstanceStatus] = Field(default_factory=dict)
+    """Each Instance's latest `instance_changed` report."""
+    launched: dict[int, str] = Field(default_factory=dict)
+    """Instances started whose first report has not arrived: index -> revision hash."""
+    requested_updates: dict[int, str] = Field(default_factory=dict)
+    """Updates signalled whose report does not show the target yet: index -> revision hash."""
+    removing: list[int] = Field(default_factory=list)
+    """Instances told to delete that have not reported their end."""
+    revisions: RevisionState = Field(default_factory=RevisionState)
+    hold: PlannedHold | None = None
+    announced_held: list[str] = Field(default_factory=list)
+    pending_resets: list[str] = Field(default_factory=list)
+    pending_releases: list[str] = Field(default_factory=list)
+    deleting: bool = False
+    ir_uid: str | None = None
+    podgroup_crd: bool | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    last_desired: int | None = None
+    written_spec: str = ""
+    written_status: str = ""
+    reported: str = ""
+
+
+class ReplicaReport(_Message):
+    """What an InferenceReplica tells its InferenceService when its totals or conditions change."""
+
+    component: str
+    status: InferenceReplicaStatus
+    condition: Condition
+    """The InferenceService's `<Component>Ready` condition (spec reference §8)."""
+    phase: str
+    deleted: bool = False
+
+
+# --- InferenceService -------------------------------------------------------------------
+
+
+class ServiceState(_Message):
+    """The InferenceService workflow's whole state, handed to continue-as-new."""
+
+    manifest: dict[str, Any]
+    admitted: bool = False
+    generation: int = 0
+    applied_generation: int = 0
+    isvc_uid: str | None = None
+    runtime_spec: dict[str, Any] | None = None
+    runtime_missing: str | None = None
+    modes: dict[str, str] = Field(default_factory=dict)
+    paused: bool = False
+    transient: dict[str, int] = Field(default_factory=dict)
+    sent_configs: dict[str, str] = Field(default_factory=dict)
+    """Fingerprint of the last `configure` sent to each InferenceReplica."""
+    replicas: dict[str, ReplicaReport] = Field(default_factory=dict)
+    forwards: list[tuple[str, str, dict[str, Any]]] = Field(default_factory=list)
+    """(component, signal, payload) to pass on to an InferenceReplica at the next pass."""
+    deleting: bool = False
+    delete_sent: list[str] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
+    written_status: str = ""
+    cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)
+
+
+class ServiceStatusView(_Message):
+    """The `status` query: the InferenceService status block, plus what the workflow holds."""
+
+    name: str
+    namespace: str
+    generation: int
+    phase: str
+    paused: bool
+    deleting: bool
+    transient_replicas: dict[str, int] = Field(default_factory=dict)
+    status: InferenceServiceStatus
+
+
+# --- small glue ---------------------------------------------------------------------------
+
+
+def condition_at(
+    planned: PlannedCondition, now: datetime, previous: Condition | None, generation: int | None = None
+) -> Condition:
+    """A condition whose `lastTransitionTime` moves only when its status changes."""
+    since = (
+        previous.last_transition_time if previous is not None and previous.status == planned.status else None
+    )
+    return Condition(
+        type=planned.type,
+        status=planned.status,
+        reason=planned.reason,
+        message=planned.message,
+        last_transition_time=since or now,
+        observed_generation=generation,
+    )
+
+
+
+
+def isvc_object(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The InferenceService as stored in the cluster: the accepted manifest, without status."""
+    metadata = {
+        key: value
+        for key, value in (manifest.get("metadata") or {}).items()
+        if key in ("name", "labels", "annotations")
+    }
+    metadata["namespace"] = namespace
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "InferenceService",
+        "metadata": metadata,
+        "spec": manifest.get("spec") or {},
+    }
