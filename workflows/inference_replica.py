@@ -33,22 +33,30 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 with workflow.unsafe.imports_passed_through():
     from models.inferencereplica import InferenceReplicaStatus
     from models.inferenceservice import ComponentSpec
-    from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstancePhase, InstanceSpec, InstanceStatus
+    from models.instance import (
+        PARENT_SIGNAL_INSTANCE_CHANGED,
+        InstancePhase,
+        InstanceSpec,
+        InstanceStatus,
+        RestartRequest,
+        RetryBlock,
+        RetryBlockState,
+        UpdateRequest,
+    )
     from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
     from models.instance import SIGNAL_RELEASE_HELD as INSTANCE_RELEASE_HELD
     from models.instance import SIGNAL_RESTART as INSTANCE_RESTART
     from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
     from models.instance import DeleteRequest as InstanceDeleteRequest
     from models.instance import ReleaseHeldRequest as InstanceReleaseRequest
-    from models.instance import RestartRequest, RetryBlock, RetryBlockState, UpdateRequest
     from models.kube_ops import (
         ApplyObjectInput,
         CrdExistsInput,
         DeleteObjectInput,
         ObjectRef,
         PatchStatusInput,
+        RecordEventInput,
     )
-    from models.kube_ops import RecordEventInput
     from planning import replica_events as events
     from planning.replica_budget import UpdatePolicy, minimum_serving, update_policy
     from planning.replica_conditions import (

@@ -11,7 +11,6 @@ Workflows import this module inside `workflow.unsafe.imports_passed_through()`.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +19,6 @@ from models.inferencereplica import Condition, InferenceReplicaSpec, InferenceRe
 from models.inferenceservice import ComponentSpec
 from models.instance import InstanceStatus
 from models.isvc_status import InferenceServiceStatus
-from planning.replica_conditions import PlannedCondition
 from planning.replica_hold import RolloutHold as PlannedHold
 from planning.replica_revisions import RevisionState
 from planning.replica_template import ClusterLifecycle
@@ -195,26 +193,7 @@ class ServiceStatusView(_Message):
     status: InferenceServiceStatus
 
 
-# --- small glue ---------------------------------------------------------------------------
-
-
-def condition_at(
-    planned: PlannedCondition, now: datetime, previous: Condition | None, generation: int | None = None
-) -> Condition:
-    """A condition whose `lastTransitionTime` moves only when its status changes."""
-    since = (
-        previous.last_transition_time if previous is not None and previous.status == planned.status else None
-    )
-    return Condition(
-        type=planned.type,
-        status=planned.status,
-        reason=planned.reason,
-        message=planned.message,
-        last_transition_time=since or now,
-        observed_generation=generation,
-    )
-
-
+# --- the InferenceService object -----------------------------------------------------------
 
 
 def isvc_object(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:

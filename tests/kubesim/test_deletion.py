@@ -98,9 +98,15 @@ def test_orphan_deletion_keeps_dependents_without_the_reference(k8s: Clients) ->
 def test_deleting_a_namespace_deletes_its_contents(k8s: Clients) -> None:
     ns = k8s.namespace
     k8s.core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}})
+    # This one holds the namespace in Terminating until its finalizer is removed.
+    k8s.core.create_namespaced_config_map(ns, {"metadata": {"name": "held", "finalizers": ["example.com/x"]}})
     k8s.core.delete_namespace(ns)
     assert k8s.core.read_namespace(ns).status.phase == "Terminating"
     with pytest.raises(ApiException) as err:
         k8s.core.create_namespaced_config_map(ns, {"metadata": {"name": "late"}})
     assert err.value.status == 403
+    wait_for(lambda: [c.metadata.name for c in k8s.core.list_namespaced_config_map(ns).items] == ["held"],
+             what="contents deleted")
+    assert k8s.core.read_namespace(ns).status.phase == "Terminating"
+    k8s.core.patch_namespaced_config_map("held", ns, [{"op": "remove", "path": "/metadata/finalizers"}])
     wait_for(lambda: _gone(lambda: k8s.core.read_namespace(ns)), what="namespace removed")

@@ -3,12 +3,15 @@ readiness gates, endpoints, image pull failures, crash loops, readiness loss, ki
 
 from __future__ import annotations
 
+from typing import Any
+
 import kubernetes
 
+from kubesim.handle import KubeSim
 from tests.kubesim.helpers import Clients, condition, is_ready, pod_body, wait_for, wait_pod
 
 
-def _pod(k8s: Clients, name: str):  # type: ignore[no-untyped-def]
+def _pod(k8s: Clients, name: str) -> Any:
     return k8s.core.read_namespaced_pod(name, k8s.namespace)
 
 
@@ -101,7 +104,7 @@ def test_crash_with_restart_policy_never_fails_the_pod(k8s: Clients) -> None:
 
 
 def test_image_that_stops_being_ready(k8s: Clients) -> None:
-    k8s.sim.set_image_behavior("flaky:1", unready_after_seconds=0.3)
+    k8s.sim.set_image_behavior("flaky:1", unready_after_seconds=2.0)
     k8s.core.create_namespaced_pod(k8s.namespace, pod_body("p", image="flaky:1"))
     wait_for(lambda: is_ready(_pod(k8s, "p")), what="ready first")
     pod = wait_pod(k8s, "p", lambda p: not is_ready(p), what="unready later")
@@ -117,7 +120,11 @@ def test_kill_pod_restarts_the_container(k8s: Clients) -> None:
     assert pod.status.container_statuses[0].last_state.terminated.exit_code == 137
 
 
-def test_unschedulable_pod_gets_condition_and_one_counted_event(k8s: Clients) -> None:
+def test_unschedulable_pod_gets_condition_and_one_counted_event(kubesim: KubeSim) -> None:
+    # A cluster of its own: other tests' pods leaving would count as scheduling attempts too.
+    api = kubesim.api_client()
+    k8s = Clients(kubesim, api, kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api),
+                  kubernetes.client.PolicyV1Api(api), kubernetes.client.CustomObjectsApi(api), "default")
     ns = k8s.namespace
     k8s.core.create_namespaced_pod(ns, pod_body("huge", gpus=64))
     pod = wait_pod(k8s, "huge", lambda p: condition(p, "PodScheduled"), what="PodScheduled")

@@ -23,7 +23,7 @@ def _ready_pod_on(core: kubernetes.client.CoreV1Api, name: str, node: str, **spe
 def test_failed_node_loses_readiness_then_evicts_after_toleration(kubesim: KubeSim) -> None:
     core = kubernetes.client.CoreV1Api(kubesim.api_client())
     _ready_pod_on(core, "default-tolerations", "gpu-node-1")
-    # Tolerates the unreachable taint for 1000 s (10 s at the test factor): still there after others go.
+    # Tolerates the unreachable taint for 3000 s (30 s at the test factor): still there after others go.
     _ready_pod_on(
         core,
         "patient",

@@ -151,3 +151,31 @@ def test_failed_and_creating_rows_are_left_to_their_instance() -> None:
     actions = run([failed(0, NEW), creating(1, NEW), ready(2)], policy=UpdatePolicy())
     assert actions.update == (2,)
     assert actions.create == ()
+
+
+@settings(max_examples=60)
+@given(st.integers(1, 8), st.sampled_from([0, 1, 2, "25%", "50%"]), st.sampled_from([0, 1, 2, "25%"]))
+def test_recreate_rollout_never_drops_below_the_minimum(desired: int, max_unavailable: int | str,
+                                                        max_surge: int | str) -> None:
+    """Updates take a pass to finish (the Instance doesn't serve meanwhile); scale stays put."""
+    from planning.replica_budget import minimum_serving
+
+    policy = UpdatePolicy(strategy=UpdateStrategyType.RECREATE_POD, max_unavailable=max_unavailable,
+                          max_surge=max_surge)
+    if max_unavailable in (0, "0%"):
+        policy = UpdatePolicy(strategy=UpdateStrategyType.RECREATE_POD, max_unavailable=1)
+    minimum = minimum_serving(policy, desired)
+    rows = {index: ready(index) for index in range(desired)}
+    for _ in range(60):
+        serving = sum(1 for row in rows.values() if row.serving)
+        assert serving >= minimum
+        actions = run(list(rows.values()), desired=desired, policy=policy)
+        # Last pass's updates finish now; this pass's start (and stop serving).
+        for index, row in list(rows.items()):
+            if row.operation == "Update":
+                rows[index] = ready(index, NEW)
+        for index in actions.update:
+            rows[index] = updating(index, strategy=UpdateStrategyType.RECREATE_POD, serving=False)
+        if actions.rollout_complete:
+            break
+    assert all(row.running_revision == NEW for row in rows.values())

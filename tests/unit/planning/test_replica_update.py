@@ -12,7 +12,7 @@ from models.instance import RetryBlock, RetryBlockState, UpdateStrategyType
 from planning.replica_budget import UpdatePolicy
 from planning.replica_hold import HoldGate
 from planning.replica_update import plan_update
-from tests.unit.planning.replica_rows import NEW, NOW, creating, failed, ready, updating, with_slots
+from tests.unit.planning.replica_rows import NEW, NOW, OLD, creating, failed, ready, updating, with_slots
 
 pytestmark = pytest.mark.unit
 
@@ -319,3 +319,36 @@ def test_unavailability_never_drops_serving_below_minimum(spec, budget) -> None:
     else:
         # Already below the minimum: only Instances that don't serve may move.
         assert len(available_after) == len(available_before)
+
+
+def test_in_place_only_reads_max_unavailable() -> None:
+    policy = UpdatePolicy(strategy=UpdateStrategyType.IN_PLACE_ONLY, max_unavailable=1, max_surge=5)
+    plan = plan_update([ready(0), ready(1), updating(2, strategy=UpdateStrategyType.IN_PLACE_ONLY)], 3, NEW,
+                       policy, NOW)
+    assert plan.start == ()
+    assert plan.denial is not None
+    assert plan.denial.reason == "per-Component unavailability budget 1 exhausted (would become 2)"
+
+
+def test_surge_then_drain_ignores_max_unavailable() -> None:
+    policy = UpdatePolicy(strategy=SURGE, max_unavailable=0, max_surge=3)
+    assert plan_update(THREE, 3, NEW, policy, NOW).start == (2, 1, 0)
+
+
+def test_gang_instances_cost_one_slot_each() -> None:
+    gangs = [ready(index, desired_pods=8) for index in range(4)]
+    plan = plan_update(gangs, 4, NEW, surge(2), NOW)
+    assert plan.start == (3, 2)
+
+
+def test_a_deleting_instance_is_not_updated() -> None:
+    from tests.unit.planning.replica_rows import deleting
+
+    plan = plan_update([ready(0), deleting(1)], 1, NEW, surge(None), NOW)
+    assert plan.start == (0,)
+
+
+def test_rollback_moves_instances_back() -> None:
+    plan = plan_update([ready(0, NEW), ready(1, NEW)], 2, OLD, surge(1), NOW)
+    assert plan.start == (1,)
+    assert plan.denial is None

@@ -73,3 +73,18 @@ def test_multinode_message_names_the_field_and_fix() -> None:
     message = multinode_message("engine")
     assert 'spec.engine.annotations["ome.io/deploymentMode"] is MultiNode' in message
     assert "remove the annotation" in message
+
+
+def test_runtime_only_component_runs_with_runtime_defaults() -> None:
+    runtime = ServingRuntimeSpec.model_validate(
+        {"engineConfig": {"runner": RUNNER, "minReplicas": 2, "topologySpread": "Preferred"}}
+    )
+    [plan] = plan_components(isvc(deploymentMode="OMENative"), runtime)
+    assert (plan.name, plan.mode, plan.min_replicas) == ("engine", "OMENative", 2)
+    assert plan.effective.topology_spread == "Preferred"
+
+
+def test_isvc_values_override_runtime_defaults() -> None:
+    runtime = ServingRuntimeSpec.model_validate({"engineConfig": {"runner": RUNNER, "minReplicas": 2}})
+    [plan] = plan_components(isvc(engine={"minReplicas": 3}), runtime)
+    assert plan.min_replicas == 3
