@@ -137,7 +137,10 @@ class Api:
         validate(rt, obj)
         if self.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is not None:
             raise errors.already_exists(rt.group, rt.plural, meta["name"])
-        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+        if meta.get("resourceVersion"):
+            # etcd3's store refuses this with an internal error, which is what clients see.
+            raise ApiError(500, "resourceVersion should not be set on objects to be created")
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = timestamp()
@@ -232,6 +235,7 @@ class Api:
         result = server_side_apply(current, config, manager, force, rt.builtin, subresource)
         if current is None:
             fields = result["metadata"].pop("managedFields")
+            result["metadata"].pop("resourceVersion", None)
             created = self.create(rt, namespace, result, manager, dry_run=True)
             created["metadata"]["managedFields"] = fields
             if dry_run:

@@ -13,7 +13,20 @@ from kubesim.timing import timestamp
 
 Object = dict[str, Any]
 
-_service_ips = itertools.count(10)
+# Service ClusterIPs in use, filled by the API from stored Services (so a restored cluster does
+# not hand out an address twice).
+used_service_ips: set[str] = set()
+
+
+def next_free_address(prefix: str, start: int, used: set[str]) -> str:
+    """The first address prefix.X.Y (from `start`) not in `used`; it is added to `used`."""
+    n = start
+    while True:
+        address = f"{prefix}.{n // 250}.{n % 250 + 1}"
+        if address not in used:
+            used.add(address)
+            return address
+        n += 1
 DEFAULT_TOLERATIONS = (
     ("node.kubernetes.io/not-ready", 300),
     ("node.kubernetes.io/unreachable", 300),
@@ -115,9 +128,8 @@ def default_service(svc: Object) -> None:
     spec = svc.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
-    if spec.get("clusterIP") != "None":
-        n = next(_service_ips)
-        spec.setdefault("clusterIP", f"10.96.{n // 250}.{n % 250 + 1}")
+    if not spec.get("clusterIP"):
+        spec["clusterIP"] = next_free_address("10.96", 10, used_service_ips)
     spec.setdefault("clusterIPs", [spec["clusterIP"]])
     spec.setdefault("ipFamilies", ["IPv4"])
     spec.setdefault("ipFamilyPolicy", "SingleStack")

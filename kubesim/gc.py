@@ -16,6 +16,7 @@ from kubesim.store import Change, Object, TypeKey
 from kubesim.timing import clone
 
 NAMESPACES = ("", "namespaces")
+SERVICE_ACCOUNTS = ("", "serviceaccounts")
 
 
 class GarbageCollector(Controller):
@@ -118,12 +119,15 @@ class NamespaceController(Controller):
     watches = ()
 
     def on_change(self, change: Change) -> None:
-        # Anything leaving a terminating namespace may be the last thing holding it.
+        # Anything leaving a terminating namespace may be the last thing holding it; a deleted
+        # default ServiceAccount is recreated.
         if change.type_key == NAMESPACES or (change.type == "DELETED" and change.obj["metadata"].get("namespace")):
             self._dirty.set()
 
     def reconcile(self) -> None:
-        terminating = [n for n in self.store.list(NAMESPACES) if n["metadata"].get("deletionTimestamp")]
+        namespaces = self.store.list(NAMESPACES)
+        self._default_service_accounts([n for n in namespaces if not n["metadata"].get("deletionTimestamp")])
+        terminating = [n for n in namespaces if n["metadata"].get("deletionTimestamp")]
         if not terminating:
             return
         for ns in terminating:
@@ -143,3 +147,14 @@ class NamespaceController(Controller):
                 self.store.remove(NAMESPACES, ns)
             else:
                 self.wake_in(0.2)
+
+    def _default_service_accounts(self, active: list[Object]) -> None:
+        """Every namespace has a `default` ServiceAccount, as the serviceaccount controller ensures."""
+        rt = self.api.type_of(*SERVICE_ACCOUNTS)
+        for ns in active:
+            name = ns["metadata"]["name"]
+            if self.store.get(SERVICE_ACCOUNTS, name, "default") is None:
+                try:
+                    self.api.create(rt, name, {"metadata": {"name": "default"}}, "kube-controller-manager")
+                except ApiError:
+                    continue

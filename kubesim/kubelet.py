@@ -187,12 +187,12 @@ class Kubelet(Controller):
                     c.stage = "pull-error"
                     c.message = (f'failed to pull and unpack image "{c.image}": failed to resolve reference '
                                  f'"{c.image}": not found')
-                    c.next_at = at + timing.scaled(self._backoff(c.pull_failures))
+                    c.next_at = at + self._backoff(c.pull_failures)
                 else:
                     c.stage, c.next_at = "creating", at + start
             elif c.stage == "pull-error":
                 c.stage, c.message = "pull-backoff", f'Back-off pulling image "{c.image}"'
-                c.next_at = at + timing.scaled(self._backoff(c.pull_failures))
+                c.next_at = at + self._backoff(c.pull_failures)
             elif c.stage in ("creating", "backoff"):
                 if c.stage == "backoff":
                     c.restart_count += 1
@@ -223,9 +223,10 @@ class Kubelet(Controller):
         if c.stage == "terminated" and c.next_at is None:
             self._maybe_restart(pod, c, now)
 
-    @staticmethod
-    def _backoff(failures: int) -> float:
-        return min(10.0 * 2.0 ** max(0, failures - 1), MAX_BACKOFF_SECONDS)
+    def _backoff(self, failures: int) -> float:
+        """Kubelet back-off (10s doubling to 5 minutes), scaled, never below 10 ms so that a
+        time factor of 0 cannot spin the state machine."""
+        return max(0.01, self.cluster.timing.scaled(min(10.0 * 2.0 ** max(0, failures - 1), MAX_BACKOFF_SECONDS)))
 
     def _terminate(self, c: ContainerRun, at: float, exit_code: int, reason: str) -> None:
         c.terminated = {"exitCode": exit_code, "reason": reason, "startedAt": c.started_at or timestamp(),
@@ -240,10 +241,11 @@ class Kubelet(Controller):
         c.last_terminated = c.terminated
         # The first restart is immediate; later ones back off 10s, 20s, 40s ... up to 5 minutes.
         delay = 0.0 if c.restart_count == 0 else self._backoff(c.restart_count)
+        shown = 0 if c.restart_count == 0 else min(10 * 2 ** (c.restart_count - 1), int(MAX_BACKOFF_SECONDS))
         c.stage = "backoff"
-        c.message = (f"back-off {int(delay)}s restarting failed container={c.name} "
+        c.message = (f"back-off {shown}s restarting failed container={c.name} "
                      f"pod={pod['metadata']['name']}_{pod['metadata'].get('namespace', '')}({pod['metadata']['uid']})")
-        c.next_at = now + self.cluster.timing.scaled(delay) + self.cluster.timing.phase_seconds(c.image)[1]
+        c.next_at = now + delay + self.cluster.timing.phase_seconds(c.image)[1]
 
     def _terminate_pod(self, pod: Object, run: PodRun, now: float) -> None:
         # A second delete may shorten the grace period (never lengthen it), as with the kubelet.

@@ -130,6 +130,8 @@ class Server:
             sub = "status"
         if sub and sub not in rt.subresources():
             raise ApiError(404, f"the server could not find the requested resource ({plural}/{sub})")
+        if namespace and not rt.namespaced:
+            raise ApiError(404, f"the server could not find the requested resource ({plural} is cluster-scoped)")
         if rt.namespaced and not namespace and name:
             raise ApiError(404, f"the server could not find the requested resource ({plural} needs a namespace)")
         query = request.query
@@ -284,7 +286,7 @@ class Server:
             initial = [o for o in store.list(rt.key, namespace or None) if matches(o)]
         else:
             try:
-                backlog = store.changes_since(int(rv))
+                backlog = [c for c in store.changes_since(int(rv)) if c.type_key == rt.key]
             except ValueError:
                 unsubscribe()
                 raise ApiError(400, f"resourceVersion {rv!r} is not a valid resource version") from None

@@ -8,8 +8,11 @@ OpenTelemetry tracing interceptor only when an OTLP endpoint is configured.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -17,7 +20,7 @@ from temporalio.converter import DataConverter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import TLSConfig
 
-from workers.config import ENV_PREFIX, OtelSettings, Settings, TemporalSettings
+from workers.config import ENV_PREFIX, OtelSettings, Settings, SettingsError, TemporalSettings
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ def _read_pem(path: Path, field: str) -> bytes:
     try:
         return path.read_bytes()
     except OSError as error:
-        raise FileNotFoundError(
+        raise SettingsError(
             f"{ENV_PREFIX}TEMPORAL__{field.upper()}={path} cannot be read ({error.strerror}): "
             f"point it at a PEM file or unset it"
         ) from error
@@ -125,3 +128,17 @@ async def connect(
             f"(namespace {settings.namespace!r}): {error}. Start the local stack with `make up`, or set "
             f"{ENV_PREFIX}TEMPORAL__ADDRESS to your cluster's frontend"
         ) from error
+
+
+def exit_process(code: int) -> NoReturn:
+    """End a process that has used a Temporal client, skipping interpreter finalization.
+
+    The SDK's Rust runtime keeps threads that can still call into Python while the interpreter
+    finalizes, which now and then aborts the exit with "PyGILState_Release ... must be current"
+    or a segfault (temporalio/sdk-python#300): a clean stop would then report exit code 134 or
+    139. Output is flushed first; everything else the process holds dies with it anyway.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -25,6 +25,10 @@ ENV_PREFIX = "OME_"
 ENV_NESTED_DELIMITER = "__"
 
 
+class SettingsError(ValueError):
+    """A setting whose value cannot work; the message names the variable, the value and the fix."""
+
+
 class _Group(BaseModel):
     # Field docstrings become descriptions, so `Settings.model_json_schema()` and the README
     # table say the same thing as the code.
@@ -200,7 +204,7 @@ def kube_api_client(settings: Settings | KubeSettings | None = None) -> kubernet
     kube = settings.kube if isinstance(settings, Settings) else settings
     if kube.kubeconfig is not None:
         if not kube.kubeconfig.is_file():
-            raise FileNotFoundError(
+            raise SettingsError(
                 f"{ENV_PREFIX}KUBE__KUBECONFIG={kube.kubeconfig} is not a file: point it at a kubeconfig, "
                 f"or unset it to use kubesim via `make up`"
             )
@@ -211,7 +215,7 @@ def kube_api_client(settings: Settings | KubeSettings | None = None) -> kubernet
     # The in-cluster loader reads these two variables; checking them first lets the error say
     # what to do instead of kubernetes' terse "Service host/port is not set."
     if "KUBERNETES_SERVICE_HOST" not in os.environ or "KUBERNETES_SERVICE_PORT" not in os.environ:
-        raise RuntimeError(
+        raise SettingsError(
             f"{ENV_PREFIX}KUBE__KUBECONFIG is not set and this process is not running in a Kubernetes pod: "
             f"set {ENV_PREFIX}KUBE__KUBECONFIG to a kubeconfig file (`make up` writes .data/kubeconfig for "
             f"kubesim)"

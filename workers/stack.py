@@ -27,6 +27,7 @@ import socket
 import sys
 from pathlib import Path
 
+from workers.client import exit_process
 from workers.config import ENV_PREFIX, Settings, StackSettings, TemporalSettings
 from workers.devserver import dev_server_argv, ensure_search_attributes, temporal_binary, wait_until_serving
 from workers.processes import Child, ChildFailed, first_exit
@@ -279,7 +280,8 @@ def main(argv: list[str] | None = None) -> None:
             "kubesim_port": args.kubesim_port,
         }
     )
-    sys.exit(asyncio.run(run_stack(settings.model_copy(update={"stack": stack_settings}))))
+    # The runner used a Temporal client while starting the dev server: exit like the worker does.
+    exit_process(asyncio.run(run_stack(settings.model_copy(update={"stack": stack_settings}))))
 
 
 if __name__ == "__main__":

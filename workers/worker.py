@@ -18,13 +18,14 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.registry import build_activities
-from workers.client import connect, metrics_runtime
-from workers.config import Settings, kube_api_client
+from workers.client import connect, exit_process, metrics_runtime
+from workers.config import Settings, SettingsError, kube_api_client
 from workflows.registry import WORKFLOWS
 
 logger = logging.getLogger(__name__)
@@ -97,13 +98,31 @@ async def run(
     settings = settings or Settings()
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    client = await connect(
-        settings.temporal,
-        otel=settings.otel,
-        role="worker",
-        runtime=metrics_runtime(settings.prometheus.worker_metrics_address),
-    )
+    # Local settings first: a wrong kubeconfig path should not wait behind a network timeout.
     api_client = kube_api_client(settings)
+    try:
+        client = await connect(
+            settings.temporal,
+            otel=settings.otel,
+            role="worker",
+            runtime=metrics_runtime(settings.prometheus.worker_metrics_address),
+        )
+        await _poll_until_stopped(client, settings, api_client, stop, extra_workflows, activities)
+    finally:
+        # The client's connection pool holds threads; closing it here, not at interpreter exit,
+        # keeps the exit clean when the worker gives up early.
+        api_client.close()  # type: ignore[no-untyped-call]
+    logger.info("worker stopped")
+
+
+async def _poll_until_stopped(
+    client: Client,
+    settings: Settings,
+    api_client: Any,
+    stop: asyncio.Event,
+    extra_workflows: Sequence[type[Any]],
+    activities: Sequence[Callable[..., Any]] | None,
+) -> None:
     with ThreadPoolExecutor(max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity") as pool:
         worker = build_worker(
             client,
@@ -133,10 +152,14 @@ async def run(
                 GRACEFUL_SHUTDOWN.total_seconds(),
             )
         # Leaving `async with` ran worker.shutdown(), which waited for the activities.
-    api_client.close()  # type: ignore[no-untyped-call]
-    logger.info("worker stopped")
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except (SettingsError, ValidationError, ConnectionError) as error:
+        # A setting to fix, not a bug: its message says which and how, a traceback would bury it.
+        logger.error("the worker cannot start: %s", error)
+        exit_process(2)
+    exit_process(0)

@@ -148,12 +148,14 @@ class InferenceServiceWorkflow:
             state = self.state
             _, _, _, warnings = self._admit(manifest)
             changed = not state.admitted or not _same_spec(manifest, state.manifest)
+            if state.transient:
+                # A transient scale lasts until the next apply sets the count again.
+                state.transient = {}
+                self.seq += 1
             if changed:
                 state.manifest = manifest
                 state.admitted = True
                 state.generation += 1
-                # A transient scale lasts until the next apply sets the count again.
-                state.transient = {}
                 self.seq += 1
             return ApplyResult(accepted=True, generation=state.generation, changed=changed, warnings=warnings)
 

@@ -155,7 +155,7 @@ async def worker_process(dev_server: WorkflowEnvironment, task_queue: str, kubec
             await process.wait()
 
 
-async def eventually(what: str, probe: Callable[[], Any], within: float = 90.0) -> Any:
+async def eventually(what: str, probe: Callable[[], Any], within: float = 150.0) -> Any:
     deadline = time.monotonic() + within
     last: Any = None
     while time.monotonic() < deadline:
@@ -163,6 +163,7 @@ async def eventually(what: str, probe: Callable[[], Any], within: float = 90.0) 
         if asyncio.iscoroutine(last):
             last = await last
         if last:
+            print(f"{time.monotonic():.1f} reached: {what}", flush=True)
             return last
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {within:.0f}s waiting for {what}; last saw {last!r}")
@@ -193,7 +194,12 @@ async def test_sigkilled_worker_mid_create_and_mid_update_leaves_exactly_the_rig
                 "Instance", spec, id=instance_workflow_id(namespace, "chat", "engine", 0),
                 task_queue=task_queue, result_type=InstanceStatus,
             )  # fmt: skip
-            await eventually("the first pods to exist", lambda: live_pod_uids(core, namespace))
+            # Killed after the pods were created and before they are ready: the restarted worker
+            # must neither create them twice nor lose track of them. (A kill inside the create
+            # activity itself costs its 30 s heartbeat timeout; the activity tests cover that.)
+            await eventually("all four pods to exist", lambda: len(live_pod_uids(core, namespace)) == 4)
+            assert (await status_of(handle)).phase == P.CREATING
+            print(f"{time.monotonic():.1f} kill", flush=True)
             first.send_signal(signal.SIGKILL)
             await first.wait()
         async with worker_process(dev_server, task_queue, kubesim.kubeconfig_path, log):

@@ -152,3 +152,23 @@ def test_command_line_serves_saves_on_sigterm_and_restores(tmp_path: Path) -> No
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
+
+
+def test_added_latency_slows_every_request(k8s: Clients) -> None:
+    import time
+
+    k8s.sim.inject_faults(latency_seconds=0.3)
+    try:
+        started = time.monotonic()
+        k8s.core.read_namespace(k8s.namespace)
+        assert time.monotonic() - started >= 0.3
+    finally:
+        k8s.sim.clear_faults()
+
+
+def test_two_clusters_run_side_by_side(kubesim: KubeSim, kubesim_session: KubeSim) -> None:
+    assert kubesim.url != kubesim_session.url
+    one = kubernetes.client.CoreV1Api(kubesim.api_client())
+    other = kubernetes.client.CoreV1Api(kubesim_session.api_client())
+    one.create_namespace({"metadata": {"name": "only-in-one"}})
+    assert "only-in-one" not in {n.metadata.name for n in other.list_namespace().items}

@@ -225,3 +225,23 @@ def test_pods_table_for_kubectl(k8s: Clients) -> None:
     assert code == 200
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Ready", "Status", "Restarts", "Age"]
     assert table["rows"][0]["cells"][:4] == ["shown", "0/1", "Pending", 0]
+
+
+def test_discovery_documents_satisfy_client_models(k8s: Clients) -> None:
+    versions = kubernetes.client.CoreApi(k8s.api).get_api_versions()
+    assert versions.versions == ["v1"] and versions.server_address_by_client_cidrs
+    groups = {g.name: g for g in kubernetes.client.ApisApi(k8s.api).get_api_versions().groups}
+    assert {"apps", "policy", "ome.io", "apiextensions.k8s.io", "discovery.k8s.io"} <= set(groups)
+    assert groups["ome.io"].preferred_version.group_version == "ome.io/v1beta1"
+    resources = {r.name: r for r in k8s.core.get_api_resources().resources}
+    assert resources["pods/eviction"].kind == "Eviction" and resources["pods"].short_names == ["po"]
+    ome = kubernetes.client.CustomObjectsApi(k8s.api).get_api_resources("ome.io", "v1beta1")
+    names = {r.name for r in ome.resources}
+    assert {"inferencereplicas", "inferencereplicas/status", "inferencereplicas/scale"} <= names
+
+
+def test_create_with_a_resource_version_is_refused(k8s: Clients) -> None:
+    with pytest.raises(ApiException) as err:
+        k8s.core.create_namespaced_config_map(k8s.namespace, {"metadata": {"name": "x", "resourceVersion": "5"}})
+    assert err.value.status == 500
+    assert _status(err.value)["message"] == "resourceVersion should not be set on objects to be created"

@@ -110,3 +110,8 @@ def test_deleting_a_namespace_deletes_its_contents(k8s: Clients) -> None:
     assert k8s.core.read_namespace(ns).status.phase == "Terminating"
     k8s.core.patch_namespaced_config_map("held", ns, [{"op": "remove", "path": "/metadata/finalizers"}])
     wait_for(lambda: _gone(lambda: k8s.core.read_namespace(ns)), what="namespace removed")
+
+
+def test_every_namespace_gets_a_default_service_account(k8s: Clients) -> None:
+    wait_for(lambda: [sa.metadata.name for sa in k8s.core.list_namespaced_service_account(k8s.namespace).items]
+             == ["default"], what="default ServiceAccount")

@@ -127,3 +127,20 @@ def test_update_takes_ownership_from_an_applier(k8s: Clients) -> None:
     cm = k8s.core.read_namespaced_config_map("mixed", k8s.namespace)
     managers = {m.manager: m.operation for m in cm.metadata.managed_fields}
     assert managers == {"editor": "Update"}
+
+
+def test_apply_merges_keyed_lists_and_drops_items_no_longer_applied() -> None:
+    from kubesim.apply import server_side_apply
+
+    def deployment(*containers: str) -> dict:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                "spec": {"template": {"spec": {"containers": [{"name": c, "image": f"{c}:1"} for c in containers]}}}}
+
+    first = server_side_apply(None, deployment("a", "b"), "alice", force=False, builtin=True)
+    # Another manager adds a sidecar through the same keyed list.
+    second = server_side_apply(first, deployment("sidecar"), "bob", force=False, builtin=True)
+    names = [c["name"] for c in second["spec"]["template"]["spec"]["containers"]]
+    assert names == ["a", "b", "sidecar"]
+    # Alice stops applying "b": it goes; bob's sidecar stays.
+    third = server_side_apply(second, deployment("a"), "alice", force=False, builtin=True)
+    assert [c["name"] for c in third["spec"]["template"]["spec"]["containers"]] == ["a", "sidecar"]

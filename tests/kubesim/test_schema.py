@@ -12,6 +12,14 @@ from kubesim.handle import KubeSim
 from tests.kubesim.helpers import is_ready, pod_body, wait_for
 
 KUBERNETES_VERSION = "1.37.0"
+GROUPS = {
+    "deployments": "apps",
+    "replicasets": "apps",
+    "endpointslices": "discovery.k8s.io",
+    "poddisruptionbudgets": "policy",
+    "leases": "coordination.k8s.io",
+    "customresourcedefinitions": "apiextensions.k8s.io",
+}
 # (list call on the client, model name) per built-in kind kubesim serves.
 MODELS = {
     "namespaces": "V1Namespace",
@@ -27,7 +35,7 @@ MODELS = {
     "endpointslices": "V1EndpointSlice",
     "poddisruptionbudgets": "V1PodDisruptionBudget",
     "leases": "V1Lease",
-    "customresourcedefinitions": "V1CustomResourceDefinition",
+    "customresourcedefinitions": "V1CustomResourceDefinition", "serviceaccounts": "V1ServiceAccount",
 }
 
 
@@ -103,26 +111,8 @@ def served() -> dict[str, list[dict]]:
     try:
         _populate(sim)
         out: dict[str, list[dict]] = {}
-        for group, plural in [
-            ("", p)
-            for p in (
-                "namespaces",
-                "nodes",
-                "pods",
-                "services",
-                "endpoints",
-                "configmaps",
-                "secrets",
-                "events",
-            )
-        ] + [
-            ("apps", "deployments"),
-            ("apps", "replicasets"),
-            ("discovery.k8s.io", "endpointslices"),
-            ("policy", "poddisruptionbudgets"),
-            ("coordination.k8s.io", "leases"),
-            ("apiextensions.k8s.io", "customresourcedefinitions"),
-        ]:
+        for plural in MODELS:
+            group = GROUPS.get(plural, "")
             out[plural] = sim.objects(group, plural)
         return out
     finally:

@@ -136,3 +136,12 @@ def test_pdb_status_and_eviction_429(k8s: Clients) -> None:
     assert err.value.status == 429 and status["reason"] == "TooManyRequests"
     assert status["details"]["causes"][0]["reason"] == "DisruptionBudget"
     assert k8s.core.read_namespaced_pod("b", ns).metadata.deletion_timestamp is None
+
+
+def test_deleting_a_deployment_cascades_to_replicasets_and_pods(k8s: Clients) -> None:
+    ns = k8s.namespace
+    k8s.apps.create_namespaced_deployment(ns, _deployment("gone", 2))
+    _ready_replicas(k8s, "gone", 2)
+    k8s.apps.delete_namespaced_deployment("gone", ns)
+    wait_for(lambda: not k8s.apps.list_namespaced_replica_set(ns).items, what="replicasets collected")
+    wait_for(lambda: not k8s.core.list_namespaced_pod(ns).items, what="pods collected")

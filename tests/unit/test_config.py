@@ -15,6 +15,7 @@ from workers.config import (
     KubeSettings,
     OtelSettings,
     Settings,
+    SettingsError,
     TemporalSettings,
     env_var_names,
     kube_api_client,
@@ -123,7 +124,7 @@ def test_mtls_files_are_read_into_the_tls_config(tmp_path: Path) -> None:
 
 def test_an_unreadable_tls_file_names_its_variable(tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
-    with pytest.raises(FileNotFoundError, match=f"OME_TEMPORAL__TLS_CA={missing} cannot be read"):
+    with pytest.raises(SettingsError, match=f"OME_TEMPORAL__TLS_CA={missing} cannot be read"):
         tls_config(TemporalSettings(tls_ca=missing))
 
 
@@ -164,12 +165,12 @@ def test_kube_client_follows_the_kubeconfig_and_its_context(tmp_path: Path) -> N
 
 
 def test_a_missing_kubeconfig_names_the_variable(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="OME_KUBE__KUBECONFIG=.*is not a file"):
+    with pytest.raises(SettingsError, match="OME_KUBE__KUBECONFIG=.*is not a file"):
         kube_api_client(KubeSettings(kubeconfig=tmp_path / "absent"))
 
 
 def test_outside_a_pod_without_kubeconfig_the_error_says_what_to_set() -> None:
-    with pytest.raises(RuntimeError, match="set OME_KUBE__KUBECONFIG to a kubeconfig file"):
+    with pytest.raises(SettingsError, match="set OME_KUBE__KUBECONFIG to a kubeconfig file"):
         kube_api_client(KubeSettings())
 
 

@@ -69,7 +69,9 @@ async def register_search_attributes(env: WorkflowEnvironment) -> None:
     upserts them, so register them (a second registration is refused, which is fine)."""
     request = AddSearchAttributesRequest(
         namespace=env.client.namespace,
-        search_attributes={key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES},
+        search_attributes={
+            key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES
+        },
     )
     try:
         await env.client.operator_service.add_search_attributes(request)
@@ -116,7 +118,10 @@ class FakeCluster:
         items = []
         for name, pod in sorted(self.pods.items()):
             labels = pod.labels
-            if labels.get("ome.io/instance-index") != str(index) or labels.get("ome.io/component") != component:
+            if (
+                labels.get("ome.io/instance-index") != str(index)
+                or labels.get("ome.io/component") != component
+            ):
                 continue
             ready = pod.containers_ready and pod.phase == "Running"
             container = ContainerSummary(
@@ -150,7 +155,9 @@ class FakeCluster:
                     restart_count=pod.restart_count,
                 )
             )
-        return InstancePods(namespace=namespace, isvc=isvc, component=component, index=index, pods=tuple(items))
+        return InstancePods(
+            namespace=namespace, isvc=isvc, component=component, index=index, pods=tuple(items)
+        )
 
     async def notify(self, namespace: str, isvc: str, component: str, index: int) -> None:
         if self.on_change is not None:
@@ -190,12 +197,18 @@ class FakeCluster:
                 existing = self.pods.get(name)
                 if existing is not None:
                     same = existing.labels == manifest["metadata"]["labels"]
-                    out.append(CreatedPod(name=name, outcome="exists" if same else "occupied", uid=existing.uid))
+                    out.append(
+                        CreatedPod(name=name, outcome="exists" if same else "occupied", uid=existing.uid)
+                    )
                     continue
                 image = manifest["spec"]["containers"][0]["image"]
                 if image == "invalid":
-                    raise ApplicationError("spec.containers[0].image: Invalid", type=KubeErrorType.INVALID, non_retryable=True)
-                pod = FakePod(manifest=manifest, uid=f"uid-{next(self.uids)}", image=image, created_at=datetime.now(UTC))
+                    raise ApplicationError(
+                        "spec.containers[0].image: Invalid", type=KubeErrorType.INVALID, non_retryable=True
+                    )
+                pod = FakePod(
+                    manifest=manifest, uid=f"uid-{next(self.uids)}", image=image, created_at=datetime.now(UTC)
+                )
                 if image in self.bad_images:
                     pod.containers_ready, pod.waiting, pod.phase = False, "ErrImagePull", "Pending"
                 self.pods[name] = pod
@@ -250,7 +263,11 @@ class FakeCluster:
 
         @activity.defn(name=KUBE_PODS_GONE)
         async def pods_gone(arg: PodsGoneInput) -> PodsGoneResult:
-            remaining = [n for n in arg.names if n in self.pods and arg.uids.get(n, self.pods[n].uid) == self.pods[n].uid]
+            remaining = [
+                n
+                for n in arg.names
+                if n in self.pods and arg.uids.get(n, self.pods[n].uid) == self.pods[n].uid
+            ]
             return PodsGoneResult(remaining=remaining)
 
         @activity.defn(name=KUBE_APPLY_OBJECT)
@@ -260,13 +277,18 @@ class FakeCluster:
             action = "updated" if key in self.objects else "created"
             self.objects[key] = arg.manifest
             ref = ObjectRef(
-                api_version=arg.manifest["apiVersion"], kind=arg.manifest["kind"], name=meta["name"], namespace=meta.get("namespace")
+                api_version=arg.manifest["apiVersion"],
+                kind=arg.manifest["kind"],
+                name=meta["name"],
+                namespace=meta.get("namespace"),
             )
             return ApplyObjectResult(ref=ref, action=action)  # type: ignore[arg-type]
 
         @activity.defn(name=KUBE_DELETE_OBJECT)
         async def delete_object(arg: DeleteObjectInput) -> DeleteObjectResult:
-            return DeleteObjectResult(deleted=self.objects.pop(f"{arg.ref.kind}/{arg.ref.name}", None) is not None)
+            return DeleteObjectResult(
+                deleted=self.objects.pop(f"{arg.ref.kind}/{arg.ref.name}", None) is not None
+            )
 
         @activity.defn(name=KUBE_PATCH_OBJECT)
         async def patch_object(arg: PatchObjectInput) -> PatchObjectResult:

@@ -70,7 +70,9 @@ class KubeHarness:
     async def status(self, handle: Handle) -> InstanceStatus:
         return await handle.query("status", result_type=InstanceStatus)
 
-    async def until_real(self, handle: Handle, test: Callable[[InstanceStatus], bool], within: float = 60.0) -> InstanceStatus:
+    async def until_real(
+        self, handle: Handle, test: Callable[[InstanceStatus], bool], within: float = 60.0
+    ) -> InstanceStatus:
         """Wait in real time (no time skipping) until `test` holds."""
         deadline = time.monotonic() + within
         status = await self.status(handle)

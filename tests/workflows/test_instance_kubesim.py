@@ -26,7 +26,9 @@ P = InstancePhase
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def harness(workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queue: str) -> AsyncIterator[KubeHarness]:
+async def harness(
+    workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queue: str
+) -> AsyncIterator[KubeHarness]:
     async with kube_harness(workflow_env, kubesim, task_queue) as built:
         yield built
 
@@ -97,7 +99,10 @@ async def test_image_pull_failure_retried_then_held(harness: KubeHarness) -> Non
     harness.sim.set_image_behavior("engine:missing", fail_pull=True)
     handle = await harness.start(harness.spec("engine:missing"))
     status = await harness.until_skipping(
-        handle, lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD, step=15, within=120
+        handle,
+        lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD,
+        step=15,
+        within=120,
     )
     assert status.phase == P.FAILED
     assert status.retry_block is not None and status.retry_block.attempts_started == 3
@@ -116,7 +121,9 @@ async def test_killed_worker_recreates_all_four_pods(harness: KubeHarness) -> No
     await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving)
     before = {n: p["metadata"]["uid"] for n, p in harness.live_pods().items()}
     harness.sim.kill_pod(harness.namespace, "chat-engine-1-worker-1")
-    status = await harness.until_real(handle, lambda s: s.incarnation == 2 and s.phase == P.READY and s.serving)
+    status = await harness.until_real(
+        handle, lambda s: s.incarnation == 2 and s.phase == P.READY and s.serving
+    )
     after = {n: p["metadata"]["uid"] for n, p in harness.live_pods().items()}
     assert sorted(after) == sorted(before) and all(after[n] != before[n] for n in before)
     assert {p["metadata"]["labels"]["ome.io/incarnation"] for p in harness.live_pods().values()} == {"2"}
@@ -176,3 +183,33 @@ async def test_drain_before_delete(harness: KubeHarness) -> None:
     await harness.env.sleep(timedelta(minutes=11).total_seconds())
     final = await harness.until_real(handle, lambda s: s.deleted)
     assert final.deleted and harness.live_pods() == {}
+
+
+async def test_scenarios_end_right_under_api_faults_and_cut_watches(harness: KubeHarness) -> None:
+    """10% of API answers are 500/409/429 and every watch is cut each 10 s: same outcomes."""
+    harness.sim.inject_faults(error_rate=0.1, codes=(500, 409, 429), watch_cut_seconds=10.0)
+    try:
+        gang = await harness.start(harness.spec(workers=3))
+        await harness.until_real(gang, lambda s: s.phase == P.READY and s.serving, within=120)
+        before = {n: p["metadata"]["uid"] for n, p in harness.live_pods().items()}
+        harness.sim.kill_pod(harness.namespace, "chat-engine-1-worker-0")
+        await harness.until_real(
+            gang, lambda s: s.incarnation == 2 and s.phase == P.READY and s.serving, within=120
+        )
+        after = {n: p["metadata"]["uid"] for n, p in harness.live_pods().items()}
+        assert sorted(after) == sorted(before) and all(after[n] != before[n] for n in before)
+
+        single = await harness.start(harness.spec(index=2))
+        await harness.until_real(single, lambda s: s.phase == P.READY and s.serving, within=120)
+        await single.signal("update", UpdateRequest(spec=harness.spec("engine:2", index=2)))
+        status = await harness.until_skipping(
+            single, lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY, step=1, within=120
+        )
+        assert status.active_ordinal == 1
+        for handle in (gang, single):
+            await handle.signal("delete", DeleteRequest())
+            await harness.until_skipping(handle, lambda s: s.deleted, step=1, within=120)
+        assert harness.live_pods() == {}
+        assert harness.sim.counters()["faults_injected"], "the fault injection never fired"
+    finally:
+        harness.sim.clear_faults()

@@ -54,7 +54,10 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
 
         await eventually(lambda: ready_with(s, 2), "two Ready engine Instances")
         pods = s.pods()
-        assert sorted(p.metadata.name for p in pods) == [f"{NAME}-engine-0-default-0", f"{NAME}-engine-1-default-0"]
+        assert sorted(p.metadata.name for p in pods) == [
+            f"{NAME}-engine-0-default-0",
+            f"{NAME}-engine-1-default-0",
+        ]
         zones = {s.zone_of(p.spec.node_name) for p in pods}
         assert len(zones) == 2, f"both Instances landed in {zones}"
         for pod in pods:
@@ -62,8 +65,10 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
             assert constraint.topology_key == "topology.kubernetes.io/zone"
             assert constraint.when_unsatisfiable == "DoNotSchedule"
 
-        irep = s.object("inferencereplicas", f"{NAME}-engine")
-        assert irep is not None
+        irep = await eventually(
+            lambda: _with_status(s.object("inferencereplicas", f"{NAME}-engine"), "availableReplicas", 2),
+            "the InferenceReplica status to show 2 available",
+        )
         assert irep["spec"]["component"] == "engine" and irep["spec"]["replicas"] == 2
         assert irep["spec"]["topologySpread"] == "Required"
         assert irep["status"]["readyReplicas"] == 2 and irep["status"]["availableReplicas"] == 2
@@ -99,7 +104,9 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
         watcher = asyncio.create_task(watch_serving())
         try:
             await eventually(
-                lambda: _all_on(s, IMAGE_2, before.current_revision), "both Instances on the new image", within=90
+                lambda: _all_on(s, IMAGE_2, before.current_revision),
+                "both Instances on the new image",
+                within=90,
             )
         finally:
             watcher.cancel()
@@ -113,6 +120,11 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
         assert s.object("inferencereplicas", f"{NAME}-engine") is None
         assert s.object("inferenceservices", NAME) is None
         assert (await s.irep().describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+def _with_status(obj: dict[str, object] | None, field: str, value: object) -> dict[str, object] | None:
+    status = (obj or {}).get("status") or {}
+    return obj if isinstance(status, dict) and status.get(field) == value else None
 
 
 async def _all_on(s: Story, image: str, old_revision: str | None) -> bool:

@@ -1,0 +1,391 @@
+"""Lifecycle bench: InferenceService bring-up and update next to the floor of its design.
+
+    .venv/bin/python -m bench.lifecycle_bench [--instances 200] [--idle-instances 2000]
+                                              [--failures 40] [--seed 7] [--quick]
+
+Starts its own Temporal dev server (the venv's `temporal` binary, SQLite in WAL mode in a
+temporary directory) and kubesim in this process with instant readiness, then the product's
+worker and watcher as their own processes, exactly as `make up` runs them. In that one run,
+on that one server, it measures and prints:
+
+1. the floor: one parent workflow starting N child workflows that each run one no-op
+   activity (`bench/floor_workflows.py`, in a worker process of its own);
+2. bring-up: `apply` of an InferenceService of N single-pod Instances until kubesim shows
+   N Instances serving (pod Ready and `ome.io/serving` True), and until the workflow's
+   `status` says Ready;
+3. update: `apply` of a new runner image (SurgeThenDrain, maxSurge 25%) until every Instance
+   serves on it with one pod, with the fewest serving Instances sampled every 100 ms;
+4. Kubernetes API requests per Instance created and per Instance updated (kubesim's
+   counters, which count the worker's and the watcher's requests; the bench's own reads
+   bypass the API);
+5. pod failures: containers killed one at a time; the time from the kill to the first
+   kubesim-visible step of the Instance's recreation (its pod taken out of rotation or
+   deleted), and to serving again;
+6. deletion, then Temporal history events per Instance lifecycle (create, update, delete);
+7. worker RSS with M idle Ready Instances of a second InferenceService.
+
+Figures are printed, never asserted: the bench is for reading, the tests are for failing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+
+from bench.floor_workflows import FLOOR_CHILD, FLOOR_PARENT, READY_LINE, FloorInput
+from bench.lifecycle_stack import (
+    IMAGE_1,
+    IMAGE_2,
+    PodSnapshot,
+    ProductProcess,
+    apply,
+    isvc_manifest,
+    observe_pods,
+    prepare_namespace,
+    topology_for,
+    watcher_process,
+    worker_process,
+)
+from kubesim.handle import KubeSim
+from kubesim.timing import Timing
+from workers.client import DATA_CONVERTER
+from workers.devserver import database_flags, temporal_binary
+from workflows.inference_service import InferenceServiceWorkflow
+from workflows.names import isvc_workflow_id
+from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+
+NAMESPACE = "bench"
+NAME = "lifecycle"
+IDLE_NAME = "idle"
+SAMPLE_SECONDS = 0.1
+"""How often the update is sampled for the fewest serving Instances."""
+FAILURE_POLL_SECONDS = 0.01
+"""Resolution of the pod-failure latency."""
+IDLE_SETTLE_SECONDS = 10.0
+"""Quiet time before reading the worker's RSS, so it is the idle figure, not a peak."""
+
+
+@dataclass
+class Figures:
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, name: str, value: str, meaning: str = "") -> None:
+        self.rows.append((name, value, meaning))
+        print(f"  {name}: {value}", flush=True)
+
+    def table(self) -> str:
+        width = max(len(name) for name, _, _ in self.rows)
+        value_width = max(len(value) for _, value, _ in self.rows)
+        lines = [f"{name:<{width}}  {value:>{value_width}}  {meaning}" for name, value, meaning in self.rows]
+        return "\n".join(lines)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+async def snapshot(sim: KubeSim, name: str = NAME) -> PodSnapshot:
+    return await asyncio.to_thread(observe_pods, sim, NAMESPACE, name)
+
+
+async def wait_for(what: str, probe: Callable[[], Any], within: float, every: float = SAMPLE_SECONDS) -> Any:
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+            if asyncio.iscoroutine(last):
+                last = await last
+        except Exception as error:  # noqa: BLE001 - a query may fail while a workflow starts
+            last = error
+        if last and not isinstance(last, Exception):
+            return last
+        await asyncio.sleep(every)
+    raise RuntimeError(f"gave up after {within:.0f} s waiting for {what}; last saw {last!r}")
+
+
+# --- the floor --------------------------------------------------------------------------
+
+
+async def measure_floor(client: Client, address: str, instances: int, logs: Path) -> tuple[float, float]:
+    """(seconds for the parent and its N children to finish, history events per child)."""
+    task_queue = f"floor-{uuid4().hex[:8]}"
+    floor = ProductProcess(
+        "bench.floor_workflows", address=address, task_queue=task_queue, kubeconfig="", log=logs / "floor.log",
+        ready_pattern=READY_LINE, args=["--address", address, "--task-queue", task_queue],
+    )  # fmt: skip
+    floor.start()
+    prefix = f"floor-{uuid4().hex[:8]}"
+    try:
+        started = time.monotonic()
+        await client.execute_workflow(
+            FLOOR_PARENT, FloorInput(children=instances, id_prefix=prefix),
+            id=prefix, task_queue=task_queue, result_type=int,
+        )  # fmt: skip
+        seconds = time.monotonic() - started
+    finally:
+        floor.stop(within=15)
+    events = 0
+    async for execution in client.list_workflows(f"WorkflowType IN ('{FLOOR_PARENT}', '{FLOOR_CHILD}')"):
+        if execution.id.startswith(prefix):
+            events += execution.history_length
+    return seconds, events / instances
+
+
+# --- the product ------------------------------------------------------------------------
+
+
+async def isvc_ready(client: Client, name: str, instances: int) -> bool:
+    view = await client.get_workflow_handle(isvc_workflow_id(NAMESPACE, name)).query(
+        InferenceServiceWorkflow.status
+    )
+    ready = view.status.condition("Ready")
+    engine = view.status.components.get("engine")
+    lifecycle = engine.lifecycle if engine is not None else None
+    return (
+        ready is not None
+        and ready.status == "True"
+        and lifecycle is not None
+        and lifecycle.ready_replicas == instances
+        and lifecycle.current_revision == lifecycle.update_revision
+    )
+
+
+async def bring_up(
+    client: Client, task_queue: str, sim: KubeSim, name: str, instances: int, within: float
+) -> tuple[float, float]:
+    """(seconds until kubesim shows N serving Instances, until the status query says Ready)."""
+    started = time.monotonic()
+    await apply(client, task_queue, isvc_manifest(NAMESPACE, name, instances, IMAGE_1))
+
+    async def settled() -> bool:
+        return (await snapshot(sim, name)).settled_on(IMAGE_1, instances)
+
+    await wait_for(f"{instances} Instances of {name} serving", settled, within)
+    serving = time.monotonic() - started
+    await wait_for(f"{name} to report Ready", lambda: isvc_ready(client, name, instances), within, every=0.25)
+    return serving, time.monotonic() - started
+
+
+async def update(
+    client: Client, task_queue: str, sim: KubeSim, instances: int, within: float
+) -> tuple[float, int]:
+    """(seconds until every Instance serves the new image with one pod, fewest serving seen)."""
+    started = time.monotonic()
+    await apply(client, task_queue, isvc_manifest(NAMESPACE, NAME, instances, IMAGE_2))
+    fewest = instances
+    deadline = started + within
+    while time.monotonic() < deadline:
+        seen = await snapshot(sim)
+        fewest = min(fewest, len(seen.serving_indexes()))
+        if seen.settled_on(IMAGE_2, instances):
+            return time.monotonic() - started, fewest
+        await asyncio.sleep(SAMPLE_SECONDS)
+    raise RuntimeError(f"the update did not finish within {within:.0f} s")
+
+
+def per_instance_requests(sim: KubeSim, instances: int) -> tuple[float, str]:
+    """Requests per Instance since the last reset, and the five busiest (verb, resource)."""
+    counters = sim.counters()
+    busiest = sorted(counters["requests"].items(), key=lambda item: -item[1])[:5]
+    shown = ", ".join(f"{verb} {resource} {count / instances:.2f}" for (verb, resource), count in busiest)
+    return counters["total"] / instances, shown
+
+
+async def pod_failures(
+    sim: KubeSim, instances: int, count: int, seed: int, within: float
+) -> tuple[list[float], list[float]]:
+    """Kill one Instance's container at a time: seconds to the recreation's first step, to serving."""
+    to_recreation: list[float] = []
+    to_serving: list[float] = []
+    for index in random.Random(seed).sample(range(instances), min(count, instances)):
+        pods = [p for p in (await snapshot(sim)).live() if p.index == index and p.serving]
+        if len(pods) != 1:
+            raise RuntimeError(f"Instance {index} has {len(pods)} serving pods before its failure")
+        victim = pods[0]
+        started = time.monotonic()
+        await asyncio.to_thread(sim.kill_pod, NAMESPACE, victim.name)
+
+        async def recreating(uid: str = victim.uid) -> bool:
+            current = {p.uid: p for p in (await snapshot(sim)).pods}
+            pod = current.get(uid)
+            return pod is None or pod.terminating or not pod.serving
+
+        await wait_for(f"Instance {index} to start its recreation", recreating, within, FAILURE_POLL_SECONDS)
+        to_recreation.append(time.monotonic() - started)
+
+        async def serving_again(uid: str = victim.uid, index: int = index) -> bool:
+            seen = await snapshot(sim)
+            return any(p.index == index and p.uid != uid for p in seen.live()) and index in seen.serving_indexes()
+
+        await wait_for(f"Instance {index} to serve again", serving_again, within, FAILURE_POLL_SECONDS)
+        to_serving.append(time.monotonic() - started)
+    return to_recreation, to_serving
+
+
+async def delete(client: Client, sim: KubeSim, within: float) -> float:
+    started = time.monotonic()
+    handle = client.get_workflow_handle(isvc_workflow_id(NAMESPACE, NAME))
+    await handle.signal("delete")
+
+    async def gone() -> bool:
+        status = (await handle.describe()).status
+        return status == WorkflowExecutionStatus.COMPLETED and not (await snapshot(sim)).pods
+
+    await wait_for("the InferenceService to be deleted", gone, within, every=0.25)
+    return time.monotonic() - started
+
+
+async def history_events(client: Client, killed: set[int]) -> dict[str, float]:
+    """Events of every run (continue-as-new included) of the bench's workflows, by kind."""
+    instance_prefix = f"instance/{NAMESPACE}/{NAME}-engine-"
+    per_instance: dict[int, int] = {}
+    coordinators = 0
+    async for execution in client.list_workflows(
+        "WorkflowType IN ('Instance', 'InferenceReplica', 'InferenceService')"
+    ):
+        if execution.id.startswith(instance_prefix):
+            index = int(execution.id.removeprefix(instance_prefix))
+            per_instance[index] = per_instance.get(index, 0) + execution.history_length
+        elif execution.id in (isvc_workflow_id(NAMESPACE, NAME), f"irep/{NAMESPACE}/{NAME}-engine"):
+            coordinators += execution.history_length
+    plain = [events for index, events in per_instance.items() if index not in killed]
+    restarted = [events for index, events in per_instance.items() if index in killed]
+    return {
+        "instance": statistics.mean(plain) if plain else 0.0,
+        "instance_restarted": statistics.mean(restarted) if restarted else 0.0,
+        "coordinators": coordinators / max(len(per_instance), 1),
+    }
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+async def start_dev_server(root: Path) -> WorkflowEnvironment:
+    return await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_extra_args=database_flags(root / "temporal.db"),
+        dev_server_log_level="error",
+    )
+
+
+async def run(args: argparse.Namespace, root: Path) -> Figures:
+    n, idle = args.instances, args.idle_instances
+    figures = Figures()
+    log(f"starting the dev server and kubesim ({topology_for(max(n * 2, idle))})")
+    env = await start_dev_server(root)
+    client = env.client
+    address = client.service_client.config.target_host
+    sim = KubeSim(topology=topology_for(max(n * 2, idle)), crds="product", timing=Timing.fast()).start()
+    # Instant readiness: the figures are the workflows' own time, not the images'.
+    sim.set_default_timing(pull_seconds=0.0, start_seconds=0.0, ready_seconds=0.0, factor=0.001)
+    processes: list[ProductProcess] = []
+    try:
+        log(f"floor: one parent starting {n} children, each one no-op activity")
+        floor_seconds, floor_events = await measure_floor(client, address, n, root)
+        figures.add("floor: parent + N children", f"{floor_seconds:.2f} s", f"N={n}")
+
+        task_queue = f"bench-{uuid4().hex[:8]}"
+        worker = worker_process(address, task_queue, sim.kubeconfig_path, root / "worker.log")
+        watcher = watcher_process(address, task_queue, sim.kubeconfig_path, root / "watcher.log")
+        processes += [worker, watcher]
+        worker.start()
+        watcher.start()
+        prepare_namespace(sim, NAMESPACE)
+
+        log(f"bring-up: {n} Instances")
+        sim.reset_counters()
+        up_serving, up_ready = await bring_up(client, task_queue, sim, NAME, n, args.timeout)
+        created, created_top = per_instance_requests(sim, n)
+        figures.add("bring-up: N serving (kubesim)", f"{up_serving:.2f} s", f"{up_serving / floor_seconds:.2f}x floor")
+        figures.add("bring-up: status Ready", f"{up_ready:.2f} s", f"{up_ready / floor_seconds:.2f}x floor")
+
+        log(f"update: {n} Instances to a new image, SurgeThenDrain maxSurge 25%")
+        sim.reset_counters()
+        update_seconds, fewest = await update(client, task_queue, sim, n, args.timeout)
+        updated, updated_top = per_instance_requests(sim, n)
+        figures.add("update: all on new image", f"{update_seconds:.2f} s", f"{update_seconds / floor_seconds:.2f}x floor")
+        figures.add("update: fewest serving", f"{fewest}", f"of {n}, sampled every {SAMPLE_SECONDS * 1000:.0f} ms")
+        figures.add("API requests / Instance created", f"{created:.1f}", created_top)
+        figures.add("API requests / Instance updated", f"{updated:.1f}", updated_top)
+
+        log(f"pod failures: {args.failures} containers killed one at a time")
+        recreation, serving = await pod_failures(sim, n, args.failures, args.seed, args.timeout)
+        figures.add("pod failure -> recreation p50", f"{statistics.median(recreation) * 1000:.0f} ms",
+                    f"{len(recreation)} kills, polled every {FAILURE_POLL_SECONDS * 1000:.0f} ms")  # fmt: skip
+        figures.add("pod failure -> recreation p99", f"{percentile(recreation, 0.99) * 1000:.0f} ms")
+        figures.add("pod failure -> serving again p50", f"{statistics.median(serving) * 1000:.0f} ms")
+
+        log(f"delete: {n} Instances")
+        delete_seconds = await delete(client, sim, args.timeout)
+        figures.add("delete: all gone, workflow done", f"{delete_seconds:.2f} s")
+        events = await history_events(client, killed=set())
+        figures.add("history events / Instance lifecycle", f"{events['instance']:.0f}",
+                    "Instance workflow: create, update, delete (runs summed over continue-as-new)")  # fmt: skip
+        figures.add("  + InferenceReplica/Service share", f"{events['coordinators']:.1f}", "their events / N")
+        figures.add("floor history events / child", f"{floor_events:.1f}", "parent's included")
+
+        log(f"idle: {idle} Ready Instances of a second InferenceService")
+        idle_serving, _ = await bring_up(client, task_queue, sim, IDLE_NAME, idle, args.timeout * idle / n)
+        figures.add(f"bring-up of {idle} (kubesim)", f"{idle_serving:.1f} s")
+        await asyncio.sleep(IDLE_SETTLE_SECONDS)
+        rss, peak = worker.rss_kib()
+        watcher_rss, _ = watcher.rss_kib()
+        figures.add(f"worker RSS, {idle} idle Ready", f"{rss / 1024:.0f} MiB", f"peak {peak / 1024:.0f} MiB")
+        figures.add(f"watcher RSS, {idle} idle Ready", f"{watcher_rss / 1024:.0f} MiB")
+    except BaseException:
+        for process in processes:
+            print(f"--- last output of {process.module}:\n{process.tail(3000)}", file=sys.stderr)
+        raise
+    finally:
+        for process in reversed(processes):
+            process.stop(within=15)
+        sim.stop()
+        await env.shutdown()
+    return figures
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.lifecycle_bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instances", type=int, default=200, help="Instances brought up and updated")
+    parser.add_argument("--idle-instances", type=int, default=2000, help="idle Ready Instances for the RSS figure")
+    parser.add_argument("--failures", type=int, default=40, help="pod failures for the recreation latency")
+    parser.add_argument("--seed", type=int, default=7, help="seed choosing which Instances fail")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds any one phase may take")
+    parser.add_argument("--quick", action="store_true", help="20 Instances, 100 idle, 5 failures")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.instances, args.idle_instances, args.failures = 20, 100, 5
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="lifecycle-bench-") as tmp:
+        figures = asyncio.run(run(args, Path(tmp)))
+    print(f"\nlifecycle bench: {args.instances} Instances, {args.idle_instances} idle, kubesim instant readiness")
+    print(figures.table())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""What the lifecycle bench and the worker-kill chaos test share.
+
+- the InferenceService they drive: N single-pod engine Instances, SurgeThenDrain with
+  maxSurge 25%, `RecreateInstanceOnPodRestart`, and a runtime that asks for no GPU so that
+  kubesim's node count, not its GPU count, bounds the Instances;
+- `apply`: update-with-start of the `InferenceService` workflow, as users apply a spec;
+- `ProductProcess`: the product's worker (`python -m workers`) or watcher
+  (`python -m workers.watcher`) as a real process, so a SIGKILL is a real crash and its RSS
+  is its own;
+- `observe_pods`: a snapshot of the Instances' pods read inside kubesim's event loop, which
+  neither goes through the API (so it does not count in kubesim's request counters) nor
+  copies every object.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
+from kubesim.handle import KubeSim
+from workers.config import ENV_PREFIX
+from workflows.inference_service import InferenceServiceWorkflow
+from workflows.names import isvc_workflow_id
+from workflows.service_calls import ApplyResult
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RUNTIME_NAME = "srt-bench"
+IMAGE_1 = "docker.io/lmsysorg/sglang:v0.4.6"
+IMAGE_2 = "docker.io/lmsysorg/sglang:v0.4.7"
+LABEL_ISVC = "ome.io/inferenceservice"
+LABEL_INDEX = "ome.io/instance-index"
+SERVING_GATE = "ome.io/serving"
+
+BENCH_CLUSTER: dict[str, Any] = {"drain_seconds": 0.0}
+"""Cluster lifecycle settings for the runs: no drain pause, so the figures measure the
+workflows, not a wait we chose (SurgeThenDrain still takes the old pod out of rotation only
+after the new one serves)."""
+
+PODS_PER_NODE = 110
+"""kubesim's default maxPods per node."""
+
+
+def topology_for(pods: int) -> str:
+    """A kubesim topology with room for `pods` pods (and a margin), in three zones."""
+    nodes_per_zone = max(2, -(-int(pods * 1.2) // (3 * PODS_PER_NODE)))
+    return f"zones=3,nodes-per-zone={nodes_per_zone},gpus=8"
+
+
+def runtime_manifest(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": RUNTIME_NAME, "namespace": namespace},
+        "spec": {
+            "supportedModelFormats": [{"name": "safetensors", "autoSelect": True}],
+            "engineConfig": {"runner": {"name": "ome-container", "image": IMAGE_1}},
+        },
+    }
+
+
+def isvc_manifest(namespace: str, name: str, instances: int, image: str) -> dict[str, Any]:
+    """N single-pod engine Instances running `image`, updated by SurgeThenDrain (maxSurge 25%)."""
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "deploymentMode": "OMENative",
+            "model": {"name": "bench-model"},
+            "runtime": {"name": RUNTIME_NAME},
+            "engine": {
+                "minReplicas": instances,
+                "maxReplicas": instances,
+                "runner": {"image": image},
+                "lifecycle": {
+                    "restartPolicy": "RecreateInstanceOnPodRestart",
+                    "updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": "25%"}},
+                },
+            },
+        },
+    }
+
+
+def prepare_namespace(sim: KubeSim, namespace: str) -> None:
+    """The namespace and the ServingRuntime the InferenceService names."""
+    import kubernetes
+
+    api = sim.api_client()
+    kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    kubernetes.client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "ome.io", "v1beta1", namespace, "servingruntimes", runtime_manifest(namespace)
+    )
+    api.close()
+
+
+async def apply(client: Client, task_queue: str, manifest: dict[str, Any]) -> ApplyResult:
+    """`apply` with start, as a user applies a spec: the workflow opens on the first apply."""
+    metadata = manifest["metadata"]
+    workflow_id = isvc_workflow_id(metadata["namespace"], metadata["name"])
+    start = WithStartWorkflowOperation(
+        InferenceServiceWorkflow.run,
+        {"manifest": manifest, "cluster": BENCH_CLUSTER},
+        id=workflow_id,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    return await client.execute_update_with_start_workflow(
+        InferenceServiceWorkflow.apply, manifest, start_workflow_operation=start
+    )
+
+
+# --- kubesim snapshots ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    uid: str
+    index: int | None
+    image: str
+    ready: bool
+    serving: bool
+    terminating: bool
+
+
+@dataclass(frozen=True)
+class PodSnapshot:
+    """The pods of one InferenceService at one instant."""
+
+    pods: tuple[PodView, ...]
+
+    def live(self) -> list[PodView]:
+        return [pod for pod in self.pods if not pod.terminating]
+
+    def serving_indexes(self, image: str | None = None) -> set[int]:
+        """Instances with a live pod that is Ready and in rotation (optionally on `image`)."""
+        return {
+            pod.index
+            for pod in self.live()
+            if pod.index is not None and pod.ready and pod.serving and (image is None or pod.image == image)
+        }
+
+    def live_by_index(self) -> dict[int | None, list[PodView]]:
+        found: dict[int | None, list[PodView]] = {}
+        for pod in self.live():
+            found.setdefault(pod.index, []).append(pod)
+        return found
+
+    def settled_on(self, image: str, instances: int) -> bool:
+        """Exactly one live pod per Instance 0..N-1, all on `image` and serving; none terminating."""
+        by_index = self.live_by_index()
+        return (
+            len(self.pods) == instances
+            and sorted(i for i in by_index if i is not None) == list(range(instances))
+            and all(len(pods) == 1 for pods in by_index.values())
+            and self.serving_indexes(image) == set(range(instances))
+        )
+
+
+def _view(pod: dict[str, Any]) -> PodView:
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    conditions = {c.get("type"): c.get("status") for c in (pod.get("status") or {}).get("conditions") or []}
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    index = labels.get(LABEL_INDEX)
+    return PodView(
+        name=str(metadata.get("name")),
+        uid=str(metadata.get("uid")),
+        index=int(index) if index is not None and str(index).isdigit() else None,
+        image=str(containers[0].get("image")),
+        ready=conditions.get("Ready") == "True",
+        serving=conditions.get(SERVING_GATE) == "True",
+        terminating=metadata.get("deletionTimestamp") is not None,
+    )
+
+
+def observe_pods(sim: KubeSim, namespace: str, isvc: str) -> PodSnapshot:
+    """The InferenceService's pods, read on kubesim's loop (no API request, no counter)."""
+
+    def read() -> PodSnapshot:
+        pods = sim.cluster.store.list(("", "pods"), namespace)
+        mine = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(LABEL_ISVC) == isvc]
+        return PodSnapshot(tuple(_view(p) for p in mine))
+
+    return sim.call(read)
+
+
+# --- product processes ------------------------------------------------------------------
+
+
+class ProductProcess:
+    """`python -m workers` or `python -m workers.watcher` (or the floor's worker), pointed at
+    one dev server and kubesim through the product's environment variables.
+
+    Output goes to `log`; `ready_pattern` is the line that says it is serving (the worker's
+    "polling task queue").
+    """
+
+    def __init__(
+        self,
+        module: str,
+        *,
+        address: str,
+        task_queue: str,
+        kubeconfig: str,
+        log: Path,
+        ready_pattern: str | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
+        self.module = module
+        self.args = list(args)
+        self.log = log
+        self.ready_pattern = re.compile(ready_pattern) if ready_pattern else None
+        # Settings from the developer's shell must not leak into the run.
+        env = {name: value for name, value in os.environ.items() if not name.startswith(ENV_PREFIX)}
+        env |= {
+            f"{ENV_PREFIX}TEMPORAL__ADDRESS": address,
+            f"{ENV_PREFIX}TEMPORAL__TASK_QUEUE": task_queue,
+            f"{ENV_PREFIX}KUBE__KUBECONFIG": kubeconfig,
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, f"{self.module} was never started"
+        return self.process.pid
+
+    def start(self, within: float = 120.0) -> None:
+        """Start the process and wait for its ready line; fail with its output otherwise."""
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            out.write(f"\n=== start {self.starts + 1} of {self.module}\n".encode())
+            out.flush()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", self.module, *self.args],
+                cwd=REPO_ROOT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.starts += 1
+        if self.ready_pattern is None:
+            return
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if self.ready_pattern.search(self.log.read_bytes()[offset:].decode(errors="replace")):
+                return
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"{self.module} exited with code {self.process.returncode} before it was ready:\n"
+                    f"{self.tail()}"
+                )
+            time.sleep(0.1)
+        raise AssertionError(f"{self.module} was not ready within {within:.0f} s:\n{self.tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no graceful shutdown, in-flight activities and workflow tasks are lost."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def stop(self, within: float = 40.0) -> None:
+        """SIGTERM and wait (the worker lets in-flight activities finish), then SIGKILL."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def rss_kib(self) -> tuple[int, int]:
+        """(current RSS, peak RSS) in KiB, from /proc."""
+        fields: dict[str, int] = {}
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0])
+        return fields["VmRSS"], fields["VmHWM"]
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no output)"
+
+
+def worker_process(address: str, task_queue: str, kubeconfig: str, log: Path) -> ProductProcess:
+    return ProductProcess(
+        "workers",
+        address=address,
+        task_queue=task_queue,
+        kubeconfig=kubeconfig,
+        log=log,
+        ready_pattern=r"polling task queue",
+    )
+
+
+def watcher_process(address: str, task_queue: str, kubeconfig: str, log: Path) -> ProductProcess:
+    return ProductProcess(
+        "workers.watcher",
+        address=address,
+        task_queue=task_queue,
+        kubeconfig=kubeconfig,
+        log=log,
+        ready_pattern=r"watcher starting",
+    )

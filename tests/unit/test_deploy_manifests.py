@@ -1,0 +1,370 @@
+"""Everything under deploy/ is something a cluster accepts and the product can run with.
+
+- every YAML/JSON file parses; every Kubernetes object validates strictly against the
+  schema of Kubernetes 1.31 (the k3s the k3s tests run) where one exists for its kind;
+- the CRDs are well-formed `apiextensions.k8s.io/v1` definitions of the product's kinds;
+- the kustomization installs the namespace, the CRDs, RBAC, config, worker and watcher, and
+  the Deployments run the Dockerfile's image and entry points with settings `workers.config`
+  reads;
+- the examples pass admission and name each other;
+- RBAC drift is a failure in both directions: every request the activities and the watcher
+  send (measured against kubesim, `tests/unit/deploy_usage.py`) is allowed by
+  `deploy/rbac.yaml`, and every grant there is used or listed below as granted ahead of use.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes.client import ApiClient
+
+from activities.kube import KubeActivities
+from models.admission import admit
+from models.runtime import ClusterServingRuntime
+from planning.service_components import plan_components
+from tests.unit.deploy_usage import Request, Usage, example_isvc, example_runtime, product_requests
+from workers.config import Settings, env_var_names
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+KUBERNETES_VERSION = "1.31.0"
+"""The minor version of `tests/k3s/conftest.py`'s K3S_IMAGE: what the k3s tests apply these to."""
+
+NAMESPACE = "ome-system"
+SERVICE_ACCOUNT = "ome-lifecycle"
+
+GRANTED_AHEAD: dict[Request, str] = {
+    **{
+        Request("ome.io", "trafficmaps", verb): "the TrafficMap workflow writes the published weights"
+        for verb in ("get", "create", "update", "delete")
+    },
+    Request("ome.io", "trafficmaps/status", "patch"): "the TrafficMap workflow's status projection",
+    **{
+        Request("ome.io", "inferencereplicas/scale", verb): "the InferenceReplica scale subresource"
+        for verb in ("get", "update", "patch")
+    },
+    Request("ome.io", "inferenceservices/finalizers", "update"): (
+        "setting blockOwnerDeletion on owned objects, where OwnerReferencesPermissionEnforcement runs; "
+        "an authorization check, never a request"
+    ),
+    **{
+        Request("ome.io", "workloadclusters", verb): "multi-cluster placement reads the workload clusters"
+        for verb in ("get", "list")
+    },
+}
+"""Grants no activity exercises yet, each with the reason it is there."""
+
+KIND_RESOURCES = {
+    "Pod": ("", "pods"),
+    "Service": ("", "services"),
+    "Event": ("", "events"),
+    "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
+    "Deployment": ("apps", "deployments"),
+    "PodGroup": ("scheduling.x-k8s.io", "podgroups"),
+    "CustomResourceDefinition": ("apiextensions.k8s.io", "customresourcedefinitions"),
+    "InferenceService": ("ome.io", "inferenceservices"),
+    "InferenceReplica": ("ome.io", "inferencereplicas"),
+}
+"""Kinds the workflows and planners name, and the resource the RBAC test exercises for each."""
+
+
+def _files(*suffixes: str) -> list[Path]:
+    return sorted(p for p in DEPLOY.rglob("*") if p.is_file() and p.suffix in suffixes)
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".json":
+        return [json.loads(path.read_text())]
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def _objects() -> list[tuple[Path, dict[str, Any]]]:
+    """Every Kubernetes object under deploy/ (the kustomization and Prometheus config excluded)."""
+    return [
+        (path, doc)
+        for path in _files(".yaml", ".yml", ".json")
+        for doc in _documents(path)
+        if isinstance(doc, dict) and "apiVersion" in doc and doc.get("kind") != "Kustomization"
+    ]
+
+
+def _one(path: str, kind: str) -> dict[str, Any]:
+    (found,) = [doc for doc in _documents(DEPLOY / path) if doc.get("kind") == kind]
+    return found
+
+
+def _rules() -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = _one("rbac.yaml", "ClusterRole")["rules"]
+    return rules
+
+
+def _granted() -> set[Request]:
+    return {
+        Request(group, resource, verb)
+        for rule in _rules()
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+# --- parsing and schemas ------------------------------------------------------------------
+
+
+def test_every_file_under_deploy_parses() -> None:
+    files = _files(".yaml", ".yml", ".json")
+    assert {p.name for p in files} >= {
+        "rbac.yaml",
+        "worker.yaml",
+        "watcher.yaml",
+        "kustomization.yaml",
+        "qwen3-0-6b.json",
+        "srt-qwen3-0-6b.yaml",
+    }
+    for path in files:
+        assert _documents(path), f"{path.relative_to(ROOT)} holds no document"
+
+
+# The product's own kinds have no upstream schema: its models check the examples below.
+UPSTREAM_OBJECTS = [(path, doc) for path, doc in _objects() if not doc["apiVersion"].startswith("ome.io/")]
+
+
+@pytest.mark.parametrize("path_and_doc", UPSTREAM_OBJECTS, ids=lambda pd: f"{pd[0].name}:{pd[1]['kind']}")
+def test_objects_validate_strictly(path_and_doc: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = path_and_doc
+    try:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        raise AssertionError(f"{path.relative_to(ROOT)} {doc['kind']}: {error}") from error
+
+
+def test_strict_validation_catches_a_misspelt_field() -> None:
+    # Proves the check above can fail: strict mode rejects what a cluster would drop silently.
+    broken = copy.deepcopy(_one("worker.yaml", "Deployment"))
+    broken["spec"]["template"]["spec"]["serviceAcountName"] = SERVICE_ACCOUNT
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def test_crds_define_the_product_kinds_as_apiextensions_v1() -> None:
+    crds = {
+        doc["spec"]["names"]["kind"]: (path, doc)
+        for path, doc in _objects()
+        if doc["kind"] == "CustomResourceDefinition"
+    }
+    assert set(crds) == {
+        "InferenceService",
+        "InferenceReplica",
+        "ServingRuntime",
+        "ClusterServingRuntime",
+        "TrafficMap",
+        "WorkloadCluster",
+        "PodGroup",
+    }, "a new CRD needs its RBAC grants in deploy/rbac.yaml and a place in this test"
+    granted_resources = {(r.group, r.resource) for r in _granted()}
+    for kind, (path, crd) in crds.items():
+        where = path.relative_to(ROOT)
+        spec = crd["spec"]
+        assert crd["apiVersion"] == "apiextensions.k8s.io/v1", where
+        assert crd["metadata"]["name"] == f"{spec['names']['plural']}.{spec['group']}", where
+        assert path.name == f"{crd['metadata']['name']}.yaml", f"{where}: file name should be the CRD's name"
+        assert spec["scope"] == (
+            "Cluster" if kind in ("ClusterServingRuntime", "WorkloadCluster") else "Namespaced"
+        )
+        assert [v["name"] for v in spec["versions"] if v["storage"]] == [
+            "v1alpha1" if kind == "PodGroup" else "v1beta1"
+        ], f"{where}: exactly one storage version"
+        for version in spec["versions"]:
+            schema = version["schema"]["openAPIV3Schema"]
+            assert schema["type"] == "object", f"{where}: a structural schema's root is an object"
+            assert "status" in version.get("subresources", {}), f"{where}: status must be a subresource"
+        resource = (spec["group"], spec["names"]["plural"])
+        assert resource in granted_resources, f"{where}: deploy/rbac.yaml grants nothing on {kind}"
+
+
+# --- installation ----------------------------------------------------------------------------
+
+
+def test_kustomization_installs_everything_in_ome_system() -> None:
+    kustomization = _one("kustomization.yaml", "Kustomization")
+    resources = kustomization["resources"]
+    for resource in resources:
+        assert (DEPLOY / resource).is_file(), f"kustomization.yaml lists {resource}, which does not exist"
+    required_crds = sorted(f"crds/{p.name}" for p in (DEPLOY / "crds").glob("*.yaml"))
+    assert set(resources) >= {"namespace.yaml", "rbac.yaml", "worker.yaml", "watcher.yaml", *required_crds}
+    assert not any("optional" in r for r in resources), "the PodGroup CRD belongs to scheduler-plugins"
+    namespaces = [
+        doc["metadata"]["name"]
+        for r in resources
+        for doc in _documents(DEPLOY / r)
+        if doc["kind"] == "Namespace"
+    ]
+    assert namespaces == [NAMESPACE]
+    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    for resource in resources:
+        for doc in _documents(DEPLOY / resource):
+            if doc["kind"] not in cluster_scoped:
+                assert doc["metadata"].get("namespace") == NAMESPACE, (
+                    f"{resource} {doc['kind']} outside {NAMESPACE}"
+                )
+    (image,) = kustomization["images"]
+    for path in ("worker.yaml", "watcher.yaml"):
+        (container,) = _one(path, "Deployment")["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"{image['newName']}:{image['newTag']}", path
+
+
+def test_binding_gives_the_role_to_the_deployments_account() -> None:
+    account = _one("rbac.yaml", "ServiceAccount")["metadata"]
+    binding = _one("rbac.yaml", "ClusterRoleBinding")
+    assert (account["name"], account["namespace"]) == (SERVICE_ACCOUNT, NAMESPACE)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": _one("rbac.yaml", "ClusterRole")["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+    ]
+    for path in ("worker.yaml", "watcher.yaml"):
+        assert _one(path, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == SERVICE_ACCOUNT
+
+
+@pytest.mark.parametrize("path, module", [("worker.yaml", "workers"), ("watcher.yaml", "workers.watcher")])
+def test_deployment_runs_the_entry_point_as_the_dockerfiles_user(path: str, module: str) -> None:
+    pod = _one(path, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["python", "-m", module]
+    user = re.search(r"^USER (\d+):(\d+)$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    assert user is not None, "the Dockerfile should run as a numeric non-root user"
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == tuple(
+        map(int, user.groups())
+    )
+    # namespace.yaml enforces the restricted Pod Security Standard: anything less is refused.
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    namespace = _one("namespace.yaml", "Namespace")["metadata"]["labels"]
+    assert namespace["pod-security.kubernetes.io/enforce"] == "restricted"
+    names = {env["name"] for env in container.get("env", [])} - {"PYTHONDONTWRITEBYTECODE"}
+    unknown = {name for name in names if name.startswith("OME_")} - env_var_names()
+    assert not unknown, f"{path} sets {sorted(unknown)}, which workers/config.py does not read"
+    assert [source["configMapRef"]["name"] for source in container["envFrom"]] == ["ome-lifecycle"]
+
+
+def test_config_map_is_settings_the_processes_accept(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _one("config.yaml", "ConfigMap")["data"]
+    assert set(data) <= env_var_names(), f"unknown variables {sorted(set(data) - env_var_names())}"
+    for name in env_var_names():
+        monkeypatch.delenv(name, raising=False)
+    for name, value in data.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.temporal.address == data["OME_TEMPORAL__ADDRESS"]
+    assert settings.temporal.task_queue == "ome-lifecycle"
+    assert settings.kube.kubeconfig is None, "in a pod the service account is used, not a kubeconfig"
+
+
+# --- examples --------------------------------------------------------------------------------
+
+
+def test_examples_are_admitted_and_name_each_other() -> None:
+    runtime = ClusterServingRuntime.model_validate(example_runtime())
+    manifest = example_isvc()
+    admission = admit(manifest, runtime=runtime.spec)
+    assert admission.allowed, admission.denials
+    assert not admission.warnings, admission.warnings
+    assert admission.isvc is not None and admission.isvc.spec.runtime is not None
+    assert admission.isvc.spec.runtime.name == runtime.metadata.name == "srt-qwen3-0-6b"
+    (engine,) = plan_components(admission.isvc, runtime.spec)
+    assert (engine.name, engine.mode, engine.multi_pod) == ("engine", "OMENative", False)
+    assert engine.effective.runner is not None and engine.effective.runner.image, (
+        "the runtime supplies the image"
+    )
+    assert (engine.min_replicas, engine.max_replicas) == (2, 2)
+
+
+# --- RBAC ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def usage() -> Usage:
+    return await product_requests()
+
+
+@pytest.fixture(scope="module")
+def used(usage: Usage) -> set[Request]:
+    assert sum(usage.counters.values()) > 0
+    return usage.requests
+
+
+@pytest.mark.kubesim
+def test_the_measured_run_exercises_every_kube_activity(usage: Usage) -> None:
+    # A new activity must join the measured run, or its requests would escape the RBAC check.
+    registered = {method.__name__ for method in KubeActivities(ApiClient()).activities()}
+    assert usage.activities == registered, f"not exercised: {sorted(registered - usage.activities)}"
+
+
+def _allowed(request: Request) -> bool:
+    return any(
+        request.group in rule["apiGroups"]
+        and request.resource in rule["resources"]
+        and request.verb in rule["verbs"]
+        for rule in _rules()
+    )
+
+
+def test_rbac_has_no_wildcards_and_no_secrets() -> None:
+    for rule in _rules():
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], (
+                f"rbac.yaml: a wildcard in {field} grants more than the product uses"
+            )
+        assert not {"secrets", "configmaps"} & set(rule["resources"]), (
+            "the product reads no Secret or ConfigMap"
+        )
+
+
+@pytest.mark.kubesim
+async def test_rbac_allows_every_request_the_product_sends(used: set[Request]) -> None:
+    missing = sorted(f"{r.verb} {r.resource}.{r.group or 'core'}" for r in used if not _allowed(r))
+    assert not missing, f"deploy/rbac.yaml does not allow: {missing}; add these verbs to the ClusterRole"
+
+
+@pytest.mark.kubesim
+async def test_rbac_grants_nothing_unused(used: set[Request]) -> None:
+    unused = sorted(
+        f"{r.verb} {r.resource}.{r.group or 'core'}" for r in _granted() - used if r not in GRANTED_AHEAD
+    )
+    assert not unused, (
+        f"deploy/rbac.yaml grants {unused}, which no activity or watch sends; remove them, or list them in "
+        f"GRANTED_AHEAD with the reason"
+    )
+    stale = sorted(f"{r.verb} {r.resource}" for r in GRANTED_AHEAD if r in used or r not in _granted())
+    assert not stale, f"GRANTED_AHEAD entries now used or no longer granted: {stale}"
+
+
+@pytest.mark.kubesim
+async def test_every_kind_the_workflows_name_is_exercised(used: set[Request]) -> None:
+    # A workflow or planner that starts writing a new kind must extend the measured scenario.
+    pattern = re.compile(r'(?:"kind":\s*|kind=)"([A-Z][A-Za-z]+)"')
+    named = {
+        kind
+        for package in ("workflows", "planning", "activities")
+        for source in (ROOT / package).glob("*.py")
+        for kind in pattern.findall(source.read_text())
+    } - {"DeleteOptions"}
+    unknown = named - set(KIND_RESOURCES)
+    assert not unknown, (
+        f"code names kinds {sorted(unknown)}: add each to KIND_RESOURCES, write it in "
+        f"tests/unit/deploy_usage.py's measured run, and grant what that run reports in deploy/rbac.yaml"
+    )
+    touched = {(r.group, r.resource) for r in used}
+    assert {KIND_RESOURCES[kind] for kind in named} <= touched
