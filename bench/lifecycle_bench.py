@@ -120,7 +120,9 @@ async def wait_for(what: str, probe: Callable[[], Any], within: float, every: fl
 # --- the floor --------------------------------------------------------------------------
 
 
-async def measure_floor(client: Client, address: str, instances: int, logs: Path) -> tuple[float, float]:
+async def measure_floor(
+    client: Client, address: str, instances: int, logs: Path, one_start_per_task: bool = False
+) -> tuple[float, float]:
     """(seconds for the parent and its N children to finish, history events per child)."""
     task_queue = f"floor-{uuid4().hex[:8]}"
     floor = ProductProcess(
@@ -132,7 +134,7 @@ async def measure_floor(client: Client, address: str, instances: int, logs: Path
     try:
         started = time.monotonic()
         await client.execute_workflow(
-            FLOOR_PARENT, FloorInput(children=instances, id_prefix=prefix),
+            FLOOR_PARENT, FloorInput(children=instances, id_prefix=prefix, one_start_per_task=one_start_per_task),
             id=prefix, task_queue=task_queue, result_type=int,
         )  # fmt: skip
         seconds = time.monotonic() - started
@@ -229,7 +231,10 @@ async def pod_failures(
 
         async def serving_again(uid: str = victim.uid, index: int = index) -> bool:
             seen = await snapshot(sim)
-            return any(p.index == index and p.uid != uid for p in seen.live()) and index in seen.serving_indexes()
+            return (
+                any(p.index == index and p.uid != uid for p in seen.live())
+                and index in seen.serving_indexes()
+            )
 
         await wait_for(f"Instance {index} to serve again", serving_again, within, FAILURE_POLL_SECONDS)
         to_serving.append(time.monotonic() - started)
@@ -303,7 +308,9 @@ async def run(args: argparse.Namespace, root: Path) -> Figures:
     try:
         log(f"floor: one parent starting {n} children, each one no-op activity")
         floor_seconds, floor_events = await measure_floor(client, address, n, root)
-        figures.add("floor: parent + N children", f"{floor_seconds:.2f} s", f"N={n}")
+        figures.add("floor: parent + N children", f"{floor_seconds:.2f} s", f"N={n}, all started in one task")
+        serial_seconds, _ = await measure_floor(client, address, n, root, one_start_per_task=True)
+        figures.add("floor, one child start per task", f"{serial_seconds:.2f} s", "for comparison only")
 
         task_queue = f"bench-{uuid4().hex[:8]}"
         worker = worker_process(address, task_queue, sim.kubeconfig_path, root / "worker.log")
@@ -317,15 +324,23 @@ async def run(args: argparse.Namespace, root: Path) -> Figures:
         sim.reset_counters()
         up_serving, up_ready = await bring_up(client, task_queue, sim, NAME, n, args.timeout)
         created, created_top = per_instance_requests(sim, n)
-        figures.add("bring-up: N serving (kubesim)", f"{up_serving:.2f} s", f"{up_serving / floor_seconds:.2f}x floor")
+        figures.add(
+            "bring-up: N serving (kubesim)", f"{up_serving:.2f} s", f"{up_serving / floor_seconds:.2f}x floor"
+        )
         figures.add("bring-up: status Ready", f"{up_ready:.2f} s", f"{up_ready / floor_seconds:.2f}x floor")
 
         log(f"update: {n} Instances to a new image, SurgeThenDrain maxSurge 25%")
         sim.reset_counters()
         update_seconds, fewest = await update(client, task_queue, sim, n, args.timeout)
         updated, updated_top = per_instance_requests(sim, n)
-        figures.add("update: all on new image", f"{update_seconds:.2f} s", f"{update_seconds / floor_seconds:.2f}x floor")
-        figures.add("update: fewest serving", f"{fewest}", f"of {n}, sampled every {SAMPLE_SECONDS * 1000:.0f} ms")
+        figures.add(
+            "update: all on new image",
+            f"{update_seconds:.2f} s",
+            f"{update_seconds / floor_seconds:.2f}x floor",
+        )
+        figures.add(
+            "update: fewest serving", f"{fewest}", f"of {n}, sampled every {SAMPLE_SECONDS * 1000:.0f} ms"
+        )
         figures.add("API requests / Instance created", f"{created:.1f}", created_top)
         figures.add("API requests / Instance updated", f"{updated:.1f}", updated_top)
 
@@ -366,9 +381,13 @@ async def run(args: argparse.Namespace, root: Path) -> Figures:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.lifecycle_bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.lifecycle_bench", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--instances", type=int, default=200, help="Instances brought up and updated")
-    parser.add_argument("--idle-instances", type=int, default=2000, help="idle Ready Instances for the RSS figure")
+    parser.add_argument(
+        "--idle-instances", type=int, default=2000, help="idle Ready Instances for the RSS figure"
+    )
     parser.add_argument("--failures", type=int, default=40, help="pod failures for the recreation latency")
     parser.add_argument("--seed", type=int, default=7, help="seed choosing which Instances fail")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds any one phase may take")
@@ -383,7 +402,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lifecycle-bench-") as tmp:
         figures = asyncio.run(run(args, Path(tmp)))
-    print(f"\nlifecycle bench: {args.instances} Instances, {args.idle_instances} idle, kubesim instant readiness")
+    print(
+        f"\nlifecycle bench: {args.instances} Instances, {args.idle_instances} idle, kubesim instant readiness"
+    )
     print(figures.table())
 
 

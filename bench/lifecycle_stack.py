@@ -30,9 +30,8 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from kubesim.handle import KubeSim
 from workers.config import ENV_PREFIX
-from workflows.inference_service import InferenceServiceWorkflow
-from workflows.names import isvc_workflow_id
-from workflows.service_calls import ApplyResult
+from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
+from workflows.service_calls import UPDATE_APPLY, ApplyResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_NAME = "srt-bench"
@@ -97,7 +96,9 @@ def prepare_namespace(sim: KubeSim, namespace: str) -> None:
     import kubernetes
 
     api = sim.api_client()
-    kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    kubernetes.client.CoreV1Api(api).create_namespace(
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=namespace))
+    )
     kubernetes.client.CustomObjectsApi(api).create_namespaced_custom_object(
         "ome.io", "v1beta1", namespace, "servingruntimes", runtime_manifest(namespace)
     )
@@ -108,16 +109,17 @@ async def apply(client: Client, task_queue: str, manifest: dict[str, Any]) -> Ap
     """`apply` with start, as a user applies a spec: the workflow opens on the first apply."""
     metadata = manifest["metadata"]
     workflow_id = isvc_workflow_id(metadata["namespace"], metadata["name"])
-    start = WithStartWorkflowOperation(
-        InferenceServiceWorkflow.run,
+    start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        INFERENCE_SERVICE,
         {"manifest": manifest, "cluster": BENCH_CLUSTER},
         id=workflow_id,
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
-    return await client.execute_update_with_start_workflow(
-        InferenceServiceWorkflow.apply, manifest, start_workflow_operation=start
+    result: ApplyResult = await client.execute_update_with_start_workflow(
+        UPDATE_APPLY, manifest, start_workflow_operation=start, result_type=ApplyResult
     )
+    return result
 
 
 # --- kubesim snapshots ------------------------------------------------------------------

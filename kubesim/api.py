@@ -60,6 +60,9 @@ class Api:
         self.timing = timing
         # Hooks the controllers add for synchronous checks (the PDB check during eviction).
         self.eviction_check: Callable[[Object], None] | None = None
+        # Where each recorded Event lives, by (object uid, reason, message, type, component),
+        # so a repeat bumps its count instead of creating another.
+        self.event_index: dict[tuple[Any, ...], tuple[str, str]] = {}
 
     # ---- lookups ---------------------------------------------------------------------------
 
@@ -149,6 +152,11 @@ class Api:
         defaulter = defaults.DEFAULTERS.get(rt.key)
         if defaulter:
             defaulter(obj)
+        elif rt.key == ("", "services"):
+            services = self.store.list(rt.key)
+            used_ips = {(s.get("spec") or {}).get("clusterIP", "") for s in services}
+            used_ports = {p.get("nodePort") for s in services for p in (s.get("spec") or {}).get("ports") or []}
+            defaults.default_service(obj, used_ips, {p for p in used_ports if isinstance(p, int)})
         if rt.key not in _NO_GENERATION:
             meta["generation"] = 1
         track_update(None, obj, manager or "unknown")
@@ -420,6 +428,10 @@ class Api:
         self.store.drop_type((spec.get("group", ""), plural))
 
     def restore_registry(self) -> None:
-        """Re-register every stored CRD (after loading persisted state)."""
+        """Re-register every stored CRD and re-index Events (after loading persisted state)."""
         for crd in self.store.list(CRD_KEY):
             self._register_crd(crd)
+        for event in self.store.list(("", "events")):
+            key = ((event.get("involvedObject") or {}).get("uid"), event.get("reason"), event.get("message"),
+                   event.get("type"), (event.get("source") or {}).get("component"))
+            self.event_index[key] = (event["metadata"]["namespace"], event["metadata"]["name"])

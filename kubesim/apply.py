@@ -190,7 +190,9 @@ def server_side_apply(current: Object | None, config: Object, manager: str, forc
     for e in entries:
         if e.get("manager") != manager:
             others |= from_fields_v1(e.get("fieldsV1") or {})
-    for path in sorted(previously_applied - set(applied) - others, key=len, reverse=True):
+    # Whole list items first (their "." path), then fields deepest first: removing an item's
+    # key field before the item would leave the item unfindable.
+    for path in sorted(previously_applied - set(applied) - others, key=lambda p: (p[-1] != ".", -len(p), p)):
         _remove_path(merged, path)
     merged["metadata"]["managedFields"] = _set_entry(
         entries, manager, "Apply", config["apiVersion"], subresource, set(applied))

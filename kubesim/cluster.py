@@ -19,7 +19,7 @@ from kubesim.control import Control
 from kubesim.controllers.base import Controller
 from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.endpoints import EndpointsController
-from kubesim.controllers.nodes import NodeLifecycle, healthy_conditions, unknown_conditions
+from kubesim.controllers.nodes import NodeLifecycle, drain_pass, healthy_conditions, unknown_conditions
 from kubesim.controllers.scheduling import Scheduling
 from kubesim.controllers.workloads import Deployments, ReplicaSets
 from kubesim.errors import ApiError
@@ -29,7 +29,6 @@ from kubesim.kubelet import Kubelet
 from kubesim.resources import Registry
 from kubesim.server import Server
 from kubesim.store import Object, Store
-from kubesim.subresources import evict
 from kubesim.timing import ImageBehavior, Timing, clone, timestamp
 from kubesim.topology import Topology, build_nodes
 
@@ -71,8 +70,9 @@ class Cluster:
         self.server = Server(self)
         self.kubelet = Kubelet(self)
         self.disruption = DisruptionController(self)
+        self.node_lifecycle = NodeLifecycle(self)
         self.controllers: list[Controller] = [
-            Scheduling(self), self.kubelet, NodeLifecycle(self), ReplicaSets(self), Deployments(self),
+            Scheduling(self), self.kubelet, self.node_lifecycle, ReplicaSets(self), Deployments(self),
             EndpointsController(self), self.disruption, GarbageCollector(self), NamespaceController(self),
         ]
         self.api.eviction_check = self.disruption.sync
@@ -164,23 +164,13 @@ class Cluster:
         return self.api.write(self.api.type_of("", "nodes"), node, "kubectl-cordon")
 
     def drain_node(self, name: str) -> dict[str, list[str]]:
-        """Cordon, then evict every pod on the node; pods a budget protects are reported blocked."""
+        """Cordon, then evict every pod on the node, as `kubectl drain` does. Pods a disruption
+        budget protects are reported blocked and retried (like kubectl's retry loop) whenever
+        pods change, until they go or the node is uncordoned."""
         self.cordon_node(name)
-        evicted, blocked = [], []
-        for pod in self.store.list(("", "pods")):
-            if (pod.get("spec") or {}).get("nodeName") != name or pod["metadata"].get("deletionTimestamp"):
-                continue
-            owners = pod["metadata"].get("ownerReferences") or []
-            if any(o.get("kind") == "DaemonSet" for o in owners):
-                continue
-            ref = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-            try:
-                evict(self.api, pod["metadata"]["namespace"], pod["metadata"]["name"], {})
-                evicted.append(ref)
-            except ApiError as exc:
-                if exc.code != 429:
-                    raise
-                blocked.append(ref)
+        evicted, blocked = drain_pass(self.api, name)
+        if blocked:
+            self.node_lifecycle.draining.add(name)
         return {"evicted": evicted, "blocked": blocked}
 
     def kill_pod(self, namespace: str, name: str) -> bool:

@@ -13,13 +13,10 @@ from kubesim.timing import timestamp
 
 Object = dict[str, Any]
 
-# Service ClusterIPs in use, filled by the API from stored Services (so a restored cluster does
-# not hand out an address twice).
-used_service_ips: set[str] = set()
 
 
 def next_free_address(prefix: str, start: int, used: set[str]) -> str:
-    """The first address prefix.X.Y (from `start`) not in `used`; it is added to `used`."""
+    """The first address prefix.X.Y (from `start`) not in `used`, which it joins."""
     n = start
     while True:
         address = f"{prefix}.{n // 250}.{n % 250 + 1}"
@@ -124,19 +121,28 @@ def default_replicaset(rs: Object) -> None:
     rs["status"] = {"replicas": 0}
 
 
-def default_service(svc: Object) -> None:
+def default_service(svc: Object, used_ips: set[str], used_node_ports: set[int]) -> None:
     spec = svc.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
     if not spec.get("clusterIP"):
-        spec["clusterIP"] = next_free_address("10.96", 10, used_service_ips)
+        spec["clusterIP"] = next_free_address("10.96", 10, used_ips)
     spec.setdefault("clusterIPs", [spec["clusterIP"]])
     spec.setdefault("ipFamilies", ["IPv4"])
     spec.setdefault("ipFamilyPolicy", "SingleStack")
     spec.setdefault("internalTrafficPolicy", "Cluster")
+    exposed = spec["type"] in ("NodePort", "LoadBalancer")
+    if exposed:
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if spec["type"] == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
     for port in spec.get("ports") or []:
         port.setdefault("protocol", "TCP")
         port.setdefault("targetPort", port.get("port"))
+        if exposed and not port.get("nodePort"):
+            # The default NodePort range is 30000-32767.
+            port["nodePort"] = next(n for n in range(30000, 32768) if n not in used_node_ports)
+            used_node_ports.add(port["nodePort"])
     svc["status"] = {"loadBalancer": {}}
 
 
@@ -189,7 +195,6 @@ DEFAULTERS = {
     ("", "pods"): default_pod,
     ("apps", "deployments"): default_deployment,
     ("apps", "replicasets"): default_replicaset,
-    ("", "services"): default_service,
     ("", "namespaces"): default_namespace,
     ("", "secrets"): default_secret,
     ("", "nodes"): default_node,

@@ -20,13 +20,12 @@ def record_event(api: Api, obj: Object, event_type: str, reason: str, message: s
     meta = obj["metadata"]
     namespace = meta.get("namespace") or "default"
     rt = api.type_of(*EVENTS)
-    for existing in api.store.list(EVENTS, namespace):
-        involved = existing.get("involvedObject") or {}
-        if (involved.get("uid") == meta.get("uid") and existing.get("reason") == reason
-                and existing.get("message") == message and existing.get("type") == event_type
-                and (existing.get("source") or {}).get("component") == component):
-            updated = {**existing, "count": int(existing.get("count") or 1) + 1, "lastTimestamp": timestamp()}
-            return api.write(rt, updated, component)
+    key = (meta.get("uid"), reason, message, event_type, component)
+    known = api.event_index.get(key)
+    existing = api.store.get(EVENTS, *known) if known else None
+    if existing is not None:
+        updated = {**existing, "count": int(existing.get("count") or 1) + 1, "lastTimestamp": timestamp()}
+        return api.write(rt, updated, component)
     now = timestamp()
     source: dict[str, Any] = {"component": component}
     if host:
@@ -51,6 +50,8 @@ def record_event(api: Api, obj: Object, event_type: str, reason: str, message: s
         "reportingInstance": host or component,
     }
     try:
-        return api.create(rt, namespace, event, component)
+        created = api.create(rt, namespace, event, component)
+        api.event_index[key] = (namespace, created["metadata"]["name"])
+        return created
     except ApiError:
         return None  # the namespace is going away; events are best effort, as in Kubernetes

@@ -110,7 +110,8 @@ class KubeSim:
         tasks = [t for t in asyncio.all_tasks() if t is not current]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
 
     def __enter__(self) -> KubeSim:
         return self.start()

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.controllers.base import Controller
+from kubesim.defaults import next_free_address
+from kubesim.events import record_event
 from kubesim.store import Change, Object
 from kubesim.timing import timestamp
 
@@ -25,7 +26,6 @@ PODS = ("", "pods")
 NODES = ("", "nodes")
 KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
 MAX_BACKOFF_SECONDS = 300.0
-_pod_ips = itertools.count(2)
 
 
 def node_ready(node: Object | None) -> bool:
@@ -137,13 +137,16 @@ class Kubelet(Controller):
 
     def _admit(self, pod: Object, node: Object | None, now: float) -> PodRun:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
-        n = next(_pod_ips)
+        if spec.get("hostNetwork"):
+            pod_ip = self._host_ip(node)
+        else:
+            pod_ip = status.get("podIP") or next_free_address("10.244", 1, self._used_ips())
         run = PodRun(
             uid=pod["metadata"]["uid"],
             node=spec["nodeName"],
             containers=[ContainerRun(c["name"], c.get("image", "")) for c in spec.get("containers") or []],
             init=[ContainerRun(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []],
-            pod_ip=status.get("podIP") or f"10.244.{n // 250}.{n % 250 + 2}",
+            pod_ip=pod_ip,
             start_time=status.get("startTime") or timestamp(),
         )
         # After a restart of kubesim, containers that were running keep running, as they would
@@ -160,18 +163,36 @@ class Kubelet(Controller):
         if any(c.ever_started for c in run.containers):
             for c in run.init:
                 c.stage, c.ever_started = "done", True
-        self._schedule_first(run, now)
+        for c in self._schedule_first(run, now):
+            self._event(pod, run, "Normal", "Pulling", f'Pulling image "{c.image}"')
         return run
 
-    def _schedule_first(self, run: PodRun, now: float) -> None:
+    @staticmethod
+    def _host_ip(node: Object | None) -> str:
+        return next((a["address"] for a in ((node or {}).get("status") or {}).get("addresses") or []
+                     if a.get("type") == "InternalIP"), "10.0.0.1")
+
+    def _used_ips(self) -> set[str]:
+        used = {run.pod_ip for run in self.runs.values()}
+        used |= {ip for p in self.store.list(PODS) if (ip := (p.get("status") or {}).get("podIP"))}
+        return used
+
+    def _schedule_first(self, run: PodRun, now: float) -> list[ContainerRun]:
+        """Start the first pulls; returns the containers whose image pull began."""
         timing = self.cluster.timing
         first = next((c for c in run.init if c.stage != "done"), None)
-        targets = [first] if first else [c for c in run.containers if c.stage == "pulling"]
+        targets = [first] if first else [c for c in run.containers if c.stage in ("pulling", "running")]
+        pulling = []
         for c in targets:
             if c.stage == "pulling" and c.next_at is None:
                 c.next_at = now + timing.phase_seconds(c.image)[0]
+                pulling.append(c)
             if c.stage == "running" and not c.ready and c.next_at is None:
                 c.next_at = now + timing.phase_seconds(c.image)[2]
+        return pulling
+
+    def _event(self, pod: Object, run: PodRun, event_type: str, reason: str, message: str) -> None:
+        record_event(self.api, pod, event_type, reason, message, "kubelet", host=run.node)
 
     def _advance(self, pod: Object, run: PodRun, c: ContainerRun, now: float) -> None:
         timing = self.cluster.timing
@@ -188,14 +209,21 @@ class Kubelet(Controller):
                     c.message = (f'failed to pull and unpack image "{c.image}": failed to resolve reference '
                                  f'"{c.image}": not found')
                     c.next_at = at + self._backoff(c.pull_failures)
+                    self._event(pod, run, "Warning", "Failed", f'Failed to pull image "{c.image}": {c.message}')
+                    self._event(pod, run, "Warning", "Failed", "Error: ErrImagePull")
                 else:
                     c.stage, c.next_at = "creating", at + start
+                    self._event(pod, run, "Normal", "Pulled", f'Successfully pulled image "{c.image}" in {pull:g}s')
             elif c.stage == "pull-error":
                 c.stage, c.message = "pull-backoff", f'Back-off pulling image "{c.image}"'
                 c.next_at = at + self._backoff(c.pull_failures)
+                self._event(pod, run, "Normal", "BackOff", c.message)
+                self._event(pod, run, "Warning", "Failed", "Error: ImagePullBackOff")
             elif c.stage in ("creating", "backoff"):
                 if c.stage == "backoff":
                     c.restart_count += 1
+                self._event(pod, run, "Normal", "Created", f"Created container: {c.name}")
+                self._event(pod, run, "Normal", "Started", f"Started container {c.name}")
                 c.stage, c.ever_started, c.started_at, c.ready = "running", True, timestamp(), False
                 c.container_id = "containerd://" + _digest(f"{run.uid}/{c.name}/{c.restart_count}")
                 c.terminated = None
@@ -205,12 +233,10 @@ class Kubelet(Controller):
                 c.terminated = {"exitCode": 0, "reason": "Completed", "startedAt": c.started_at,
                                 "finishedAt": timestamp(), "containerID": c.container_id}
                 following = next((i for i in run.init if i.stage == "pulling" and i.next_at is None), None)
-                if following is not None:
-                    following.next_at = at + pull
-                else:
-                    for main in run.containers:
-                        if main.stage == "pulling" and main.next_at is None:
-                            main.next_at = at + timing.phase_seconds(main.image)[0]
+                for starting in [following] if following is not None else run.containers:
+                    if starting.stage == "pulling" and starting.next_at is None:
+                        starting.next_at = at + timing.phase_seconds(starting.image)[0]
+                        self._event(pod, run, "Normal", "Pulling", f'Pulling image "{starting.image}"')
             elif c.stage == "running" and not c.ready:
                 if behavior.crash:
                     self._terminate(c, at, exit_code=1, reason="Error")
@@ -220,6 +246,8 @@ class Kubelet(Controller):
                         c.next_at = at + behavior.unready_after_seconds
             elif c.stage == "running" and c.ready and behavior.unready_after_seconds is not None:
                 c.ready = False  # the readiness probe started failing; it stays failed
+                self._event(pod, run, "Warning", "Unhealthy",
+                            "Readiness probe failed: HTTP probe failed with statuscode: 503")
         if c.stage == "terminated" and c.next_at is None:
             self._maybe_restart(pod, c, now)
 
@@ -243,14 +271,21 @@ class Kubelet(Controller):
         delay = 0.0 if c.restart_count == 0 else self._backoff(c.restart_count)
         shown = 0 if c.restart_count == 0 else min(10 * 2 ** (c.restart_count - 1), int(MAX_BACKOFF_SECONDS))
         c.stage = "backoff"
-        c.message = (f"back-off {shown}s restarting failed container={c.name} "
-                     f"pod={pod['metadata']['name']}_{pod['metadata'].get('namespace', '')}({pod['metadata']['uid']})")
+        where = f"{pod['metadata']['name']}_{pod['metadata'].get('namespace', '')}({pod['metadata']['uid']})"
+        c.message = f"back-off {shown}s restarting failed container={c.name} pod={where}"
+        if c.restart_count > 0:
+            self._event(pod, self.runs[pod["metadata"]["uid"]], "Warning", "BackOff",
+                        f"Back-off restarting failed container {c.name} in pod {where}")
         c.next_at = now + delay + self.cluster.timing.phase_seconds(c.image)[1]
 
     def _terminate_pod(self, pod: Object, run: PodRun, now: float) -> None:
         # A second delete may shorten the grace period (never lengthen it), as with the kubelet.
         grace = pod["metadata"].get("deletionGracePeriodSeconds") or 0
         until = now + self.cluster.timing.scaled(grace)
+        if run.terminating_until is None:
+            for c in run.containers:
+                if c.stage == "running":
+                    self._event(pod, run, "Normal", "Killing", f"Stopping container {c.name}")
         if run.terminating_until is None or until < run.terminating_until:
             run.terminating_until = until
         if now < run.terminating_until:
@@ -298,9 +333,7 @@ class Kubelet(Controller):
     def _status(self, pod: Object, run: PodRun) -> Object:
         old = pod.get("status") or {}
         spec = pod.get("spec") or {}
-        node = self.store.get(NODES, "", run.node) or {}
-        host_ip = next((a["address"] for a in (node.get("status") or {}).get("addresses") or []
-                        if a.get("type") == "InternalIP"), "10.0.0.1")
+        host_ip = self._host_ip(self.store.get(NODES, "", run.node))
         initialized = all(c.stage == "done" for c in run.init)
         statuses = [self._container_status(pod, run, c, not initialized) for c in run.containers]
         unready = [c.name for c in run.containers if not c.ready]

@@ -120,12 +120,6 @@ class Registry:
             return None
         return rt
 
-    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        for rt in self._types.values():
-            if rt.api_version == api_version and rt.kind == kind:
-                return rt
-        return None
-
     def all(self) -> list[ResourceType]:
         return list(self._types.values())
 

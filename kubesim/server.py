@@ -34,6 +34,7 @@ VERSION_INFO = {
 }
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+# A real API server sends a bookmark about once a minute; sooner keeps resumes short.
 BOOKMARK_SECONDS = 5.0
 
 
@@ -73,6 +74,7 @@ class Server:
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
         self._stopping = asyncio.Event()
         self._watch_queues: set[asyncio.Queue[Change | None]] = set()
+        self.bookmark_seconds = BOOKMARK_SECONDS
 
     def stop_watches(self) -> None:
         """End every open watch stream (the server is shutting down)."""
@@ -319,7 +321,7 @@ class Server:
                 if remaining <= 0:
                     break
                 try:
-                    change: Change | None = await asyncio.wait_for(queue.get(), min(remaining, BOOKMARK_SECONDS))
+                    change: Change | None = await asyncio.wait_for(queue.get(), min(remaining, self.bookmark_seconds))
                 except TimeoutError:
                     if bookmarks:
                         await response.write(self._bookmark(rt, last_rv))

@@ -64,9 +64,6 @@ class Store:
         items.sort(key=object_key)
         return items
 
-    def count(self, type_key: TypeKey) -> int:
-        return len(self._objects.get(type_key, {}))
-
     def type_keys(self) -> builtins.list[TypeKey]:
         return list(self._objects)
 

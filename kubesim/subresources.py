@@ -105,6 +105,12 @@ def evict(api: Api, namespace: str, name: str, body: Any) -> Object:
                            f"healthy pods and has {status['currentHealthy']} currently")
                 raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.",
                                details={"causes": [{"reason": "DisruptionBudget", "message": message}]})
+    # Since 1.26 an evicted pod is marked first, so its owner can tell eviction from failure.
+    status = dict(pod.get("status") or {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+    conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                       "message": "Eviction API: evicting", "lastTransitionTime": timestamp()})
+    api.write_status(pods, pod, {**status, "conditions": conditions}, "kube-apiserver")
     api.delete(pods, namespace, name, options)
     return errors.status_object(201, "")
 

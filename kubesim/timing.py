@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-import string
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,11 +67,6 @@ def timestamp(at: dt.datetime | None = None) -> str:
     return (at or now()).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def micro_timestamp(at: dt.datetime | None = None) -> str:
-    """RFC 3339 with microseconds, as metav1.MicroTime (Lease renewTime, Event eventTime)."""
-    return (at or now()).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def parse_timestamp(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
@@ -82,10 +76,6 @@ _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName
 
 def random_suffix(length: int = 5) -> str:
     return "".join(random.choices(_SUFFIX_ALPHABET, k=length))
-
-
-def random_hex(length: int) -> str:
-    return "".join(random.choices(string.hexdigits.lower()[:16], k=length))
 
 
 def clone(obj: Any) -> Any:

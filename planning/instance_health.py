@@ -15,7 +15,7 @@ are *losses* that rebuild or recycle the Instance on its stable names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -77,19 +77,26 @@ class InstanceLevels:
 
 def levels(
     pods: Sequence[PodSummary],
-    members: Iterable[str],
+    members: Mapping[str, str] | Iterable[str],
     desired: int,
     min_ready_seconds: float,
     now: datetime,
     endpoints_listed: Sequence[str] | None = None,
 ) -> InstanceLevels:
-    """Count the Instance's `members` (its current pod names) at each level."""
-    wanted = set(members)
+    """Count the Instance's `members` at each level.
+
+    `members` maps each current pod name to the uid we created (or "" when unknown); a pod
+    of that name with another uid is an earlier incarnation seen by a lagging observation
+    and must not count, or a restart would look ready before its new pods are.
+    """
+    wanted = dict(members) if isinstance(members, Mapping) else dict.fromkeys(members, "")
     ready = serving = available = 0
     latest_ready: datetime | None = None
     next_available: datetime | None = None
     for pod in pods:
         if pod.name not in wanted or not pod.is_ready:
+            continue
+        if wanted[pod.name] and wanted[pod.name] != pod.uid:
             continue
         ready += 1
         since = pod.ready_since or now
@@ -143,7 +150,9 @@ def _earliest(a: datetime | None, b: datetime) -> datetime:
     return b if a is None or b < a else a
 
 
-def _container_failure(pod: PodSummary, name: str, reason: str, message: str, now: datetime) -> InstanceFailure:
+def _container_failure(
+    pod: PodSummary, name: str, reason: str, message: str, now: datetime
+) -> InstanceFailure:
     exit_code: int | None = None
     for container in pod.containers:
         if container.name == name:
@@ -182,16 +191,14 @@ def assess_bring_up(
     unschedulable_grace = spec.unschedulable_grace_seconds
     for name, uid in members.items():
         pod = by_name.get(name)
-        if pod is None:
-            if uid:
-                result.missing.append(name)
-            continue
-        if uid and pod.uid != uid:
-            # An earlier incarnation still holds the name: wait for it, unless its node died.
-            if pod.terminating and node_lost(pod):
+        if not uid:
+            # Not created yet: a pod holding the name is a predecessor we wait for, and one
+            # stuck on a dead node stops the clock (NodeUnknown) until it is gone.
+            if pod is not None and pod.terminating and node_lost(pod):
                 result.holds.append(HOLD_NODE_UNKNOWN)
             continue
-        if pod.terminating:
+        if pod is None or pod.uid != uid or pod.terminating:
+            # Our pod is gone (or going): deleted from outside, evicted, garbage-collected.
             result.missing.append(name)
             continue
         if pod.is_terminal:

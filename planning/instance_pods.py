@@ -255,7 +255,10 @@ def in_place_possible(old: InstanceSpec, new: InstanceSpec) -> bool:
         return False
     if old.topology_key != new.topology_key:
         return False
-    for before, after in ((old.leader_pod_spec, new.leader_pod_spec), (old.worker_pod_spec, new.worker_pod_spec)):
+    for before, after in (
+        (old.leader_pod_spec, new.leader_pod_spec),
+        (old.worker_pod_spec, new.worker_pod_spec),
+    ):
         if before is None or after is None:
             if before is not after:
                 return False
@@ -277,7 +280,9 @@ def in_place_image_patches(
     """
     patches: dict[str, dict[str, Any]] = {}
     for pod in render_pods(new, incarnation, active_ordinal):
-        containers = [{"name": c["name"], "image": c.get("image", "")} for c in pod["spec"].get("containers", [])]
+        containers = [
+            {"name": c["name"], "image": c.get("image", "")} for c in pod["spec"].get("containers", [])
+        ]
         patches[pod["metadata"]["name"]] = {
             "metadata": {"labels": {LABEL_REVISION: new.revision}},
             "spec": {"containers": containers},

@@ -49,7 +49,9 @@ def check_transition(current: InstancePhase, new: InstancePhase) -> None:
         return
     if new not in ALLOWED_TRANSITIONS[current]:
         allowed = ", ".join(sorted(ALLOWED_TRANSITIONS[current])) or "nothing"
-        raise ValueError(f"Instance phase {current} cannot become {new}; from {current} it can become {allowed}")
+        raise ValueError(
+            f"Instance phase {current} cannot become {new}; from {current} it can become {allowed}"
+        )
 
 
 # --- readiness clock -------------------------------------------------------------------

@@ -57,6 +57,8 @@ class InstanceState(BaseModel):
     deleted: bool = False
     abandoned: bool = False
     operation_counter: int = 0
+    refused_revision: str | None = None
+    """An InPlaceOnly update this Instance refused; not retried until another revision comes."""
 
     pending_update: InstanceSpec | None = None
     pending_restart: RestartRequest | None = None

@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 _TAIL_LINES = 30
 """Lines of a child's output kept to explain a failed start or an unexpected exit."""
 
-
 _LINE_LIMIT = 1 << 20
 """Longest output line read whole; a JSON log line of a big object can pass the 64 KiB default."""
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 def _die_with_parent() -> None:
@@ -34,9 +36,6 @@ def _die_with_parent() -> None:
     """
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-_PR_SET_PDEATHSIG = 1
 
 
 class ChildFailed(RuntimeError):

@@ -40,6 +40,12 @@ STARTUP_TIMEOUT = 90.0
 """Seconds each process gets to become ready. A cold dev server on a busy two-core machine
 takes ~10 s; the margin absorbs CI load without hiding a real hang for long."""
 
+# The example the banner and the README walk through (deploy/examples/README.md).
+EXAMPLE_RUNTIME = "deploy/examples/srt-qwen3-0-6b.yaml"
+EXAMPLE_SPEC = "deploy/examples/qwen3-0-6b.json"
+EXAMPLE_NAMESPACE = "spread-demo"
+EXAMPLE_NAME = "qwen3-0-6b"
+
 KUBECONFIG_FILENAME = "kubeconfig"
 KUBESIM_STATE_FILENAME = "kubesim.json"
 
@@ -172,29 +178,28 @@ class Stack:
 
     def banner(self) -> str:
         binary = temporal_binary()
-        temporal_cli = os.path.relpath(binary) if self._under_cwd(binary) else str(binary)
-        address = "" if self.temporal_address == "127.0.0.1:7233" else f" --address {self.temporal_address}"
+        temporal = os.path.relpath(binary) if self._under_cwd(binary) else str(binary)
+        if self.temporal_address != "127.0.0.1:7233":
+            temporal += f" --address {self.temporal_address}"
         queue = self.settings.temporal.task_queue
-        workflow_id = isvc_workflow_id("default", "demo")
-        kube = (
-            f"kubesim at {self.kubesim_url} (kubeconfig {self.kubeconfig})"
-            if self.kubesim_url
-            else f"kubeconfig {self.kubeconfig}"
-        )
+        workflow_id = isvc_workflow_id(EXAMPLE_NAMESPACE, EXAMPLE_NAME)
+        kube = f"kubesim at {self.kubesim_url} " if self.kubesim_url else ""
+        kubectl = f"KUBECONFIG={self.kubeconfig} kubectl"
         lines = [
             READY_BANNER,
             f"  Temporal UI:        http://127.0.0.1:{self.stack.ui_port}" if self.stack.dev_server else "",
             f"  Temporal frontend:  {self.temporal_address} (namespace {self.settings.temporal.namespace}, "
             f"task queue {queue})",
-            f"  Kubernetes:         {kube}",
+            f"  Kubernetes:         {kube}(kubeconfig {self.kubeconfig})",
             f"  State:              {self.stack.data_dir}/ (kept across runs)",
-            "Try:",
-            f"  {temporal_cli} workflow list{address}",
-            f"  {temporal_cli} workflow start{address} --type {INFERENCE_SERVICE} --task-queue {queue} "
-            f"--workflow-id {workflow_id} --input-file <spec.json>",
-            f"  {temporal_cli} workflow query{address} --workflow-id {workflow_id} --name status",
-            f"  {temporal_cli} workflow signal{address} --workflow-id {workflow_id} --name pause",
-            f"  KUBECONFIG={self.kubeconfig} kubectl get pods -A",
+            "Try the example (README: Driving workflows with the temporal CLI):",
+            f"  {kubectl} apply -f {EXAMPLE_RUNTIME}",
+            f"  {kubectl} create namespace {EXAMPLE_NAMESPACE}",
+            f"  {temporal} workflow execute-update-with-start --update-name apply --update-input-file {EXAMPLE_SPEC} "
+            f"--type {INFERENCE_SERVICE} --task-queue {queue} --workflow-id {workflow_id} "
+            f"--id-conflict-policy UseExisting --input-file {EXAMPLE_SPEC}",
+            f"  {temporal} workflow query --workflow-id {workflow_id} --name status",
+            f"  {temporal} workflow list",
             "Ctrl-C stops everything; the next `make up` resumes the same state.",
         ]
         return "\n".join(line for line in lines if line)

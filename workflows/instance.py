@@ -150,4 +150,3 @@ class InstanceWorkflow(InstanceLifecycle):
                 return False
         await self.wait_for_news(self.next_wake())
         return False
-

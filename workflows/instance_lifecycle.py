@@ -29,8 +29,6 @@ P = InstancePhase
 
 
 class InstanceLifecycle(InstanceOperations):
-    refused_revision: str | None = None
-
     # --- requests -------------------------------------------------------------------
 
     async def absorb_releases(self) -> None:
@@ -85,6 +83,8 @@ class InstanceLifecycle(InstanceOperations):
         """Create (or rebuild on its stable names) the Instance at the target revision."""
         state = self.state
         self.adopt_pending_update()
+        # The pods are being made afresh: a restart asked for meanwhile has nothing left to do.
+        state.pending_restart = None
         if state.phase == P.PENDING:
             self.set_phase(P.CREATING)
         if policy.blocks_attempt(state.retry_block, state.spec.revision, workflow.now()):
@@ -93,10 +93,13 @@ class InstanceLifecycle(InstanceOperations):
         if policy.retry_due(state.retry_block, workflow.now()) and state.retry_block is not None:
             state.retry_block = policy.start_retry(state.retry_block)
         self.begin("Create", "CreatePods")
-        # Whatever is left of an earlier attempt occupies the stable names: remove it first.
+        # Whatever is left of an earlier attempt occupies the stable names: remove it. The
+        # create below waits for each name to free (a pod stuck on a dead node holds the
+        # readiness clock with NodeUnknown, and is force-deleted when the policy allows).
         leftovers = await self.live_pods()
         if leftovers:
-            await self.teardown(leftovers, 0.0, "rebuild on stable names")
+            await self.take_out_of_rotation("rebuild on stable names", leftovers)
+            await self.delete_pods(leftovers, "rebuild on stable names")
         members: dict[str, str] = {}
         manifests = render_pods(self.render_spec(), state.incarnation, state.active_ordinal)
         outcome = await self.bring_up(manifests, members)
@@ -122,7 +125,7 @@ class InstanceLifecycle(InstanceOperations):
         self.adopt_pending_update()
         if (
             state.spec.revision != state.running_revision
-            and state.spec.revision != self.refused_revision
+            and state.spec.revision != self.state.refused_revision
             and not policy.blocks_attempt(state.retry_block, state.spec.revision, now)
             and (state.rebuild_at is None or state.rebuild_at <= now)
         ):
@@ -144,7 +147,9 @@ class InstanceLifecycle(InstanceOperations):
             # Restart policy None: the kubelet restarts containers; a lost Instance is rebuilt.
             self.set_phase(P.PENDING)
         else:
-            state.restart_baseline = {pod.name: pod.restart_count for pod in fresh.pods if pod.name in state.members}
+            state.restart_baseline = {
+                pod.name: pod.restart_count for pod in fresh.pods if pod.name in state.members
+            }
         return True
 
     async def restart_instance(self, reason: str) -> None:
@@ -159,7 +164,9 @@ class InstanceLifecycle(InstanceOperations):
         state.members = {}
         self.progress("CreatePods")
         members: dict[str, str] = {}
-        outcome = await self.bring_up(render_pods(self.render_spec(), state.incarnation, state.active_ordinal), members)
+        outcome = await self.bring_up(
+            render_pods(self.render_spec(), state.incarnation, state.active_ordinal), members
+        )
         if outcome == "interrupted":
             state.members = members
             self.set_phase(P.FAILED)
@@ -210,7 +217,7 @@ class InstanceLifecycle(InstanceOperations):
         target = state.spec
         plan = policy.plan_update(running, target, in_place_possible(running, target))
         if plan == UpdatePlan.REFUSE:
-            self.refused_revision = target.revision
+            self.state.refused_revision = target.revision
             await self.event("InPlaceUpdateNotPossible", policy.in_place_refused_message(target))
             return
         if policy.retry_due(state.retry_block, workflow.now()) and state.retry_block is not None:
@@ -226,18 +233,23 @@ class InstanceLifecycle(InstanceOperations):
     async def update_in_place(self) -> None:
         state, spec = self.state, self.spec
         self.begin("Update", "InPlace")
-        for name, patch in in_place_image_patches(self.render_spec(), state.incarnation, state.active_ordinal).items():
+        for name, patch in in_place_image_patches(
+            self.render_spec(), state.incarnation, state.active_ordinal
+        ).items():
             await kube_calls.patch_object(
                 PatchObjectInput(
                     ref=ObjectRef(api_version="v1", kind="Pod", name=name, namespace=spec.namespace),
                     patch=patch,
                     patch_type="strategic",
+                    missing_ok=True,
                 ),
                 summary=f"patch images of {name} to revision {spec.revision[:4]}",
             )
         await self.refresh_pods()
         members = dict(state.members)
-        outcome = await self.bring_up(render_pods(self.render_spec(), state.incarnation, state.active_ordinal), members)
+        outcome = await self.bring_up(
+            render_pods(self.render_spec(), state.incarnation, state.active_ordinal), members
+        )
         await self.finish_update(outcome, members, keep_pods=True)
 
     async def update_by_surge(self) -> None:
@@ -271,7 +283,9 @@ class InstanceLifecycle(InstanceOperations):
         state.members = {}
         self.progress("CreatePods")
         members: dict[str, str] = {}
-        outcome = await self.bring_up(render_pods(self.render_spec(), state.incarnation, state.active_ordinal), members)
+        outcome = await self.bring_up(
+            render_pods(self.render_spec(), state.incarnation, state.active_ordinal), members
+        )
         await self.finish_update(outcome, members, keep_pods=False)
 
     async def finish_update(self, outcome: object, members: dict[str, str], keep_pods: bool) -> None:
@@ -311,7 +325,9 @@ class InstanceLifecycle(InstanceOperations):
             )
         await kube_calls.delete_object(
             DeleteObjectInput(
-                ref=ObjectRef(api_version="v1", kind="Service", name=spec.instance_name, namespace=spec.namespace)
+                ref=ObjectRef(
+                    api_version="v1", kind="Service", name=spec.instance_name, namespace=spec.namespace
+                )
             ),
             summary=f"delete headless Service {spec.instance_name}",
         )
@@ -319,4 +335,3 @@ class InstanceLifecycle(InstanceOperations):
         state.deleted = True
         state.operation = None
         state.pending_delete = None
-

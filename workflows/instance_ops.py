@@ -94,13 +94,20 @@ class InstanceOperations:
     def progress(self, step: str, deadline: datetime | None = None, waiting: str | None = None) -> None:
         if self.state.operation is not None:
             self.state.operation = self.state.operation.model_copy(
-                update={"step": step, "last_progress_at": workflow.now(), "deadline": deadline, "waiting": waiting}
+                update={
+                    "step": step,
+                    "last_progress_at": workflow.now(),
+                    "deadline": deadline,
+                    "waiting": waiting,
+                }
             )
 
     async def refresh_pods(self) -> InstancePods:
         spec = self.spec
         pods = await kube_calls.list_instance_pods(
-            ListInstancePodsInput(namespace=spec.namespace, isvc=spec.isvc, component=spec.component, index=spec.index),
+            ListInstancePodsInput(
+                namespace=spec.namespace, isvc=spec.isvc, component=spec.component, index=spec.index
+            ),
             summary=f"list pods of {spec.instance_name}",
         )
         self.state.pods = pods
@@ -143,7 +150,9 @@ class InstanceOperations:
 
     def interrupted(self, target_revision: str) -> bool:
         pending = self.state.pending_update
-        return self.state.pending_delete is not None or (pending is not None and pending.revision != target_revision)
+        return self.state.pending_delete is not None or (
+            pending is not None and pending.revision != target_revision
+        )
 
     async def report(self) -> None:
         """Tell the parent InferenceReplica when something it counts has changed."""
@@ -168,10 +177,17 @@ class InstanceOperations:
     async def prepare(self) -> None:
         """The Instance's headless Service, and its PodGroup when the CRD exists."""
         spec = self.spec
-        await kube_calls.apply_object(
-            ApplyObjectInput(manifest=render_headless_service(spec)),
-            summary=f"apply headless Service {spec.instance_name}",
-        )
+        try:
+            await kube_calls.apply_object(
+                ApplyObjectInput(manifest=render_headless_service(spec)),
+                summary=f"apply headless Service {spec.instance_name}",
+            )
+        except ActivityError as error:
+            # Without it the leader has no DNS name and "available" never holds; the pods can
+            # still be created and serve through the component's Service, so say so and go on.
+            await self.event(
+                "HeadlessServiceFailed", f"headless Service {spec.instance_name}: {error.cause or error}"
+            )
         if not (spec.multi_pod and spec.gang_scheduling):
             return
         if self.state.pod_group_crd is None:
@@ -180,10 +196,16 @@ class InstanceOperations:
             self.state.gang_unavailable = not found.exists
         group = render_pod_group(spec)
         if self.state.pod_group_crd and group is not None:
-            await kube_calls.apply_object(
-                ApplyObjectInput(manifest=group, plural="podgroups"),
-                summary=f"apply PodGroup {spec.instance_name} (minMember {spec.pod_count})",
-            )
+            try:
+                await kube_calls.apply_object(
+                    ApplyObjectInput(manifest=group, plural="podgroups"),
+                    summary=f"apply PodGroup {spec.instance_name} (minMember {spec.pod_count})",
+                )
+            except ActivityError as error:
+                # Schedule without the gang rather than not at all, and report it.
+                self.state.pod_group_crd = False
+                self.state.gang_unavailable = True
+                await self.event("PodGroupFailed", f"PodGroup {spec.instance_name}: {error.cause or error}")
 
     # --- bringing pods up -----------------------------------------------------------
 
@@ -205,12 +227,15 @@ class InstanceOperations:
             if kind == KubeErrorType.QUOTA_EXCEEDED:
                 return None
             if kind == KubeErrorType.INVALID:
-                return InstanceFailure(reason="InvalidPodSpec", message=message, time=workflow.now(), counting=True)
-            if kind in (KubeErrorType.NAME_TAKEN, KubeErrorType.FORBIDDEN):
-                return InstanceFailure(reason=str(kind), message=message, time=workflow.now())
-            raise
+                # The API server refuses the revision's own pod spec: its fault, it counts.
+                return InstanceFailure(
+                    reason="InvalidPodSpec", message=message, time=workflow.now(), counting=True
+                )
+            # Forbidden, NameTaken, a missing namespace: the attempt fails, the Instance lives on.
+            return InstanceFailure(reason=str(kind or "CreateFailed"), message=message, time=workflow.now())
         for pod in result.pods:
-            if pod.outcome in ("created", "exists"):
+            # A terminating pod with the same labels is a predecessor: wait for it, never adopt it.
+            if pod.outcome in ("created", "exists") and not pod.terminating:
                 members[pod.name] = pod.uid
         return "ok"
 
@@ -228,6 +253,7 @@ class InstanceOperations:
         started = workflow.now()
         clock = policy.ReadinessClock(started)
         first_seen: dict[str, datetime] = {}
+        created_seq = self.pods_seq
         while True:
             if self.interrupted(spec.revision):
                 return "interrupted"
@@ -238,19 +264,23 @@ class InstanceOperations:
                 if isinstance(created, InstanceFailure):
                     return created
                 quota_hold = created is None
+                created_seq = self.pods_seq
             now = workflow.now()
             check = assess_bring_up(spec, self.observed(), members, first_seen, started, now)
-            if check.missing or check.recycle:
-                # The watcher may lag behind our own create: believe a loss only after a re-list.
+            if check.missing and self.pods_seq == created_seq:
+                # No observation since our create yet: the pods are not missing, just unseen.
+                check.missing = []
+            if check.missing:
+                # A watcher signal sent before our create can arrive after it: confirm with a list.
                 fresh = await self.refresh_pods()
                 check = assess_bring_up(spec, fresh.pods, members, first_seen, started, now)
+            if check.missing or check.recycle:
                 for name in check.recycle:
                     await self.event("TerminalPodRecycled", policy.terminal_pod_recycled_message(spec, name))
                     await self.delete_pods({name: members[name]}, "recycle terminal pod")
                 for name in check.missing + check.recycle:
                     members[name] = ""
-                if check.missing or check.recycle:
-                    continue
+                continue
             first_seen = check.first_seen
             if check.failure is not None:
                 return check.failure
@@ -284,7 +314,11 @@ class InstanceOperations:
         spec = self.spec
         await kube_calls.set_serving(
             SetServingInput(
-                namespace=spec.namespace, pods=sorted(members), serving=True, reason="InstanceReady", uids=members
+                namespace=spec.namespace,
+                pods=sorted(members),
+                serving=True,
+                reason="InstanceReady",
+                uids=members,
             ),
             summary=f"put {spec.instance_name} into rotation ({len(members)} pods)",
         )
@@ -334,7 +368,9 @@ class InstanceOperations:
         if not pods:
             return
         await kube_calls.set_serving(
-            SetServingInput(namespace=spec.namespace, pods=sorted(pods), serving=False, reason=reason, uids=pods),
+            SetServingInput(
+                namespace=spec.namespace, pods=sorted(pods), serving=False, reason=reason, uids=pods
+            ),
             summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
         )
 
@@ -365,7 +401,9 @@ class InstanceOperations:
             now = workflow.now()
             await self.force_delete_stuck(set(gone.remaining), now)
             if deadline is not None and now >= deadline:
-                await self.event("TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, gone.remaining))
+                await self.event(
+                    "TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, gone.remaining)
+                )
                 return gone.remaining
             await self.wait_for_news(self.next_force_delete(set(gone.remaining), now, deadline))
 
@@ -374,7 +412,9 @@ class InstanceOperations:
         if spec.force_delete is None:
             return
         for pod in self.observed():
-            evidence = policy.force_delete_evidence(pod, spec.force_delete, now) if pod.name in names else None
+            evidence = (
+                policy.force_delete_evidence(pod, spec.force_delete, now) if pod.name in names else None
+            )
             if evidence is None:
                 continue
             await kube_calls.force_delete_pod(
@@ -404,16 +444,22 @@ class InstanceOperations:
         state, spec = self.state, self.spec
         now = workflow.now()
         state.last_failure = failure
-        await self.event("InstanceFailed", policy.instance_failed_message(spec, failure.reason, failure.message))
+        await self.event(
+            "InstanceFailed", policy.instance_failed_message(spec, failure.reason, failure.message)
+        )
         if spec.gang_surge_of is not None:
             await self.event("GangSurgeAbandoned", policy.gang_surge_abandoned_message(spec, failure.reason))
             state.abandoned = True
             state.pending_delete = DeleteRequest(reason="GangSurgeAbandoned", drain_seconds=0.0)
         if failure.counting:
-            block = policy.record_counting_failure(state.retry_block, spec.update_retry, spec.revision, failure.reason, now)
+            block = policy.record_counting_failure(
+                state.retry_block, spec.update_retry, spec.revision, failure.reason, now
+            )
             state.retry_block = block
             if block.state == RetryBlockState.HELD:
-                await self.event("RetryHeld", policy.retry_held_message(spec, block.attempts_started, failure.reason))
+                await self.event(
+                    "RetryHeld", policy.retry_held_message(spec, block.attempts_started, failure.reason)
+                )
         elif not keep_pods:
             state.failures_in_a_row += 1
             state.rebuild_at = now + timedelta(seconds=policy.rebuild_delay_seconds(state.failures_in_a_row))

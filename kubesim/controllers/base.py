@@ -36,6 +36,7 @@ class Controller(abc.ABC):
         self._wake_at: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._reconciling = False
+        self._stopped = False
 
     def on_change(self, change: Change) -> None:
         if change.type_key in self.watches and self.relevant(change):
@@ -59,22 +60,25 @@ class Controller(abc.ABC):
         self._task = asyncio.create_task(self._run(), name=f"kubesim-{self.name}")
 
     async def stop(self) -> None:
+        # Python 3.11's wait_for can swallow a cancellation that races with its timeout, so the
+        # loop also checks a flag; asyncio.wait bounds the wait without raising.
+        self._stopped = True
+        self._dirty.set()
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait({self._task}, timeout=5)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         self._dirty.set()
-        while True:
+        while not self._stopped:
             timeout = None if self._wake_at is None else max(0.0, self._wake_at - loop.time())
             try:
                 await asyncio.wait_for(self._dirty.wait(), timeout)
             except TimeoutError:
                 pass
+            if self._stopped:
+                return
             if self._dirty.is_set():
                 await asyncio.sleep(BATCH_SECONDS)
             self._dirty.clear()

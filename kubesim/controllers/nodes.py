@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
 from kubesim.events import record_event
 from kubesim.store import Object
+from kubesim.subresources import evict
 from kubesim.timing import clone, parse_timestamp, timestamp
 
 PODS = ("", "pods")
@@ -76,6 +78,8 @@ class NodeLifecycle(Controller):
         super().__init__(cluster)
         # When this controller first saw each (pod uid, NoExecute taint key) pair.
         self._seen: dict[tuple[str, Any], float] = {}
+        # Nodes being drained whose pods a disruption budget still holds.
+        self.draining: set[str] = set()
 
     def reconcile(self) -> None:
         nodes_rt, pods_rt = self.api.type_of(*NODES), self.api.type_of(*PODS)
@@ -94,9 +98,23 @@ class NodeLifecycle(Controller):
             if ready_status(node) != "True":
                 self._mark_not_ready(pods_rt, pod)
             self._taint_evict(pods_rt, pod, node)
+        self._continue_drains(nodes)
         live = {(p["metadata"]["uid"], t.get("key")) for p in self.store.list(PODS)
                 for t in (nodes.get((p.get("spec") or {}).get("nodeName", "")) or {}).get("spec", {}).get("taints", [])}
         self._seen = {k: v for k, v in self._seen.items() if k in live}
+
+    def _continue_drains(self, nodes: dict[str, Object | None]) -> None:
+        for name in sorted(self.draining):
+            node = nodes.get(name)
+            if node is None or not (node.get("spec") or {}).get("unschedulable"):
+                self.draining.discard(name)
+                continue
+            _, blocked = drain_pass(self.api, name)
+            if not blocked:
+                self.draining.discard(name)
+            else:
+                # kubectl drain retries refused evictions every 5 seconds.
+                self.wake_in(max(0.05, self.cluster.timing.scaled(5.0)))
 
     def _sync_node(self, rt: Any, node: Object | None) -> Object | None:
         if node is None:
@@ -180,3 +198,22 @@ class NodeLifecycle(Controller):
         except ApiError:
             return
 
+
+
+def drain_pass(api: Api, node: str) -> tuple[list[str], list[str]]:
+    """Evict every pod on `node` except DaemonSet pods; (evicted, blocked by a budget)."""
+    evicted, blocked = [], []
+    for pod in api.store.list(PODS):
+        if (pod.get("spec") or {}).get("nodeName") != node or pod["metadata"].get("deletionTimestamp"):
+            continue
+        if any(o.get("kind") == "DaemonSet" for o in pod["metadata"].get("ownerReferences") or []):
+            continue
+        ref = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        try:
+            evict(api, pod["metadata"]["namespace"], pod["metadata"]["name"], {})
+            evicted.append(ref)
+        except ApiError as exc:
+            if exc.code != 429:
+                raise
+            blocked.append(ref)
+    return evicted, blocked

@@ -40,7 +40,8 @@ P = InstancePhase
 
 
 def instance_spec(namespace: str, image: str, workers: int) -> InstanceSpec:
-    pod = {"containers": [{"name": "engine", "image": image}], "terminationGracePeriodSeconds": 30}
+    # A one-second grace: the stack's kubesim runs real-time pod shutdowns.
+    pod = {"containers": [{"name": "engine", "image": image}], "terminationGracePeriodSeconds": 1}
     return InstanceSpec(
         namespace=namespace,
         isvc="chat",
@@ -107,14 +108,19 @@ def test_killed_pod_recreates_the_instance_through_cli_and_watcher(stack: Runnin
     assert sorted(before) == ["chat-engine-0-leader-0", "chat-engine-0-worker-0"]
 
     request = urllib.request.Request(
-        f"http://127.0.0.1:{stack.kubesim_port}/sim/pods/{namespace}/chat-engine-0-worker-0/kill", method="POST"
+        f"http://127.0.0.1:{stack.kubesim_port}/sim/pods/{namespace}/chat-engine-0-worker-0/kill",
+        method="POST",
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200
 
     def recreated() -> bool:
         status = cli_status(stack, workflow_id)
-        return field(status, "incarnation") == 2 and field(status, "phase") == "Ready" and field(status, "serving")
+        return (
+            field(status, "incarnation") == 2
+            and field(status, "phase") == "Ready"
+            and field(status, "serving")
+        )
 
     wait("a new incarnation, Ready and serving", recreated)
     after = live_pod_uids(core, namespace)
@@ -123,10 +129,12 @@ def test_killed_pod_recreates_the_instance_through_cli_and_watcher(stack: Runnin
     stack.temporal("workflow", "signal", "--workflow-id", workflow_id, "--name", "delete", "--input", "{}")
     wait(
         "the Instance workflow to complete",
-        lambda: stack.temporal_json("workflow", "describe", "--workflow-id", workflow_id)["workflowExecutionInfo"][
-            "status"
-        ]
-        == "WORKFLOW_EXECUTION_STATUS_COMPLETED",
+        lambda: (
+            stack.temporal_json("workflow", "describe", "--workflow-id", workflow_id)[
+                "workflowExecutionInfo"
+            ]["status"]
+            == "WORKFLOW_EXECUTION_STATUS_COMPLETED"
+        ),
     )
     assert live_pod_uids(core, namespace) == {}
 
@@ -135,7 +143,9 @@ def test_killed_pod_recreates_the_instance_through_cli_and_watcher(stack: Runnin
 
 
 @asynccontextmanager
-async def worker_process(dev_server: WorkflowEnvironment, task_queue: str, kubeconfig: str, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+async def worker_process(
+    dev_server: WorkflowEnvironment, task_queue: str, kubeconfig: str, log: Path
+) -> AsyncIterator[asyncio.subprocess.Process]:
     env = {name: value for name, value in os.environ.items() if not name.startswith(ENV_PREFIX)}
     env |= {
         f"{ENV_PREFIX}TEMPORAL__ADDRESS": dev_server.client.service_client.config.target_host,
@@ -163,7 +173,6 @@ async def eventually(what: str, probe: Callable[[], Any], within: float = 150.0)
         if asyncio.iscoroutine(last):
             last = await last
         if last:
-            print(f"{time.monotonic():.1f} reached: {what}", flush=True)
             return last
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {within:.0f}s waiting for {what}; last saw {last!r}")
@@ -199,7 +208,6 @@ async def test_sigkilled_worker_mid_create_and_mid_update_leaves_exactly_the_rig
             # activity itself costs its 30 s heartbeat timeout; the activity tests cover that.)
             await eventually("all four pods to exist", lambda: len(live_pod_uids(core, namespace)) == 4)
             assert (await status_of(handle)).phase == P.CREATING
-            print(f"{time.monotonic():.1f} kill", flush=True)
             first.send_signal(signal.SIGKILL)
             await first.wait()
         async with worker_process(dev_server, task_queue, kubesim.kubeconfig_path, log):
@@ -216,7 +224,9 @@ async def test_sigkilled_worker_mid_create_and_mid_update_leaves_exactly_the_rig
             ], log.read_text(errors="replace")[-3000:]
             assert sorted(status.pod_names) == sorted(pods)
             labels = [p.metadata.labels for p in core.list_namespaced_pod(namespace).items]
-            assert {label["ome.io/incarnation"] for label in labels} == {"1"}, "a pod of a second attempt leaked"
+            assert {label["ome.io/incarnation"] for label in labels} == {"1"}, (
+                "a pod of a second attempt leaked"
+            )
             await handle.signal("delete", DeleteRequest(drain_seconds=0.0))
             await eventually("the Instance to be deleted", lambda: _deleted(handle))
 
@@ -230,7 +240,9 @@ async def test_sigkilled_worker_mid_create_and_mid_update_leaves_exactly_the_rig
             await eventually("the single pod to serve", lambda: _ready(handle, incarnation=1))
             target = instance_spec(namespace, "engine:slow2", workers=0).model_copy(update={"index": 2})
             await handle.signal("update", UpdateRequest(spec=target))
-            await eventually("the surge pod to exist", lambda: "chat-engine-2-default-1" in live_pod_uids(core, namespace))
+            await eventually(
+                "the surge pod to exist", lambda: "chat-engine-2-default-1" in live_pod_uids(core, namespace)
+            )
             second.send_signal(signal.SIGKILL)
             await second.wait()
         async with worker_process(dev_server, task_queue, kubesim.kubeconfig_path, log):
@@ -252,7 +264,9 @@ async def _ready(handle: WorkflowHandle[Any, InstanceStatus], incarnation: int) 
         status = await status_of(handle)
     except Exception:  # noqa: BLE001 - no worker answers queries while it restarts
         return None
-    return status if status.phase == P.READY and status.serving and status.incarnation == incarnation else None
+    return (
+        status if status.phase == P.READY and status.serving and status.incarnation == incarnation else None
+    )
 
 
 async def _on_revision(handle: WorkflowHandle[Any, InstanceStatus], revision: str) -> InstanceStatus | None:
@@ -260,7 +274,9 @@ async def _on_revision(handle: WorkflowHandle[Any, InstanceStatus], revision: st
         status = await status_of(handle)
     except Exception:  # noqa: BLE001 - no worker answers queries while it restarts
         return None
-    return status if status.phase == P.READY and status.running_revision == revision and status.serving else None
+    return (
+        status if status.phase == P.READY and status.running_revision == revision and status.serving else None
+    )
 
 
 async def _deleted(handle: WorkflowHandle[Any, InstanceStatus]) -> bool:

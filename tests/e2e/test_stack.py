@@ -57,7 +57,8 @@ async def test_stack_serves_stops_cleanly_and_resumes_its_state(tmp_path: Path) 
     stack = RunningStack(tmp_path / "data", tmp_path / "stack.log")
     task_queue = f"tq-{uuid4()}"
     workflow_id = f"notebook-{uuid4()}"
-    stack.start()
+    # Blocking waits run off the loop: the session loop serves the test worker.
+    await asyncio.to_thread(stack.start)
     try:
         # The two promises the README makes first: the CLI answers and the UI serves.
         stack.temporal("workflow", "list")
@@ -86,7 +87,7 @@ async def test_stack_serves_stops_cleanly_and_resumes_its_state(tmp_path: Path) 
             ),
         )
     finally:
-        first_exit = stack.stop()
+        first_exit = await asyncio.to_thread(stack.stop)
 
     log = stack.log()
     assert first_exit == 0, log
@@ -95,7 +96,7 @@ async def test_stack_serves_stops_cleanly_and_resumes_its_state(tmp_path: Path) 
     assert (stack.data_dir / "temporal.db").is_file()
     assert (stack.data_dir / "kubesim.json").is_file()
 
-    stack.start()
+    await asyncio.to_thread(stack.start)
     try:
         assert workflow_status(stack, workflow_id) == "WORKFLOW_EXECUTION_STATUS_RUNNING"
         kept = core_api(stack.kubeconfig).read_namespaced_config_map("survives-restart", "default")
@@ -114,7 +115,7 @@ async def test_stack_serves_stops_cleanly_and_resumes_its_state(tmp_path: Path) 
             notes = await client.get_workflow_handle(workflow_id).result()
         assert notes == ["before restart", "after restart"]
     finally:
-        second_exit = stack.stop()
+        second_exit = await asyncio.to_thread(stack.stop)
     assert second_exit == 0, stack.log()
 
 

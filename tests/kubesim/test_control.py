@@ -172,3 +172,26 @@ def test_two_clusters_run_side_by_side(kubesim: KubeSim, kubesim_session: KubeSi
     other = kubernetes.client.CoreV1Api(kubesim_session.api_client())
     one.create_namespace({"metadata": {"name": "only-in-one"}})
     assert "only-in-one" not in {n.metadata.name for n in other.list_namespace().items}
+
+
+def test_restored_cluster_hands_out_fresh_addresses(tmp_path: Path) -> None:
+    state = tmp_path / "kubesim.json"
+    topology = "zones=1,nodes-per-zone=1,gpus=8"
+    sim = KubeSim(topology=topology, state_file=state).start()
+    core = kubernetes.client.CoreV1Api(sim.api_client())
+    core.create_namespaced_service("default", {"metadata": {"name": "a"}, "spec": {"ports": [{"port": 80}]}})
+    core.create_namespaced_pod("default", pod_body("a"))
+    wait_for(lambda: core.read_namespaced_pod("a", "default").status.pod_ip, what="pod IP")
+    sim.stop()
+    again = KubeSim(topology=topology, state_file=state).start()
+    try:
+        core = kubernetes.client.CoreV1Api(again.api_client())
+        core.create_namespaced_service("default", {"metadata": {"name": "b"}, "spec": {"ports": [{"port": 80}]}})
+        core.create_namespaced_pod("default", pod_body("b"))
+        wait_for(lambda: core.read_namespaced_pod("b", "default").status.pod_ip, what="pod IP")
+        services = core.list_namespaced_service("default").items
+        assert len({s.spec.cluster_ip for s in services}) == len(services) == 2
+        pods = core.list_namespaced_pod("default").items
+        assert len({p.status.pod_ip for p in pods}) == 2
+    finally:
+        again.stop()

@@ -245,3 +245,18 @@ def test_create_with_a_resource_version_is_refused(k8s: Clients) -> None:
         k8s.core.create_namespaced_config_map(k8s.namespace, {"metadata": {"name": "x", "resourceVersion": "5"}})
     assert err.value.status == 500
     assert _status(err.value)["message"] == "resourceVersion should not be set on objects to be created"
+
+
+def test_services_get_cluster_ips_and_node_ports(k8s: Clients) -> None:
+    ns = k8s.namespace
+    plain = k8s.core.create_namespaced_service(ns, {"metadata": {"name": "plain"}, "spec": {"ports": [{"port": 80}]}})
+    headless = k8s.core.create_namespaced_service(ns, {"metadata": {"name": "headless"}, "spec": {
+        "clusterIP": "None", "ports": [{"port": 80}]}})
+    node_port = k8s.core.create_namespaced_service(ns, {"metadata": {"name": "np"}, "spec": {
+        "type": "NodePort", "ports": [{"port": 80, "targetPort": 8080}]}})
+    assert plain.spec.cluster_ip.startswith("10.96.") and plain.spec.ports[0].target_port == 80
+    assert headless.spec.cluster_ip == "None"
+    assert 30000 <= node_port.spec.ports[0].node_port <= 32767
+    with pytest.raises(ApiException) as err:
+        k8s.core.patch_namespaced_service("plain", ns, {"spec": {"clusterIP": "10.96.200.200"}})
+    assert err.value.status == 422

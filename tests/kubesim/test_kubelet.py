@@ -26,6 +26,12 @@ def test_pod_runs_through_phases_to_ready(k8s: Clients) -> None:
     assert status.ready and status.started and status.restart_count == 0
     assert status.state.running.started_at is not None and status.container_id.startswith("containerd://")
     assert pod.status.observed_generation == pod.metadata.generation == 1
+    events = k8s.core.list_namespaced_event(k8s.namespace, field_selector="involvedObject.name=p").items
+    reasons = [e.reason for e in sorted(events, key=lambda e: int(e.metadata.resource_version))]
+    assert reasons == ["Scheduled", "Pulling", "Pulled", "Created", "Started"]
+    kubelet_events = [e for e in events if e.source.component == "kubelet"]
+    assert {e.source.host for e in kubelet_events} == {pod.spec.node_name}
+    assert kubelet_events[0].message == 'Pulling image "server:1"'
     assert pod.status.qos_class == "BestEffort" or pod.status.qos_class == "Burstable"
 
 
@@ -93,6 +99,9 @@ def test_crashing_image_loops_with_back_off(k8s: Clients) -> None:
     wait_for(lambda: (s := _pod(k8s, "p").status.container_statuses[0].state.waiting) and
              s.reason == "CrashLoopBackOff", timeout=20, what="CrashLoopBackOff")
     assert not is_ready(_pod(k8s, "p"))
+    back_off = k8s.core.list_namespaced_event(k8s.namespace, field_selector="involvedObject.name=p,reason=BackOff")
+    assert back_off.items[0].type == "Warning"
+    assert back_off.items[0].message.startswith("Back-off restarting failed container main in pod p_")
 
 
 def test_crash_with_restart_policy_never_fails_the_pod(k8s: Clients) -> None:

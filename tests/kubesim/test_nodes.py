@@ -106,6 +106,15 @@ def test_cordon_keeps_new_pods_off_and_drain_respects_budgets(kubesim: KubeSim) 
         what="scheduling verdict",
     )
     assert pod.spec.node_name is None and pod.status.conditions[0].reason == "Unschedulable"
+    # The drain keeps retrying: once a third replica is Ready elsewhere, the budget allows one
+    # eviction, and exactly one of the two blocked pods goes.
+    core.create_namespaced_pod("default", pod_body("web-3", labels={"app": "web"}, nodeName="gpu-node-1"))
+
+    def still_serving_on_drained_node() -> list[str]:
+        return [p.metadata.name for p in core.list_namespaced_pod("default", label_selector="app=web").items
+                if p.spec.node_name == "gpu-node-2" and p.metadata.deletion_timestamp is None]
+
+    wait_for(lambda: len(still_serving_on_drained_node()) == 1, what="one blocked pod evicted once allowed")
     kubesim.uncordon_node("gpu-node-2")
     wait_for(
         lambda: core.read_namespaced_pod("late", "default").spec.node_name == "gpu-node-2",

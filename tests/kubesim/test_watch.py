@@ -11,6 +11,7 @@ import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
 
+from kubesim.handle import KubeSim
 from tests.kubesim.helpers import Clients
 
 
@@ -120,3 +121,17 @@ def test_watch_resumes_after_a_cut_stream(k8s: Clients) -> None:
     k8s.core.create_namespaced_config_map(ns, {"metadata": {"name": "after-cut"}})
     events = _raw_watch(k8s, f"watch=true&timeoutSeconds=1&resourceVersion={start}")
     assert [e["object"]["metadata"]["name"] for e in events] == ["after-cut"]
+
+
+def test_idle_watch_gets_periodic_bookmarks(kubesim: KubeSim) -> None:
+    kubesim.cluster.server.bookmark_seconds = 0.2
+    core = kubernetes.client.CoreV1Api(kubesim.api_client())
+    rv = core.list_namespaced_config_map("default").metadata.resource_version
+    conn = http.client.HTTPConnection("127.0.0.1", kubesim.port, timeout=10)
+    conn.request("GET", f"/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1"
+                 f"&allowWatchBookmarks=true&resourceVersion={rv}")
+    code_events = [json.loads(line) for line in conn.getresponse().read().splitlines() if line.strip()]
+    conn.close()
+    assert len(code_events) >= 2 and {e["type"] for e in code_events} == {"BOOKMARK"}
+    assert all(e["object"]["kind"] == "ConfigMap" and e["object"]["metadata"]["resourceVersion"]
+               for e in code_events)

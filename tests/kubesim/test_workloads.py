@@ -127,7 +127,9 @@ def test_pdb_status_and_eviction_429(k8s: Clients) -> None:
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a", "namespace": ns}}
     _, code, _ = k8s.core.create_namespaced_pod_eviction_with_http_info("a", ns, eviction)
     assert code == 201
-    assert k8s.core.read_namespaced_pod("a", ns).metadata.deletion_timestamp is not None
+    evicted = k8s.core.read_namespaced_pod("a", ns)
+    assert evicted.metadata.deletion_timestamp is not None
+    assert any(c.type == "DisruptionTarget" and c.reason == "EvictionByEvictionAPI" for c in evicted.status.conditions)
     with pytest.raises(ApiException) as err:
         k8s.core.create_namespaced_pod_eviction(
             "b", ns, {**eviction, "metadata": {"name": "b", "namespace": ns}}

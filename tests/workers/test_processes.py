@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from workers.config import Settings, StackSettings
 from workers.processes import Child, ChildFailed, first_exit
-from workers.stack import run_stack
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def python(code: str) -> list[str]:
@@ -74,15 +75,41 @@ async def test_first_exit_names_the_child_that_died() -> None:
         await steady.stop(10)
 
 
-async def test_the_stack_refuses_a_busy_port_and_names_the_setting(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        settings = Settings(stack=StackSettings(data_dir=tmp_path, frontend_port=port))
-        assert await run_stack(settings) == 1
-    output = capsys.readouterr().out
-    assert f"127.0.0.1:{port} is already in use" in output
-    assert "OME_STACK__FRONTEND_PORT" in output
+ORPHANING_PARENT = """
+import asyncio, sys
+from workers.processes import Child
+
+async def main():
+    child = Child("sleeper", [sys.executable, "-c", "import time; time.sleep(120)"])
+    await child.start()
+    print(child.pid, flush=True)
+    await asyncio.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie (dead, not yet reaped by its new parent) counts as gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_children_die_with_a_killed_runner() -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHANING_PARENT], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        child_pid = int(parent.stdout.readline())
+        assert _alive(child_pid)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while _alive(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child_pid), "a child outlived the killed stack runner"

@@ -74,7 +74,10 @@ class Harness:
         )
 
     async def until(
-        self, handle: WorkflowHandle[Any, InstanceStatus], test: Callable[[InstanceStatus], bool], step: float = 5.0
+        self,
+        handle: WorkflowHandle[Any, InstanceStatus],
+        test: Callable[[InstanceStatus], bool],
+        step: float = 5.0,
     ) -> InstanceStatus:
         """Query until `test` holds, letting `step` seconds of workflow time pass between tries."""
         status = None
@@ -200,7 +203,9 @@ async def test_image_pull_failure_retried_then_held_and_released(harness: Harnes
 async def test_new_revision_replaces_a_held_one(harness: Harness) -> None:
     harness.cluster.bad_images.add("engine:bad")
     handle = await harness.start(harness.spec("engine:bad", update_retry=None))
-    await harness.until(handle, lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD)
+    await harness.until(
+        handle, lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD
+    )
     assert harness.cluster.created.count("chat-engine-1-default-0") == 1
     await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2")))
     status = await harness.until(handle, ready_at())
@@ -241,7 +246,9 @@ async def test_surge_then_drain_never_serves_nothing(harness: Harness) -> None:
 
     harness.cluster.on_change = record
     await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2")))
-    status = await harness.until(handle, lambda s: s.phase == P.READY and s.running_revision == "rev-engine-2")
+    status = await harness.until(
+        handle, lambda s: s.phase == P.READY and s.running_revision == "rev-engine-2"
+    )
     assert status.active_ordinal == 1 and status.incarnation == 1
     assert sorted(harness.cluster.pods) == ["chat-engine-1-default-1"]
     assert serving_counts and min(serving_counts) >= 1
@@ -249,7 +256,9 @@ async def test_surge_then_drain_never_serves_nothing(harness: Harness) -> None:
     assert log.index(("chat-engine-1-default-1", True)) < log.index(("chat-engine-1-default-0", False))
     # The next update alternates back to ordinal 0.
     await handle.signal("update", UpdateRequest(spec=harness.spec("engine:3")))
-    status = await harness.until(handle, lambda s: s.running_revision == "rev-engine-3" and s.phase == P.READY)
+    status = await harness.until(
+        handle, lambda s: s.running_revision == "rev-engine-3" and s.phase == P.READY
+    )
     assert status.active_ordinal == 0 and sorted(harness.cluster.pods) == ["chat-engine-1-default-0"]
     await handle.signal("delete", DeleteRequest())
     await handle.result()
@@ -260,7 +269,9 @@ async def test_failed_surge_keeps_the_old_pod_serving(harness: Harness) -> None:
     handle = await harness.start(harness.spec())
     await harness.until(handle, ready_at())
     await handle.signal("update", UpdateRequest(spec=harness.spec("engine:bad", update_retry=None)))
-    status = await harness.until(handle, lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD)
+    status = await harness.until(
+        handle, lambda s: s.retry_block is not None and s.retry_block.state == RetryBlockState.HELD
+    )
     assert status.phase == P.READY and status.running_revision == "rev-engine-1" and status.serving
     assert sorted(harness.cluster.pods) == ["chat-engine-1-default-0"]
     await handle.signal("delete", DeleteRequest())
@@ -272,7 +283,9 @@ async def test_recreate_pod_drains_before_delete(harness: Harness) -> None:
     await harness.until(handle, ready_at())
     target = harness.spec("engine:2", workers=1, update_strategy_type=UpdateStrategyType.RECREATE_POD)
     await handle.signal("update", UpdateRequest(spec=target))
-    status = await harness.until(handle, lambda s: s.phase == P.READY and s.running_revision == "rev-engine-2")
+    status = await harness.until(
+        handle, lambda s: s.phase == P.READY and s.running_revision == "rev-engine-2"
+    )
     assert status.incarnation == 2
     log = harness.cluster.serving_log
     assert ("chat-engine-1-leader-0", False) in log
@@ -284,10 +297,17 @@ async def test_in_place_only_patches_images_or_refuses(harness: Harness) -> None
     handle = await harness.start(harness.spec(update_strategy_type=UpdateStrategyType.IN_PLACE_ONLY))
     await harness.until(handle, ready_at())
     uid = harness.cluster.pods["chat-engine-1-default-0"].uid
-    await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2", update_strategy_type=UpdateStrategyType.IN_PLACE_ONLY)))
-    status = await harness.until(handle, lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY)
+    await handle.signal(
+        "update",
+        UpdateRequest(spec=harness.spec("engine:2", update_strategy_type=UpdateStrategyType.IN_PLACE_ONLY)),
+    )
+    status = await harness.until(
+        handle, lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY
+    )
     assert harness.cluster.pods["chat-engine-1-default-0"].uid == uid and status.incarnation == 1
-    refused = harness.spec("engine:3", update_strategy_type=UpdateStrategyType.IN_PLACE_ONLY, labels={"new": "label"})
+    refused = harness.spec(
+        "engine:3", update_strategy_type=UpdateStrategyType.IN_PLACE_ONLY, labels={"new": "label"}
+    )
     await handle.signal("update", UpdateRequest(spec=refused))
     await harness.env.sleep(30)
     status = await handle.query("status", result_type=InstanceStatus)
@@ -301,12 +321,17 @@ async def test_delete_drains_before_deleting(harness: Harness) -> None:
     handle = await harness.start(harness.spec(workers=1))
     await harness.until(handle, ready_at())
     events: list[str] = []
-    harness.cluster.on_change = lambda c: events.append(",".join(sorted(n for n, p in c.pods.items() if p.serving)))
+    harness.cluster.on_change = lambda c: events.append(
+        ",".join(sorted(n for n, p in c.pods.items() if p.serving))
+    )
     await handle.signal("delete", DeleteRequest(drain_seconds=30))
     final = await handle.result()
     assert final.deleted and final.phase == P.DELETING
     # The pods were taken out of rotation (none serving) while they still existed.
-    assert "" in events and harness.cluster.deleted[-2:] == ["chat-engine-1-leader-0", "chat-engine-1-worker-0"]
+    assert "" in events and harness.cluster.deleted[-2:] == [
+        "chat-engine-1-leader-0",
+        "chat-engine-1-worker-0",
+    ]
 
 
 async def test_invalid_pod_spec_counts(harness: Harness) -> None:
@@ -331,8 +356,12 @@ async def test_parent_receives_reports(workflow_env: WorkflowEnvironment, task_q
     await register_search_attributes(workflow_env)
     cluster = FakeCluster(client=workflow_env.client)
     client: Client = workflow_env.client
-    async with build_worker(client, task_queue, None, activities=cluster.activities(), extra_workflows=[FakeParent]):
-        parent = await client.start_workflow("FakeParent", id=f"irep/prod/chat-engine-{task_queue}", task_queue=task_queue)
+    async with build_worker(
+        client, task_queue, None, activities=cluster.activities(), extra_workflows=[FakeParent]
+    ):
+        parent = await client.start_workflow(
+            "FakeParent", id=f"irep/prod/chat-engine-{task_queue}", task_queue=task_queue
+        )
         harness = Harness(workflow_env, cluster, task_queue)
         handle = await harness.start(harness.spec(parent_workflow_id=parent.id))
         await harness.until(handle, ready_at())

@@ -30,12 +30,20 @@ def at(seconds: float) -> datetime:
 
 
 def pod(name: str = "p-0", uid: str = "u0", **fields: Any) -> PodSummary:
-    values: dict[str, Any] = {"name": name, "uid": uid, "scheduled": True, "node_name": "n1", "node_ready": "True"}
+    values: dict[str, Any] = {
+        "name": name,
+        "uid": uid,
+        "scheduled": True,
+        "node_name": "n1",
+        "node_ready": "True",
+    }
     values.update(fields)
     return PodSummary(**values)
 
 
-def ready(name: str = "p-0", uid: str = "u0", since: float = 0.0, serving: bool = True, **fields: Any) -> PodSummary:
+def ready(
+    name: str = "p-0", uid: str = "u0", since: float = 0.0, serving: bool = True, **fields: Any
+) -> PodSummary:
     return pod(
         name,
         uid,
@@ -50,10 +58,14 @@ def ready(name: str = "p-0", uid: str = "u0", since: float = 0.0, serving: bool 
 
 
 def waiting(reason: str, name: str = "p-0", uid: str = "u0") -> PodSummary:
-    return pod(name, uid, containers=(ContainerSummary(name="engine", state="waiting", waiting_reason=reason),))
+    return pod(
+        name, uid, containers=(ContainerSummary(name="engine", state="waiting", waiting_reason=reason),)
+    )
 
 
-SPEC = InstanceSpec(namespace="ns", isvc="chat", component="engine", index=0, revision="r1", leader_pod_spec={})
+SPEC = InstanceSpec(
+    namespace="ns", isvc="chat", component="engine", index=0, revision="r1", leader_pod_spec={}
+)
 
 
 @pytest.mark.parametrize(
@@ -100,6 +112,12 @@ class TestLevels:
         counts = levels([ready("old-0"), ready("new-0")], ["new-0"], 1, 0.0, at(1))
         assert counts.ready_pods == 1 and counts.total == 2
 
+    def test_earlier_incarnation_with_the_same_name_does_not_count(self) -> None:
+        stale = [ready("a", "old-uid")]
+        assert levels(stale, {"a": "new-uid"}, 1, 0.0, at(1)).ready_pods == 0
+        assert levels(stale, {"a": ""}, 1, 0.0, at(1)).ready_pods == 1
+        assert levels([ready("a", "new-uid")], {"a": "new-uid"}, 1, 0.0, at(1)).serving
+
     def test_ready_since_is_latest_member(self) -> None:
         counts = levels([ready("a", "1", since=3), ready("b", "2", since=9)], ["a", "b"], 2, 0.0, at(10))
         assert counts.ready_since == at(9)
@@ -110,7 +128,9 @@ class TestBringUp:
     def test_stuck_pull_fails_only_after_grace_and_counts(self) -> None:
         first = assess_bring_up(SPEC, [waiting("ErrImagePull")], {"p-0": "u0"}, {}, at(0), at(10))
         assert first.failure is None and first.wake_at == at(70)
-        later = assess_bring_up(SPEC, [waiting("ErrImagePull")], {"p-0": "u0"}, first.first_seen, at(0), at(70))
+        later = assess_bring_up(
+            SPEC, [waiting("ErrImagePull")], {"p-0": "u0"}, first.first_seen, at(0), at(70)
+        )
         assert later.failure is not None
         assert later.failure.reason == "ErrImagePull" and later.failure.counting
         assert later.failure.pod_name == "p-0" and later.failure.container_name == "engine"
@@ -119,7 +139,10 @@ class TestBringUp:
         looping = pod(
             containers=(
                 ContainerSummary(
-                    name="engine", state="waiting", waiting_reason="CrashLoopBackOff", last_terminated_exit_code=137
+                    name="engine",
+                    state="waiting",
+                    waiting_reason="CrashLoopBackOff",
+                    last_terminated_exit_code=137,
                 ),
             )
         )
@@ -138,21 +161,45 @@ class TestBringUp:
         check = assess_bring_up(SPEC, [waiting("ErrImagePull")], {"p-0": "u0"}, seen, at(0), at(30))
         assert check.failure is None
 
-    def test_pod_of_an_earlier_attempt_is_ignored(self) -> None:
-        check = assess_bring_up(SPEC, [waiting("ErrImagePull", uid="old")], {"p-0": "new"}, {}, at(0), at(500))
-        assert check.failure is None and not check.missing
+    def test_pod_of_an_earlier_attempt_is_not_ours(self) -> None:
+        # Its failure is not this attempt's; and our own pod of that name is gone.
+        check = assess_bring_up(
+            SPEC, [waiting("ErrImagePull", uid="old")], {"p-0": "new"}, {}, at(0), at(500)
+        )
+        assert check.failure is None and check.missing == ["p-0"]
+
+    def test_predecessor_holding_the_name(self) -> None:
+        going = pod(uid="old", terminating=True)
+        assert assess_bring_up(SPEC, [going], {"p-0": ""}, {}, at(0), at(1)).holds == []
+        stuck = pod(uid="old", terminating=True, node_ready="Unknown")
+        check = assess_bring_up(SPEC, [stuck], {"p-0": ""}, {}, at(0), at(1))
+        assert check.holds == [HOLD_NODE_UNKNOWN] and check.missing == []
+
+    def test_our_terminating_pod_is_missing(self) -> None:
+        check = assess_bring_up(SPEC, [pod(terminating=True)], {"p-0": "u0"}, {}, at(0), at(1))
+        assert check.missing == ["p-0"]
 
     def test_no_stuck_grace_means_only_the_deadline(self) -> None:
         no_grace = SPEC.model_copy(update={"stuck_pod_grace_seconds": None})
         seen = {"p-0/engine/ErrImagePull": at(0)}
-        assert assess_bring_up(no_grace, [waiting("ErrImagePull")], {"p-0": "u0"}, seen, at(0), at(900)).failure is None
+        assert (
+            assess_bring_up(no_grace, [waiting("ErrImagePull")], {"p-0": "u0"}, seen, at(0), at(900)).failure
+            is None
+        )
 
     def test_unschedulable_holds_then_fails_after_grace(self) -> None:
-        pending = pod(scheduled=False, node_name=None, unschedulable_reason="Unschedulable", unschedulable_message="0/3 nodes")
+        pending = pod(
+            scheduled=False,
+            node_name=None,
+            unschedulable_reason="Unschedulable",
+            unschedulable_message="0/3 nodes",
+        )
         early = assess_bring_up(SPEC, [pending], {"p-0": "u0"}, {}, at(0), at(60))
         assert early.holds == [HOLD_UNSCHEDULABLE] and early.failure is None and early.wake_at == at(960)
         late = assess_bring_up(SPEC, [pending], {"p-0": "u0"}, early.first_seen, at(0), at(960))
-        assert late.failure is not None and late.failure.reason == "Unschedulable" and not late.failure.counting
+        assert (
+            late.failure is not None and late.failure.reason == "Unschedulable" and not late.failure.counting
+        )
 
     def test_kueue_gate_is_a_quota_hold(self) -> None:
         gated = pod(scheduled=False, node_name=None, scheduling_gated=True)
@@ -192,7 +239,14 @@ class TestReady:
             "w-0",
             "2",
             restart_count=1,
-            containers=(ContainerSummary(name="engine", restart_count=1, last_terminated_reason="Error", last_terminated_exit_code=1),),
+            containers=(
+                ContainerSummary(
+                    name="engine",
+                    restart_count=1,
+                    last_terminated_reason="Error",
+                    last_terminated_exit_code=1,
+                ),
+            ),
         )
         check = assess_ready([ready("l-0", "1"), restarted], self.members, {"w-0": 0}, at(1))
         assert check.failure is not None and check.failure.reason == "Error" and check.failure.exit_code == 1
@@ -205,7 +259,12 @@ class TestReady:
         assert check.failure is not None and check.failure.reason == "NodeLost"
 
     def test_terminal_pod(self) -> None:
-        check = assess_ready([ready("l-0", "1"), pod("w-0", "2", phase="Failed", pod_reason="Evicted")], self.members, {}, at(1))
+        check = assess_ready(
+            [ready("l-0", "1"), pod("w-0", "2", phase="Failed", pod_reason="Evicted")],
+            self.members,
+            {},
+            at(1),
+        )
         assert check.failure is not None and check.failure.reason == "Evicted"
 
 

@@ -85,7 +85,10 @@ def test_labels_carry_identity_revision_incarnation_and_pairing() -> None:
 
 
 def test_no_pod_group_label_without_gang_scheduling_or_on_single_pod() -> None:
-    assert "scheduling.x-k8s.io/pod-group" not in render_pods(gang(gang_scheduling=False), 1)[0]["metadata"]["labels"]
+    assert (
+        "scheduling.x-k8s.io/pod-group"
+        not in render_pods(gang(gang_scheduling=False), 1)[0]["metadata"]["labels"]
+    )
     assert "scheduling.x-k8s.io/pod-group" not in render_pods(spec(), 1)[0]["metadata"]["labels"]
 
 
@@ -113,7 +116,9 @@ def test_user_env_kept_but_ours_replaces_same_name() -> None:
 
 
 def test_readiness_gate_hostname_subdomain_scheduler() -> None:
-    body = render_pods(spec(leader_pod_spec={"containers": [container()], "readinessGates": [{"conditionType": "x"}]}), 1)[0]["spec"]
+    body = render_pods(
+        spec(leader_pod_spec={"containers": [container()], "readinessGates": [{"conditionType": "x"}]}), 1
+    )[0]["spec"]
     assert body["readinessGates"] == [{"conditionType": "x"}, {"conditionType": "ome.io/serving"}]
     assert body["hostname"] == "chat-engine-1-default-0"
     assert body["subdomain"] == "chat-engine-1"
@@ -211,12 +216,26 @@ def test_headless_service_publishes_not_ready_addresses() -> None:
     ("change", "possible"),
     [
         pytest.param({}, True, id="identical"),
-        pytest.param({"leader_pod_spec": {"containers": [container("img:2")], "schedulerName": "volcano"}}, True, id="image-only"),
-        pytest.param({"leader_pod_spec": {"containers": [container(args=["--tp", "8"])], "schedulerName": "volcano"}}, False, id="args"),
+        pytest.param(
+            {"leader_pod_spec": {"containers": [container("img:2")], "schedulerName": "volcano"}},
+            True,
+            id="image-only",
+        ),
+        pytest.param(
+            {"leader_pod_spec": {"containers": [container(args=["--tp", "8"])], "schedulerName": "volcano"}},
+            False,
+            id="args",
+        ),
         pytest.param({"leader_pod_spec": {"containers": [container()]}}, False, id="scheduler-name"),
         pytest.param({"labels": {"x": "y"}}, False, id="labels"),
         pytest.param(
-            {"leader_pod_spec": {"containers": [container()], "initContainers": [container("init:2")], "schedulerName": "volcano"}},
+            {
+                "leader_pod_spec": {
+                    "containers": [container()],
+                    "initContainers": [container("init:2")],
+                    "schedulerName": "volcano",
+                }
+            },
             False,
             id="init-container",
         ),

@@ -167,7 +167,9 @@ class TestRetryBlock:
         backoff = record_counting_failure(None, CHART, "7c9e1a2b3c", "ErrImagePull", at(0))
         assert not release_matches(backoff, "7c9e1a2b3c")
 
-    @pytest.mark.parametrize(("failures", "delay"), [(0, 60), (1, 60), (2, 120), (3, 240), (4, 480), (5, 600), (20, 600)])
+    @pytest.mark.parametrize(
+        ("failures", "delay"), [(0, 60), (1, 60), (2, 120), (3, 240), (4, 480), (5, 600), (20, 600)]
+    )
     def test_rebuild_delay(self, failures: int, delay: float) -> None:
         assert rebuild_delay_seconds(failures) == delay
 
@@ -222,7 +224,12 @@ def stuck(**fields: Any) -> PodSummary:
         ({"finalizers": ("keep",)}, 400, POLICY, None),
         ({"node_ready": "True"}, 400, POLICY, None),
         ({"node_missing": True}, 61, POLICY, "node-gone"),
-        ({"node_unreachable_since": at(0), "node_ready_since": at(350)}, 400, POLICY, "node-unreachable-taint"),
+        (
+            {"node_unreachable_since": at(0), "node_ready_since": at(350)},
+            400,
+            POLICY,
+            "node-unreachable-taint",
+        ),
         ({"terminating": False}, 400, POLICY, None),
     ],
 )
@@ -255,7 +262,9 @@ def test_event_messages_are_verbatim() -> None:
         ({"node_ready": "True"}, POLICY, None),
     ],
 )
-def test_force_delete_due_at(pod_fields: dict[str, Any], policy: ForceDeletePolicy | None, due: float | None) -> None:
+def test_force_delete_due_at(
+    pod_fields: dict[str, Any], policy: ForceDeletePolicy | None, due: float | None
+) -> None:
     result = force_delete_due_at(stuck(**pod_fields), policy)
     assert result == (None if due is None else at(due))
     if result is not None:

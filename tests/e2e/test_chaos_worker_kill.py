@@ -1,0 +1,235 @@
+"""The worker SIGKILLed at random moments during a SurgeThenDrain update of many Instances.
+
+Issue 6 asks that killing the worker during the update of 200 Instances ends with exactly
+200 Instances on the new revision, no duplicated or orphaned pods, and never fewer than 200
+serving Instances at any moment (SurgeThenDrain puts the new pod into rotation before the
+old one drains).
+
+The worker runs as its own process (`python -m workers`, configured through its
+environment) so a SIGKILL is a real crash: in-flight workflow tasks and activities are lost
+and Temporal hands them to the restarted worker after their timeouts. The watcher runs as its
+own process too and is never killed. kubesim runs in this process with instant readiness and
+is sampled every `SAMPLE_SECONDS` by reading its store on its own loop (no API request), so
+the sampling neither slows the cluster down nor shows up in its request counters.
+
+An Instance "serves" when one of its live pods (no deletionTimestamp) is Ready with the
+`ome.io/serving` condition True; the count is per Instance index, so the surge pod and the
+old pod of one Instance count once.
+
+N is `INSTANCES` (200). The run is dominated not by N but by the activities in flight at the
+last kill: Temporal retries them only after their start-to-close (60 s) or heartbeat (90 s)
+timeout, which the product sets for a hung worker, not for a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+
+from bench.lifecycle_stack import (
+    IMAGE_1,
+    IMAGE_2,
+    PodSnapshot,
+    ProductProcess,
+    apply,
+    isvc_manifest,
+    observe_pods,
+    prepare_namespace,
+    topology_for,
+    watcher_process,
+    worker_process,
+)
+from kubesim.handle import KubeSim
+from kubesim.timing import Timing
+from models.instance import InstanceStatus
+from workflows.names import instance_workflow_id
+
+pytestmark = pytest.mark.e2e
+
+INSTANCES = 200
+KILLS = 5
+SEED = 6_2026
+NAME = "chaos"
+SAMPLE_SECONDS = 0.15
+KILL_AFTER_SECONDS = (0.3, 2.5)
+"""A kill lands this long (uniformly drawn) after the previous worker was polling again."""
+DOWN_SECONDS = (0.0, 1.0)
+"""How long the worker stays dead before it is restarted."""
+BRING_UP_WITHIN = 150.0
+UPDATE_WITHIN = 240.0
+
+
+@pytest.fixture
+def cluster() -> Iterator[KubeSim]:
+    """kubesim with room for every Instance and its surge pod, and instant readiness."""
+    sim = KubeSim(topology=topology_for(INSTANCES * 2), crds="product", timing=Timing.fast()).start()
+    sim.set_default_timing(pull_seconds=0.0, start_seconds=0.0, ready_seconds=0.0, factor=0.001)
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@dataclass
+class ServingRecord:
+    """What the sampler saw while the update ran."""
+
+    samples: int = 0
+    fewest_serving: int | None = None
+    fewest_at: PodSnapshot | None = None
+    most_live_per_instance: int = 0
+    stray_pods: set[str] = field(default_factory=set)
+
+
+async def sample_until(sim: KubeSim, namespace: str, record: ServingRecord, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        seen = await asyncio.to_thread(observe_pods, sim, namespace, NAME)
+        record.samples += 1
+        serving = len(seen.serving_indexes())
+        if record.fewest_serving is None or serving < record.fewest_serving:
+            record.fewest_serving, record.fewest_at = serving, seen
+        for index, pods in seen.live_by_index().items():
+            if index is None or not 0 <= index < INSTANCES:
+                record.stray_pods.update(pod.name for pod in pods)
+            else:
+                record.most_live_per_instance = max(record.most_live_per_instance, len(pods))
+        try:
+            await asyncio.wait_for(stop.wait(), SAMPLE_SECONDS)
+        except TimeoutError:
+            pass
+
+
+async def wait_settled(
+    sim: KubeSim, namespace: str, image: str, within: float, worker: ProductProcess
+) -> float:
+    started = time.monotonic()
+    seen: PodSnapshot | None = None
+    while time.monotonic() - started < within:
+        seen = await asyncio.to_thread(observe_pods, sim, namespace, NAME)
+        if seen.settled_on(image, INSTANCES):
+            return time.monotonic() - started
+        await asyncio.sleep(0.25)
+    assert seen is not None
+    unsettled = sorted(
+        (index, [(p.name, p.image.rsplit(":", 1)[-1], p.ready, p.serving, p.terminating) for p in pods])
+        for index, pods in seen.live_by_index().items()
+        if index is None
+        or len(pods) != 1
+        or pods[0].image != image
+        or not (pods[0].ready and pods[0].serving)
+    )
+    raise AssertionError(
+        f"{INSTANCES} Instances did not settle on {image} within {within:.0f} s; "
+        f"{len(seen.pods)} pods, unsettled Instances: {unsettled[:10]}\nworker log tail:\n{worker.tail()}"
+    )
+
+
+def update_finished(sim: KubeSim, namespace: str) -> bool:
+    return observe_pods(sim, namespace, NAME).settled_on(IMAGE_2, INSTANCES)
+
+
+async def test_worker_killed_five_times_during_update_keeps_every_instance_serving(
+    dev_server: WorkflowEnvironment, cluster: KubeSim, tmp_path: Path
+) -> None:
+    client = dev_server.client
+    address = client.service_client.config.target_host
+    task_queue = f"tq-{uuid4()}"
+    namespace = f"chaos-{uuid4().hex[:8]}"
+    worker = worker_process(address, task_queue, cluster.kubeconfig_path, tmp_path / "worker.log")
+    watcher = watcher_process(address, task_queue, cluster.kubeconfig_path, tmp_path / "watcher.log")
+    prepare_namespace(cluster, namespace)
+    worker.start()
+    watcher.start()
+    try:
+        await apply(client, task_queue, isvc_manifest(namespace, NAME, INSTANCES, IMAGE_1))
+        await wait_settled(cluster, namespace, IMAGE_1, BRING_UP_WITHIN, worker)
+        before = {
+            p.index: p.uid for p in (await asyncio.to_thread(observe_pods, cluster, namespace, NAME)).pods
+        }
+
+        record = ServingRecord()
+        stop = asyncio.Event()
+        sampler = asyncio.create_task(sample_until(cluster, namespace, record, stop))
+        started = time.monotonic()
+        kill_moments: list[float] = []
+        try:
+            result = await apply(client, task_queue, isvc_manifest(namespace, NAME, INSTANCES, IMAGE_2))
+            assert result.changed and result.generation == 2
+            rng = random.Random(SEED)
+            for _ in range(KILLS):
+                await asyncio.sleep(rng.uniform(*KILL_AFTER_SECONDS))
+                assert not await asyncio.to_thread(update_finished, cluster, namespace), (
+                    f"the update finished {time.monotonic() - started:.1f} s in, before kill "
+                    f"{len(kill_moments) + 1}: the kills must land during the update"
+                )
+                worker.kill()
+                kill_moments.append(round(time.monotonic() - started, 1))
+                await asyncio.sleep(rng.uniform(*DOWN_SECONDS))
+                await asyncio.to_thread(worker.start)
+            took = await wait_settled(cluster, namespace, IMAGE_2, UPDATE_WITHIN, worker)
+        finally:
+            stop.set()
+            await sampler
+
+        assert worker.starts == KILLS + 1
+        assert record.fewest_serving == INSTANCES, (
+            f"only {record.fewest_serving} of {INSTANCES} Instances served at one moment (kills at {kill_moments} s); "
+            f"not serving then: {sorted(set(range(INSTANCES)) - (record.fewest_at or PodSnapshot(())).serving_indexes())}"
+        )
+        assert record.samples > 10, "the sampler must have watched the update"
+        assert record.most_live_per_instance <= 2, "an Instance had more than its pod and one surge pod"
+        assert not record.stray_pods, (
+            f"pods outside Instances 0..{INSTANCES - 1}: {sorted(record.stray_pods)}"
+        )
+        await assert_exactly_the_new_revision(client, cluster, namespace, before)
+        print(
+            f"update of {INSTANCES} Instances with kills at {kill_moments} s settled {took:.1f} s after the last restart"
+        )
+    finally:
+        worker.kill()
+        watcher.stop(within=10)
+
+
+async def assert_exactly_the_new_revision(
+    client: Client, sim: KubeSim, namespace: str, before: dict[int | None, str]
+) -> None:
+    """One live pod per Instance, each the one its Instance workflow owns, all on the new revision."""
+    seen = await asyncio.to_thread(observe_pods, sim, namespace, NAME)
+    assert seen.settled_on(IMAGE_2, INSTANCES)
+    assert all(pod.uid != before.get(pod.index) for pod in seen.pods), "an old pod survived the update"
+    running = [
+        execution.id
+        async for execution in client.list_workflows(
+            "WorkflowType = 'Instance' AND ExecutionStatus = 'Running'"
+        )
+        if execution.id.startswith(f"instance/{namespace}/")
+    ]
+    assert sorted(running) == sorted(
+        instance_workflow_id(namespace, NAME, "engine", i) for i in range(INSTANCES)
+    )
+
+    async def owned(index: int) -> InstanceStatus:
+        handle = client.get_workflow_handle(instance_workflow_id(namespace, NAME, "engine", index))
+        status: InstanceStatus = await handle.query("status", result_type=InstanceStatus)
+        return status
+
+    statuses = await asyncio.gather(*(owned(index) for index in range(INSTANCES)))
+    targets = {status.target_revision for status in statuses}
+    assert len(targets) == 1, f"Instances disagree on the target revision: {targets}"
+    pods = {pod.index: pod.name for pod in seen.pods}
+    for status in statuses:
+        assert status.running_revision == status.target_revision and status.serving, status
+        assert status.pod_names == [pods[status.index]], (
+            f"Instance {status.index} owns {status.pod_names} but kubesim holds {pods[status.index]}"
+        )
+    description = await client.get_workflow_handle(f"isvc/{namespace}/{NAME}").describe()
+    assert description.status == WorkflowExecutionStatus.RUNNING
