@@ -120,7 +120,7 @@ class Cluster:
     async def stop(self) -> None:
         if self._autosave:
             self._autosave.cancel()
-        self.server.stop_watches()
+        await self.server.close_watches()
         for controller in self.controllers:
             await controller.stop()
         if self._runner:

@@ -1,8 +1,9 @@
 """The HTTP front: routes Kubernetes REST paths to the API semantics, serves discovery and
 streams watches.
 
-Wire details the official client depends on: creates answer 201, bodies are JSON whatever the
-Content-Type says (the client sends none on POST/PUT), every error is a `Status`, and a watch
+Wire details the official client depends on: creates answer 201, bodies are JSON unless the
+Content-Type says protobuf or YAML (Python clients send none; kubectl sends protobuf for built-in
+kinds), OpenAPI v3 is served for kubectl apply, every error is a `Status`, and a watch
 is a chunked stream of JSON lines that ends at `timeoutSeconds` or with an `ERROR` event.
 """
 
@@ -14,10 +15,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from aiohttp import web
 
-from kubesim import subresources
+from kubesim import protobuf, subresources
 from kubesim.errors import ApiError, status_object
+from kubesim.openapi import OpenApi, schema_version
 from kubesim.resources import ResourceType
 from kubesim.selectors import labels_match, parse_field_selector, parse_label_selector
 from kubesim.store import Change
@@ -27,13 +30,18 @@ if TYPE_CHECKING:
     from kubesim.cluster import Cluster
 
 log = logging.getLogger("kubesim.server")
+# The version reported is the one whose OpenAPI schema is served, so clients see one release.
+_SCHEMA_VERSION = schema_version()
 VERSION_INFO = {
-    "major": "1", "minor": "37", "gitVersion": "v1.37.0-kubesim", "gitCommit": "kubesim",
+    "major": _SCHEMA_VERSION.split(".")[0], "minor": _SCHEMA_VERSION.split(".")[1],
+    "gitVersion": f"v{_SCHEMA_VERSION}-kubesim", "gitCommit": "kubesim",
     "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24",
     "compiler": "gc", "platform": "linux/amd64",
 }
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+# Warnings (unknown fields under fieldValidation=Warn) a handler leaves for the response headers.
+WARNINGS = web.RequestKey("warnings", list)
 # A real API server sends a bookmark about once a minute; sooner keeps resumes short.
 BOOKMARK_SECONDS = 5.0
 
@@ -47,6 +55,24 @@ def parse_bool(value: str | None, name: str) -> bool:
     if value in _FALSE:
         return False
     raise ApiError(400, f"query parameter {name}={value!r} is not a boolean (use true or false)")
+
+
+def accepts_json(accept: str) -> bool:
+    """Whether an Accept header admits a JSON answer (no header admits anything)."""
+    if not accept.strip():
+        return True
+    types = [part.split(";")[0].strip().lower() for part in accept.split(",")]
+    return any(t in ("application/json", "application/*", "*/*", "*") for t in types)
+
+
+def _patch_body(raw: bytes, content_type: str) -> Any:
+    """A merge or apply patch body as an object, for field validation (None if it is not one)."""
+    try:
+        if "apply-patch" in content_type:
+            return yaml.safe_load(raw.decode()) if raw else None
+        return json.loads(raw) if raw else None
+    except (ValueError, yaml.YAMLError, UnicodeDecodeError):
+        return None  # the patch itself reports the malformed body
 
 
 def dumps(obj: Any) -> bytes:
@@ -74,13 +100,29 @@ class Server:
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
         self._stopping = asyncio.Event()
         self._watch_queues: set[asyncio.Queue[Change | None]] = set()
+        self._watch_tasks: set[asyncio.Task[Any]] = set()
         self.bookmark_seconds = BOOKMARK_SECONDS
+        self.openapi = OpenApi(cluster.registry, cluster.store)
 
     def stop_watches(self) -> None:
-        """End every open watch stream (the server is shutting down)."""
+        """Tell every open watch stream to end (the server is shutting down)."""
         self._stopping.set()
         for queue in self._watch_queues:
             queue.put_nowait(None)
+
+    async def close_watches(self, grace: float = 0.2) -> None:
+        """End every open watch and wait until their handlers are done. A handler blocked writing
+        to a client that stopped reading cannot see the end marker, so after `grace` seconds it is
+        cancelled; otherwise the HTTP shutdown would wait for it and leave it pending."""
+        self.stop_watches()
+        tasks = set(self._watch_tasks)
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=grace)
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -91,6 +133,8 @@ class Server:
                 return web.Response(text="ok")
             if path == "/version":
                 return respond(VERSION_INFO)
+            if path.startswith("/openapi/"):
+                return self._openapi(request, path)
             parts = path.strip("/").split("/")
             if parts[0] == "api":
                 if len(parts) == 1:
@@ -112,6 +156,25 @@ class Server:
         except Exception as exc:  # a bug must still answer as a Status, and be logged
             log.exception("internal error serving %s %s", request.method, request.path)
             return respond(status_object(500, f"kubesim internal error: {exc!r}"), 500)
+
+    def _openapi(self, request: web.Request, path: str) -> web.Response:
+        if not accepts_json(request.headers.get("Accept", "")):
+            raise ApiError(406, f"only application/json is served at {path}, not "
+                           f"{request.headers.get('Accept')!r}: ask for application/json")
+        if path == "/openapi/v2":
+            body = self.openapi.v2()
+        elif path == "/openapi/v3":
+            body = dumps(self.openapi.index())
+        else:
+            doc = self.openapi.document(path[len("/openapi/v3/"):]) if path.startswith("/openapi/v3/") else None
+            if doc is None:
+                raise ApiError(404, f"the server could not find the requested resource ({path})")
+            body = doc
+        resp = web.Response(body=body, content_type="application/json")
+        if "hash" in request.query:
+            # A hashed URL names one immutable version of the document, so clients may cache it.
+            resp.headers["Cache-Control"] = "public, immutable"
+        return resp
 
     async def _api_path(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.StreamResponse:
         if not rest:
@@ -143,7 +206,11 @@ class Server:
         await self.cluster.faults.before(verb, f"{plural}/{sub}" if sub else plural)
         if is_watch:
             return await self._watch(request, rt, namespace)
-        return await self._handle(request, rt, namespace, name, sub, verb)
+        resp = await self._handle(request, rt, namespace, name, sub, verb)
+        for problem in request.get(WARNINGS) or []:
+            # RFC 7234 warn-code 299 is how the API server passes warnings; kubectl prints them.
+            resp.headers.add("Warning", '299 - "{}"'.format(problem.replace('"', '\\"')))
+        return resp
 
     @staticmethod
     def _verb(method: str, name: str, is_watch: bool) -> str:
@@ -159,13 +226,32 @@ class Server:
             return "delete" if name else "deletecollection"
         raise ApiError(405, f"method {method} is not allowed")
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.Request, rt: ResourceType | None = None) -> Any:
+        """The request body by its Content-Type: protobuf (built-in kinds), YAML, or JSON (also
+        taken when the type is missing or unknown, as many clients send none)."""
         raw = await request.read()
         if not raw:
             return {}
+        media = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if media == protobuf.MEDIA_TYPE:
+            if rt is not None and not rt.builtin:
+                # Custom resources have no protobuf form; the API server answers 415 the same way.
+                raise ApiError(415, f"the body of the request was in an unknown format - accepted media types "
+                               f"include: application/json, application/yaml (custom resource {rt.plural}."
+                               f"{rt.group} has no protobuf encoding: send JSON)")
+            return protobuf.decode(raw)
+        if media in ("application/yaml", "application/x-yaml", "text/yaml"):
+            try:
+                return yaml.safe_load(raw.decode())
+            except (yaml.YAMLError, UnicodeDecodeError) as exc:
+                raise ApiError(400, f"the request body is not valid YAML: {exc}") from exc
         try:
             return json.loads(raw)
         except ValueError as exc:
+            if media not in ("", "application/json", "*/*"):
+                raise ApiError(415, f"the body of the request was in an unknown format ({media}) - accepted media "
+                               f"types include: application/json, application/yaml, "
+                               f"{protobuf.MEDIA_TYPE}") from exc
             raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
 
     def _manager(self, request: web.Request) -> str:
@@ -200,7 +286,9 @@ class Server:
                 return respond(to_table(rt, listed["items"], listed["metadata"], include))
             return respond(listed)
         if verb == "create":
-            body = await self._body(request)
+            body = await self._body(request, rt)
+            if not name:
+                self._check_fields(request, rt, body)
             if name and sub == "eviction":
                 return respond(subresources.evict(api, namespace, name, body), 201)
             if name and sub == "binding":
@@ -209,9 +297,11 @@ class Server:
                 raise ApiError(405, f"POST is not supported on {rt.plural}/{name}")
             return respond(api.create(rt, namespace, body, self._manager(request), dry_run), 201)
         if verb == "update":
-            body = await self._body(request)
+            body = await self._body(request, rt)
             if sub == "scale":
                 return respond(subresources.write_scale(api, rt, namespace, name, body, self._manager(request)))
+            if not sub:
+                self._check_fields(request, rt, body)
             return respond(api.replace(rt, namespace, name, body, self._manager(request), sub, dry_run))
         if verb == "patch":
             raw = await request.read()
@@ -223,6 +313,8 @@ class Server:
             manager = query.get("fieldManager", "") if "apply-patch" in content_type else self._manager(request)
             if "apply-patch" not in content_type and force:
                 raise ApiError(400, "force may only be set for apply patches (application/apply-patch+yaml)")
+            if not sub and "json-patch" not in content_type:
+                self._check_fields(request, rt, _patch_body(raw, content_type))
             existed = api.find(rt.group, rt.plural, namespace if rt.namespaced else "", name) is not None
             obj = api.patch(rt, namespace, name, content_type, raw, manager, force, sub, dry_run)
             return respond(obj, 200 if existed else 201)
@@ -235,6 +327,24 @@ class Server:
             return respond(api.delete_collection(rt, namespace or None, query.get("labelSelector", ""),
                                                  query.get("fieldSelector", ""), options))
         raise ApiError(405, f"{verb} is not supported")
+
+    def _check_fields(self, request: web.Request, rt: ResourceType, body: Any) -> None:
+        """fieldValidation as the API server applies it: Strict rejects fields the schema does not
+        declare (kubectl sends Strict and, seeing the parameter in OpenAPI, leaves validation to
+        the server), Warn answers with Warning headers, Ignore (and no parameter) checks nothing."""
+        directive = request.query.get("fieldValidation", "")
+        if directive in ("", "Ignore"):
+            return
+        if directive not in ("Strict", "Warn"):
+            raise ApiError(400, f"fieldValidation={directive!r} is not valid: use Ignore, Warn or Strict")
+        unknown = self.openapi.unknown_fields(rt, body)
+        if not unknown:
+            return
+        problems = [f'unknown field "{path}"' for path in unknown]
+        if directive == "Strict":
+            raise ApiError(400, f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                           "strict decoding error: " + ", ".join(problems))
+        request[WARNINGS] = problems
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         body = await self._body(request)
@@ -265,6 +375,21 @@ class Server:
         timeout = float(query.get("timeoutSeconds") or 1800)
         rv = query.get("resourceVersion", "")
         store = self.api.store
+        # kubectl get -w asks for Tables: each event then carries a one-row Table, and only the
+        # first one the column definitions, as the API server sends them.
+        as_table = wants_table(request.headers.get("Accept", ""))
+        include = query.get("includeObject", "Metadata")
+        headers_sent = False
+
+        def encode(obj: dict[str, Any]) -> dict[str, Any]:
+            nonlocal headers_sent
+            if not as_table:
+                return obj
+            table = to_table(rt, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, include)
+            if headers_sent:
+                table["columnDefinitions"] = []
+            headers_sent = True
+            return table
 
         def matches(obj: dict[str, Any] | None) -> bool:
             if obj is None:
@@ -299,17 +424,20 @@ class Server:
         faults = self.cluster.faults
         faults.watches_open += 1
         self._watch_queues.add(queue)
+        task = asyncio.current_task()
+        if task is not None:
+            self._watch_tasks.add(task)
         try:
             await response.prepare(request)
             if error is not None:
                 await response.write(dumps({"type": "ERROR", "object": error.status()}) + b"\n")
                 return response
             for obj in initial:
-                await response.write(dumps({"type": "ADDED", "object": obj}) + b"\n")
+                await response.write(dumps({"type": "ADDED", "object": encode(obj)}) + b"\n")
             if send_initial and bookmarks:
                 await response.write(self._bookmark(rt, str(store.rv), initial_end=True))
             for past in backlog:
-                await self._send(response, past, matches)
+                await self._send(response, past, matches, encode)
             start = time.monotonic()
             deadline = start + timeout
             cut = faults.settings.watch_cut_seconds
@@ -329,11 +457,13 @@ class Server:
                 if change is None:
                     break
                 last_rv = str(change.rv)
-                await self._send(response, change, matches)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+                await self._send(response, change, matches, encode)
+        except ConnectionResetError:
+            pass  # the client went away: nothing left to send
         finally:
             unsubscribe()
+            if task is not None:
+                self._watch_tasks.discard(task)
             self._watch_queues.discard(queue)
             faults.watches_open -= 1
         return response
@@ -347,7 +477,7 @@ class Server:
                                                     "metadata": meta}}) + b"\n"
 
     @staticmethod
-    async def _send(response: web.StreamResponse, change: Change, matches: Any) -> None:
+    async def _send(response: web.StreamResponse, change: Change, matches: Any, encode: Any) -> None:
         now_in, was_in = matches(change.obj), matches(change.old)
         if change.type == "DELETED":
             kind = "DELETED" if was_in else None
@@ -358,4 +488,4 @@ class Server:
         else:
             kind = "DELETED" if was_in else None
         if kind:
-            await response.write(dumps({"type": kind, "object": change.obj}) + b"\n")
+            await response.write(dumps({"type": kind, "object": encode(change.obj)}) + b"\n")

@@ -106,6 +106,162 @@ _BUILTIN_COLUMNS: dict[str, list[Column]] = {
 }
 
 
+def _status(obj: Object) -> Object:
+    return obj.get("status") or {}
+
+
+def _node_address(kind: str) -> Callable[[Object], Any]:
+    def cell(node: Object) -> Any:
+        found = [a.get("address") for a in _status(node).get("addresses") or [] if a.get("type") == kind]
+        return found[0] if found else None
+
+    return cell
+
+
+def _readiness_gates(pod: Object) -> Any:
+    gates = (pod.get("spec") or {}).get("readinessGates") or []
+    if not gates:
+        return None
+    conditions = {c.get("type"): c.get("status") for c in _status(pod).get("conditions") or []}
+    ready = sum(1 for g in gates if conditions.get(g.get("conditionType")) == "True")
+    return f"{ready}/{len(gates)}"
+
+
+def _event_object(event: Object) -> str:
+    ref = event.get("involvedObject") or event.get("regarding") or {}
+    return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
+
+
+def _event_last_seen(event: Object) -> Any:
+    return event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+
+
+def _event_source(event: Object) -> str:
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    return f"{component}, {source['host']}" if source.get("host") else component
+
+
+def _spec(obj: Object) -> Object:
+    return obj.get("spec") or {}
+
+
+def _service_external_ip(svc: Object) -> Any:
+    spec = _spec(svc)
+    if spec.get("type") == "ExternalName":
+        return spec.get("externalName")
+    ips = list(spec.get("externalIPs") or [])
+    if spec.get("type") == "LoadBalancer":
+        ingress = (_status(svc).get("loadBalancer") or {}).get("ingress") or []
+        ips += [i.get("ip") or i.get("hostname") for i in ingress]
+        return ",".join(ips) if ips else "<pending>"
+    return ",".join(ips) if ips else None
+
+
+def _service_ports(svc: Object) -> Any:
+    ports = []
+    for port in _spec(svc).get("ports") or []:
+        node = f":{port['nodePort']}" if port.get("nodePort") else ""
+        ports.append(f"{port.get('port')}{node}/{port.get('protocol', 'TCP')}")
+    return ",".join(ports) if ports else None
+
+
+def _selector(selector: Any) -> Any:
+    if not isinstance(selector, dict) or not selector:
+        return None
+    labels = selector.get("matchLabels", selector if "matchExpressions" not in selector else {})
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None
+
+
+def _endpoints(ep: Object) -> Any:
+    found = [f"{a.get('ip')}:{p.get('port')}" for subset in ep.get("subsets") or []
+             for a in subset.get("addresses") or [] for p in subset.get("ports") or [{}]]
+    if not found:
+        return None
+    return ",".join(found[:3]) + (f" + {len(found) - 3} more..." if len(found) > 3 else "")
+
+
+def _template_field(key: str) -> Callable[[Object], Any]:
+    def cell(obj: Object) -> Any:
+        containers = ((_spec(obj).get("template") or {}).get("spec") or {}).get("containers") or []
+        return ",".join(str(c.get(key, "")) for c in containers) or None
+
+    return cell
+
+
+def _budget(key: str) -> Callable[[Object], Any]:
+    return lambda pdb: _spec(pdb).get(key, "N/A")
+
+
+_WORKLOAD_WIDE: list[Column] = [
+    ("Containers", "string", _template_field("name")),
+    ("Images", "string", _template_field("image")),
+    ("Selector", "string", lambda o: _selector(_spec(o).get("selector"))),
+]
+_BUILTIN_COLUMNS.update({
+    "namespaces": [("Status", "string", lambda n: _status(n).get("phase"))],
+    "services": [
+        ("Type", "string", lambda s: _spec(s).get("type", "ClusterIP")),
+        ("Cluster-IP", "string", lambda s: _spec(s).get("clusterIP")),
+        ("External-IP", "string", _service_external_ip),
+        ("Port(s)", "string", _service_ports),
+    ],
+    "configmaps": [("Data", "integer", lambda c: len(c.get("data") or {}) + len(c.get("binaryData") or {}))],
+    "secrets": [("Type", "string", lambda s: s.get("type", "Opaque")),
+                ("Data", "integer", lambda s: len(s.get("data") or {}))],
+    "serviceaccounts": [("Secrets", "integer", lambda s: len(s.get("secrets") or []))],
+    "endpoints": [("Endpoints", "string", _endpoints)],
+    "replicasets": [
+        ("Desired", "integer", lambda r: _spec(r).get("replicas", 1)),
+        ("Current", "integer", lambda r: _status(r).get("replicas", 0)),
+        ("Ready", "integer", lambda r: _status(r).get("readyReplicas", 0)),
+    ],
+    "poddisruptionbudgets": [
+        ("Min Available", "string", _budget("minAvailable")),
+        ("Max Unavailable", "string", _budget("maxUnavailable")),
+        ("Allowed Disruptions", "integer", lambda p: _status(p).get("disruptionsAllowed", 0)),
+    ],
+    "leases": [("Holder", "string", lambda lease: _spec(lease).get("holderIdentity"))],
+})
+
+# Priority-1 columns (shown by -o wide) the API server appends after Age, and kinds whose whole
+# column list differs from Name + kind columns + Age.
+_WIDE_COLUMNS: dict[str, list[Column]] = {
+    "pods": [
+        ("IP", "string", lambda p: _status(p).get("podIP")),
+        ("Node", "string", lambda p: (p.get("spec") or {}).get("nodeName")),
+        ("Nominated Node", "string", lambda p: _status(p).get("nominatedNodeName")),
+        ("Readiness Gates", "string", _readiness_gates),
+    ],
+    "nodes": [
+        ("Internal-IP", "string", _node_address("InternalIP")),
+        ("External-IP", "string", _node_address("ExternalIP")),
+        ("OS-Image", "string", lambda n: (_status(n).get("nodeInfo") or {}).get("osImage")),
+        ("Kernel-Version", "string", lambda n: (_status(n).get("nodeInfo") or {}).get("kernelVersion")),
+        ("Container-Runtime", "string", lambda n: (_status(n).get("nodeInfo") or {}).get("containerRuntimeVersion")),
+    ],
+    "services": [("Selector", "string", lambda s: _selector(_spec(s).get("selector")))],
+    "deployments": _WORKLOAD_WIDE,
+    "replicasets": _WORKLOAD_WIDE,
+}
+_AFTER_AGE: dict[str, list[Column]] = {
+    "nodes": [("Version", "string", lambda n: (_status(n).get("nodeInfo") or {}).get("kubeletVersion"))],
+}
+# name, type, cell, priority: kubectl get events prints Last Seen, Type, Reason, Object, Message.
+_EVENT_COLUMNS: list[tuple[str, str, Callable[[Object], Any], int]] = [
+    ("Last Seen", "date", _event_last_seen, 0),
+    ("Type", "string", lambda e: e.get("type"), 0),
+    ("Reason", "string", lambda e: e.get("reason"), 0),
+    ("Object", "string", _event_object, 0),
+    ("Subobject", "string", lambda e: (e.get("involvedObject") or {}).get("fieldPath"), 1),
+    ("Source", "string", _event_source, 1),
+    ("Message", "string", lambda e: e.get("message") or e.get("note"), 0),
+    ("First Seen", "date", lambda e: e.get("firstTimestamp") or e.get("eventTime"), 1),
+    ("Count", "integer", lambda e: e.get("count") or 1, 1),
+    ("Name", "string", lambda e: e["metadata"]["name"], 1),
+]
+
+
 def _path_cell(path: str) -> Callable[[Object], Any]:
     def cell(obj: Object) -> Any:
         return json_path(obj, path)
@@ -136,11 +292,26 @@ def _cell(kind: str, value: Any) -> Any:
     return value
 
 
+def _all_columns(rt: ResourceType) -> list[tuple[str, str, Callable[[Object], Any], int]]:
+    if rt.builtin and rt.plural == "events":
+        return _EVENT_COLUMNS
+    base = [("Name", "string", _name), *_columns(rt)]
+    if rt.printer_columns:
+        # A CRD column's priority (0 default, 1 for -o wide) comes from additionalPrinterColumns.
+        priorities = [0] + [int(dict(raw).get("priority") or 0) for raw in rt.printer_columns]
+        return [(name, kind, cell, prio) for (name, kind, cell), prio in zip(base, priorities, strict=True)]
+    if not rt.builtin:
+        return [(name, kind, cell, 0) for name, kind, cell in base]
+    base += _AFTER_AGE.get(rt.plural, [])
+    return [(name, kind, cell, 0) for name, kind, cell in base] + [
+        (name, kind, cell, 1) for name, kind, cell in _WIDE_COLUMNS.get(rt.plural, [])]
+
+
 def to_table(rt: ResourceType, items: list[Object], list_meta: Object, include_object: str) -> Object:
-    columns: list[Column] = [("Name", "string", _name), *_columns(rt)]
+    columns = _all_columns(rt)
     rows = []
     for obj in items:
-        row: Object = {"cells": [_cell(kind, cell(obj)) for _, kind, cell in columns]}
+        row: Object = {"cells": [_cell(kind, cell(obj)) for _, kind, cell, _ in columns]}
         if include_object == "Object":
             row["object"] = obj
         elif include_object != "None":
@@ -153,8 +324,8 @@ def to_table(rt: ResourceType, items: list[Object], list_meta: Object, include_o
         "metadata": {k: v for k, v in list_meta.items() if k in ("resourceVersion", "continue")},
         "columnDefinitions": [
             {"name": name, "type": "string" if kind == "date" else kind, "format": "name" if name == "Name" else "",
-             "description": name, "priority": 0}
-            for name, kind, _ in columns
+             "description": name, "priority": priority}
+            for name, kind, _, priority in columns
         ],
         "rows": rows,
     }

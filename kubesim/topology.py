@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from kubesim.openapi import schema_version
+
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -36,7 +38,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 # A fixed instant keeps build_nodes deterministic; the API server may pass its own clock.
 DEFAULT_TIMESTAMP = "2026-01-01T00:00:00Z"
-_KUBELET_VERSION = "v1.33.0-kubesim"
+# Kubelets run the release the API server reports (the served OpenAPI schema's), within any skew policy.
+_KUBELET_VERSION = f"v{schema_version()}-kubesim"
 _VALID_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 

@@ -3,17 +3,19 @@
 `instance/{ns}/{isvc}-{component}-{index}`. Observe (the watcher's `pods_changed` signals,
 activity results) -> plan (`planning.instance_*`) -> act (Kubernetes activities through
 `workflows.kube_calls`) -> wait (`wait_condition` with the deadlines planning computes; a
-slow re-list is only a safety net). Every destructive conclusion drawn from a watcher
-observation (a pod is gone, a pod failed) is confirmed with a fresh list first, because a
-signal may lag behind our own writes.
+slow re-list is only a safety net). A pod that looks gone or failed in a watcher observation
+is confirmed with a fresh list before anything is recreated, because a signal may lag
+behind our own writes.
+
+Message handlers only record what arrived (no awaits), so they need no lock; the main loop
+takes requests from the state at safe points, and continue-as-new happens only in a
+resting phase, after the handlers have finished, carrying the one `InstanceState`.
 
 Phases and messages: see `models/instance.py`. The operations live in
 `workflows/instance_ops.py`; this module holds the message handlers and the main loop.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from temporalio import workflow
 
@@ -55,13 +57,15 @@ def _newer(candidate: InstancePods, current: InstancePods | None) -> bool:
 
 @workflow.defn(name="Instance")
 class InstanceWorkflow(InstanceLifecycle):
+    """`instance/{ns}/{isvc}-{component}-{index}`: input `InstanceSpec` (or `InstanceState`
+    after continue-as-new), result the final `InstanceStatus`."""
+
     @workflow.init
     def __init__(self, arg: InstanceSpec | InstanceState) -> None:
         state = arg if isinstance(arg, InstanceState) else InstanceState(spec=arg)
         self.state = state
         self.pods_seq = 0
         self.inbox_seq = 0
-        self.lock = asyncio.Lock()
         self.last_report: tuple[object, ...] | None = None
 
     # --- messages -------------------------------------------------------------------
@@ -101,8 +105,6 @@ class InstanceWorkflow(InstanceLifecycle):
     def status(self) -> InstanceStatus:
         return build_status(self.state, workflow.now())
 
-    # --- bookkeeping used by the operations -----------------------------------------
-
     # --- main loop ------------------------------------------------------------------
 
     @workflow.run
@@ -118,8 +120,7 @@ class InstanceWorkflow(InstanceLifecycle):
         await self.prepare()
         await self.report()
         while True:
-            async with self.lock:
-                finished = await self.step()
+            finished = await self.step()
             await self.report()
             if finished:
                 return build_status(self.state, workflow.now())
@@ -133,6 +134,7 @@ class InstanceWorkflow(InstanceLifecycle):
     async def step(self) -> bool:
         """One pass of the loop; True when the workflow is done."""
         state = self.state
+        since = self.mark()
         if state.pending_delete is not None:
             await self.delete_instance(state.pending_delete)
             return True
@@ -148,5 +150,5 @@ class InstanceWorkflow(InstanceLifecycle):
         elif state.phase == P.FAILED:
             if await self.handle_failed():
                 return False
-        await self.wait_for_news(self.next_wake())
+        await self.wait_for_news(self.next_wake(), since)
         return False

@@ -114,10 +114,17 @@ class InstanceOperations:
         self.pods_seq += 1
         return pods
 
-    async def wait_for_news(self, until: datetime | None) -> None:
-        """Sleep until a pod observation or a request arrives, `until`, or the safety re-list."""
+    def mark(self) -> tuple[int, int]:
+        """Where the observations and requests stand; take it *before* looking at them."""
+        return (self.pods_seq, self.inbox_seq)
+
+    async def wait_for_news(self, until: datetime | None, since: tuple[int, int]) -> None:
+        """Sleep until a pod observation or a request newer than `since` arrives, `until`, or
+        the safety re-list. `since` is the mark taken before the caller looked, so news that
+        came in while it was busy (during an activity, say) wakes it at once instead of being
+        waited for a second time."""
         await self.report()
-        pods_seq, inbox_seq = self.pods_seq, self.inbox_seq
+        pods_seq, inbox_seq = since
         now = workflow.now()
         safety = now + timedelta(seconds=self.spec.safety_recheck_seconds)
         wake = min(until, safety) if until is not None else safety
@@ -255,6 +262,7 @@ class InstanceOperations:
         first_seen: dict[str, datetime] = {}
         created_seq = self.pods_seq
         while True:
+            since = self.mark()
             if self.interrupted(spec.revision):
                 return "interrupted"
             quota_hold = False
@@ -307,7 +315,9 @@ class InstanceOperations:
             wakes = [t for t in (check.wake_at, deadline) if t is not None]
             if quota_hold or occupied:
                 wakes.append(now + QUOTA_RECHECK)
-            await self.wait_for_news(self.next_force_delete(occupied, now, min(wakes) if wakes else None))
+            await self.wait_for_news(
+                self.next_force_delete(occupied, now, min(wakes) if wakes else None), since
+            )
 
     async def start_serving(self, members: dict[str, str]) -> bool:
         """Set `ome.io/serving` True and wait to see it; False if the pods stopped being ready."""
@@ -323,12 +333,13 @@ class InstanceOperations:
             summary=f"put {spec.instance_name} into rotation ({len(members)} pods)",
         )
         while True:
+            since = self.mark()
             counts = levels(self.observed(), members, spec.pod_count, 0.0, workflow.now())
             if counts.serving:
                 return True
             if not counts.ready or self.interrupted(spec.revision):
                 return False
-            await self.wait_for_news(None)
+            await self.wait_for_news(None, since)
 
     def commit_ready(self, members: dict[str, str]) -> None:
         state = self.state
@@ -392,6 +403,7 @@ class InstanceOperations:
         )
         uids = {n: u for n, u in targets.items() if u}
         while True:
+            since = self.mark()
             gone = await kube_calls.pods_gone(
                 PodsGoneInput(namespace=spec.namespace, names=sorted(targets), uids=uids),
                 summary=f"check {len(targets)} pods of {spec.instance_name} are gone",
@@ -405,7 +417,7 @@ class InstanceOperations:
                     "TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, gone.remaining)
                 )
                 return gone.remaining
-            await self.wait_for_news(self.next_force_delete(set(gone.remaining), now, deadline))
+            await self.wait_for_news(self.next_force_delete(set(gone.remaining), now, deadline), since)
 
     async def force_delete_stuck(self, names: set[str], now: datetime) -> None:
         spec = self.spec

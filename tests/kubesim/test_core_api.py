@@ -223,7 +223,11 @@ def test_pods_table_for_kubectl(k8s: Clients) -> None:
     code, table = raw_request(k8s.sim, "GET", f"/api/v1/namespaces/{k8s.namespace}/pods",
                               accept="application/json;as=Table;v=v1;g=meta.k8s.io")
     assert code == 200
-    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Ready", "Status", "Restarts", "Age"]
+    columns = table["columnDefinitions"]
+    assert [c["name"] for c in columns if c["priority"] == 0] == ["Name", "Ready", "Status", "Restarts", "Age"]
+    # -o wide shows the priority-1 columns too, after Age.
+    assert [c["name"] for c in columns[5:]] == ["IP", "Node", "Nominated Node", "Readiness Gates"]
+    assert {c["priority"] for c in columns[5:]} == {1}
     assert table["rows"][0]["cells"][:4] == ["shown", "0/1", "Pending", 0]
 
 

@@ -246,6 +246,19 @@ async def story(
     relay.start()
     try:
         async with build_worker(client, task_queue, sim.api_client()):
-            yield Story(client, task_queue, sim, core, custom, relay, cluster)
+            try:
+                yield Story(client, task_queue, sim, core, custom, relay, cluster)
+            finally:
+                await terminate_leftovers(client)
     finally:
         await relay.stop()
+
+
+async def terminate_leftovers(client: Client) -> None:
+    """Workflow IDs derive from the object, so the next test would meet this test's workflows
+    (and their task queue, which no worker polls any more): end whatever still runs."""
+    ids = [isvc_workflow_id(NAMESPACE, NAME), irep_workflow_id(NAMESPACE, NAME, "engine")]
+    ids += [f"instance/{NAMESPACE}/{NAME}-engine-{index}" for index in range(8)]
+    for workflow_id in ids:
+        with contextlib.suppress(Exception):
+            await client.get_workflow_handle(workflow_id).terminate("test finished")

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from models.instance import (
     ForceDeletePolicy,
@@ -269,3 +271,49 @@ def test_force_delete_due_at(
     assert result == (None if due is None else at(due))
     if result is not None:
         assert force_delete_evidence(stuck(**pod_fields), policy, result + timedelta(seconds=1)) is not None
+
+
+@given(
+    max_attempts=st.integers(min_value=1, max_value=6),
+    delays=st.lists(st.floats(min_value=1, max_value=600), min_size=1, max_size=4),
+    gaps=st.lists(st.floats(min_value=0, max_value=1000), min_size=1, max_size=10),
+)
+def test_retry_block_never_exceeds_its_attempts(max_attempts: int, delays: list[float], gaps: list[float]) -> None:
+    """Whatever the timing, a revision is held exactly when its attempts run out, and a
+    Backoff block always names when the next attempt may start."""
+    retry = UpdateRetryPolicy(max_attempts=max_attempts, attempt_delays_seconds=delays)
+    block = None
+    clock = 0.0
+    for gap in gaps:
+        clock += gap
+        block = record_counting_failure(block, retry, "r", "ErrImagePull", at(clock))
+        assert 1 <= block.attempts_started <= max_attempts
+        if block.state == RetryBlockState.HELD:
+            assert block.attempts_started == max_attempts
+            assert blocks_attempt(block, "r", at(clock + 10**6))
+            break
+        assert block.next_retry_at is not None and block.next_retry_at > at(clock)
+        assert blocks_attempt(block, "r", at(clock)) and retry_due(block, block.next_retry_at)
+        block = start_retry(block)
+
+
+@given(
+    holds=st.lists(st.tuples(st.floats(min_value=0, max_value=5000), st.booleans()), max_size=12),
+    timeout=st.floats(min_value=1, max_value=7200),
+)
+def test_readiness_deadline_always_grants_a_full_window(holds: list[tuple[float, bool]], timeout: float) -> None:
+    """The deadline is never sooner than a full timeout after the last time a hold ended."""
+    clock = ReadinessClock(at(0))
+    now = 0.0
+    window_start = 0.0
+    for gap, held in holds:
+        now += gap
+        before = clock
+        clock = clock.observe(["QuotaExceeded"] if held else [], at(now))
+        if before.held_since is not None and not held:
+            window_start = now
+        deadline = clock.deadline(timeout)
+        if held:
+            assert deadline is None
+        else:
+            assert deadline is not None and deadline >= at(window_start + timeout) - timedelta(microseconds=1)

@@ -1,0 +1,127 @@
+"""The README's "Walkthrough", command by command, exactly as written, against the running stack.
+
+The commands run in one bash session (`set -euo pipefail`, so the first failing command fails
+the test) from a directory that looks like the repository root after `make up`: `.data` is the
+stack's data directory, `deploy` and `.venv` are the repository's. Only the Temporal address
+comes from outside (`TEMPORAL_ADDRESS`, which the `temporal` CLI reads), because the test's
+stack listens on free ports rather than 7233. The outputs are then checked for what the
+README says they show.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.running_stack import REPO_ROOT, RunningStack
+
+README = REPO_ROOT / "README.md"
+MARKER = ">>> command"
+WALKTHROUGH_WITHIN = 280.0
+"""Seconds for the whole walkthrough: two rolling updates and a deletion in real kubesim time."""
+
+
+def walkthrough_commands(readme: str) -> list[str]:
+    """Every command of the `## Walkthrough` section's bash blocks, continuation lines joined."""
+    section = readme.split("\n## Walkthrough\n", 1)[1]
+    section = re.split(r"\n## (?!#)", section, maxsplit=1)[0]
+    commands: list[str] = []
+    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL):
+        pending = ""
+        for line in block.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            pending += line + "\n"
+            if not line.endswith("\\"):
+                commands.append(pending.rstrip("\n"))
+                pending = ""
+    return commands
+
+
+def run_walkthrough(stack: RunningStack, workdir: Path, commands: list[str]) -> list[str]:
+    """Run the commands in one bash session; the output of each, in order."""
+    (workdir / ".data").symlink_to(stack.data_dir.resolve())
+    (workdir / "deploy").symlink_to(REPO_ROOT / "deploy")
+    (workdir / ".venv").symlink_to(REPO_ROOT / ".venv")
+    script = ["set -euo pipefail"]
+    for index, command in enumerate(commands):
+        script += [f"echo '{MARKER} {index}'", command]
+    env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
+    env["TEMPORAL_ADDRESS"] = stack.address
+    result = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WALKTHROUGH_WITHIN,
+    )
+    parts = re.split(rf"^{MARKER} \d+$\n?", result.stdout, flags=re.MULTILINE)[1:]
+    if result.returncode != 0:
+        failed = commands[len(parts) - 1] if parts else "(before the first command)"
+        transcript = "\n".join(
+            f"$ {command}\n{output[-1500:]}" for command, output in zip(commands, parts, strict=False)
+        )
+        raise AssertionError(
+            f"walkthrough command failed (exit {result.returncode}):\n{failed}\n"
+            f"transcript:\n{transcript}\nstderr:\n{result.stderr[-4000:]}\n"
+            f"stack log:\n{stack.log()[-6000:]}"
+        )
+    return parts
+
+
+def output_of(commands: list[str], outputs: list[str], starts_with: str, nth: int = 0) -> str:
+    matches = [out for command, out in zip(commands, outputs, strict=True) if command.startswith(starts_with)]
+    return matches[nth]
+
+
+@pytest.mark.timeout(360)
+def test_readme_walkthrough_runs_as_written(stack: RunningStack, tmp_path: Path) -> None:
+    commands = walkthrough_commands(README.read_text())
+    assert len(commands) >= 20, f"the walkthrough lost its commands: {commands}"
+    outputs = run_walkthrough(stack, tmp_path, commands)
+
+    applied = output_of(commands, outputs, "temporal workflow execute-update-with-start")
+    assert "UpdateResult  map[accepted:true changed:true generation:1 warnings:[]]" in applied, applied
+
+    irep = output_of(commands, outputs, "kubectl get irep")
+    assert re.search(r"qwen3-0-6b-engine\s+engine\s+2\s+2\s+2\s+2", irep), irep
+
+    spread = output_of(commands, outputs, "kubectl get inferencereplica qwen3-0-6b-engine")
+    assert re.search(r"qwen3-0-6b-engine\s+Required\s+topology.kubernetes.io/zone\s+<none>", spread), spread
+
+    pods = output_of(commands, outputs, "kubectl get pods -n spread-demo -l")
+    rows = [line.split() for line in pods.strip().splitlines()[1:]]
+    assert [row[0] for row in rows] == ["qwen3-0-6b-engine-0-default-0", "qwen3-0-6b-engine-1-default-0"], (
+        pods
+    )
+    assert all(row[1:3] == ["topology.kubernetes.io/zone", "DoNotSchedule"] for row in rows), pods
+    zones = dict(
+        line.split()[0::5] for line in output_of(commands, outputs, "kubectl get nodes").splitlines()[1:]
+    )
+    assert len({zones[row[3]] for row in rows}) == 2, f"both Instances in one zone:\n{pods}\n{zones}"
+
+    images = output_of(commands, outputs, "kubectl get pods -n spread-demo -l", nth=1)
+    new_image = "docker.io/lmsysorg/sglang:v0.5.6-cu129-amd64"
+    assert images.count(new_image) == 2 and "-default-1" in images, images
+
+    paused = output_of(
+        commands,
+        outputs,
+        "kubectl get inferencereplica qwen3-0-6b-engine -n spread-demo -o 'custom-columns=PAUSED",
+    )
+    assert paused.split()[-2:] == ["true", "0"], paused
+
+    history = output_of(commands, outputs, "temporal workflow show")
+    assert "ActivityTaskScheduled" in history, history
+
+    gone = output_of(commands, outputs, "kubectl get pods,inferencereplicas,inferenceservices")
+    assert "No resources found" in gone, gone
+
+    listed = stack.temporal_json("workflow", "list", "--query", 'InferenceService="qwen3-0-6b"')
+    types = sorted(item["type"]["name"] for item in listed)
+    assert types == ["Instance", "Instance", "InferenceReplica", "InferenceService"], types

