@@ -151,6 +151,17 @@ def _remove_path(obj: Any, path: Path) -> None:
             return
 
 
+def _manager_label(entry: Object) -> str:
+    """A conflicting manager as the API server names it: quoted, plus "using <apiVersion>" for
+    managers that wrote through updates (as kubectl's client-side apply does)."""
+    label = f'"{entry.get("manager", "")}"'
+    if entry.get("subresource"):
+        label += f' with subresource "{entry["subresource"]}"'
+    if entry.get("operation") == "Update":
+        label += f" using {entry.get('apiVersion', '')}"
+    return label
+
+
 def server_side_apply(current: Object | None, config: Object, manager: str, force: bool,
                       builtin: bool, subresource: str = "") -> Object:
     """The object after `manager` applies `config`; 409 on conflicts unless forced."""
@@ -172,12 +183,13 @@ def server_side_apply(current: Object | None, config: Object, manager: str, forc
             continue
         for path in from_fields_v1(e.get("fieldsV1") or {}):
             if path in applied and current_values.get(path, _MISSING) != applied[path]:
-                conflicts.append((e["manager"], path))
+                conflicts.append((_manager_label(e), path))
     if conflicts and not force:
-        causes = [{"type": "FieldManagerConflict", "message": f'conflict with "{m}"',
+        causes = [{"type": "FieldManagerConflict", "message": f"conflict with {m}",
                    "field": "." + ".".join(p[2:] if p.startswith("f:") else p for p in path)} for m, path in conflicts]
-        raise ApiError(409, f"Apply failed with {len(conflicts)} conflict(s): "
-                       + "; ".join(f'{c["message"]}: {c["field"]}' for c in causes),
+        plural = "" if len(conflicts) == 1 else "s"
+        raise ApiError(409, f"Apply failed with {len(conflicts)} conflict{plural}: "
+                       + "\n".join(f'{c["message"]}: {c["field"]}' for c in causes),
                        details={"causes": causes})
     previous = next((e for e in entries if e.get("manager") == manager and e.get("operation") == "Apply"
                      and e.get("subresource", "") == subresource), None)

@@ -157,10 +157,15 @@ def _crd_schemas(crd: Object, version: str) -> dict[str, Object]:
 def component_name(rt: ResourceType) -> str:
     """The schema name of a resource type's kind: io.k8s.api.core.v1.Pod, io.ome.v1beta1.InferenceService."""
     if rt.builtin:
-        for name, schema in builtin_schemas().items():
-            if (rt.group, rt.version, rt.kind) in _gvks(schema):
-                return name
+        name = _builtin_names().get((rt.group, rt.version, rt.kind))
+        if name:
+            return name
     return _crd_component_name(rt.group, rt.version, rt.kind)
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_names() -> dict[tuple[str, str, str], str]:
+    return {gvk: name for name, schema in builtin_schemas().items() for gvk in _gvks(schema)}
 
 
 def _query(name: str, kind: str = "string") -> Object:

@@ -35,6 +35,7 @@ _TIME = {_META + "Time", _META + "MicroTime"}
 _INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
 _QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 _FIELDS = _META + "FieldsV1"
+_SPECIAL = _TIME | {_INT_OR_STRING, _QUANTITY, _FIELDS}
 Field = tuple[int, str, str, str, bool, bool]  # number, JSON name, kind, message, repeated, nullable
 
 
@@ -159,7 +160,7 @@ def decode_message(name: str, data: bytes) -> dict[str, Any]:
     for number, wire, value in _Reader(data).fields():
         field = table.get(number)
         if field is None:
-            continue  # a field newer than our table: the JSON path would have dropped it too
+            continue  # a field newer than this release's schema: dropped, as the API server drops it
         _, json_name, kind, ref, repeated, _ = field
         if kind == "map":
             entry = decode_message(ref, value)
@@ -182,9 +183,6 @@ def decode_message(name: str, data: bytes) -> dict[str, Any]:
             continue
         out[json_name] = value
     return out
-
-
-_SPECIAL = _TIME | {_INT_OR_STRING, _QUANTITY, _FIELDS}
 
 
 def _empty_value(entry: str) -> Any:

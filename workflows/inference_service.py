@@ -252,10 +252,13 @@ class InferenceServiceWorkflow:
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new({CONTINUED_STATE_KEY: state.model_dump(mode="json")})
-            try:
-                await workflow.wait_condition(lambda seen=seen: self.seq != seen, timeout=SAFETY_RECHECK)
-            except TimeoutError:
-                pass
+            await self.wait_for_news(seen)
+
+    async def wait_for_news(self, seen: int) -> None:
+        try:
+            await workflow.wait_condition(lambda: self.seq != seen, timeout=SAFETY_RECHECK)
+        except TimeoutError:
+            pass
 
     def phase(self) -> str:
         """One word for the UI's `OmePhase` column and the `status` query."""

@@ -178,8 +178,9 @@ def test_apply_wait_get_describe_events_and_delete(kubectl: Kubectl, ns: str) ->
     Path(isvc).write_text(_isvc_yaml(ns, max_replicas=3))
     # maxReplicas is still co-owned by the client-side apply: changing it conflicts, as on a real cluster.
     conflict = kubectl.run("apply", "--server-side", "-f", isvc, check=False)
-    assert conflict.returncode == 1 and 'conflict with "kubectl-client-side-apply"' in conflict.stderr
-    assert ".spec.engine.maxReplicas" in conflict.stderr
+    assert conflict.returncode == 1
+    assert ('Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using ome.io/v1beta1: '
+            ".spec.engine.maxReplicas") in conflict.stderr
     assert kubectl.out("apply", "--server-side", "--force-conflicts", "-f", isvc) == \
         f"inferenceservice.ome.io/{ISVC} serverside-applied\n"
     assert kubectl.out("get", "inferenceservice", ISVC, "-n", ns, "-o",
@@ -382,3 +383,28 @@ def test_stop_ends_a_watch_whose_client_stopped_reading() -> None:
     finally:
         stuck.close()
         sim.stop()
+
+
+@needs_kubectl
+def test_get_services_prints_type_ips_and_ports(kubectl: Kubectl, ns: str) -> None:
+    kubectl.run("create", "service", "nodeport", "np", "-n", ns, "--tcp=81:9090")
+    rows = kubectl.lines("get", "svc", "-n", ns, "-o", "wide")
+    assert rows[0] == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE", "SELECTOR"]
+    node_port = _stored(kubectl, "", "services", ns, "np")["spec"]["ports"][0]["nodePort"]
+    assert rows[1][:2] == ["np", "NodePort"] and rows[1][3:5] == ["<none>", f"81:{node_port}/TCP"]
+    assert rows[1][6] == "app=np"
+
+
+@needs_kubectl
+def test_drain_evicts_with_protobuf_evictions_then_uncordon(kubectl: Kubectl, ns: str) -> None:
+    pod = _pod_yaml("drainme", ns, isvc="drain").replace(
+        "spec:\n", "spec:\n  nodeSelector:\n    kubernetes.io/hostname: gpu-node-4\n", 1)
+    kubectl.run("apply", "-f", kubectl.write(f"{ns}-drain.yaml", pod))
+    kubectl.run("wait", "--for=condition=Ready", "pod/drainme", "-n", ns, "--timeout=30s")
+    try:
+        out = kubectl.out("drain", "gpu-node-4", "--force", "--ignore-daemonsets", "--timeout=30s")
+        assert "node/gpu-node-4 cordoned" in out and "pod/drainme evicted" in out
+        assert out.rstrip().endswith("node/gpu-node-4 drained")
+        assert not [p for p in kubectl.sim.objects("", "pods", ns) if p["metadata"]["name"] == "drainme"]
+    finally:
+        assert kubectl.out("uncordon", "gpu-node-4") == "node/gpu-node-4 uncordoned\n"

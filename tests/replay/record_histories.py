@@ -27,12 +27,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import kubernetes
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
@@ -126,7 +128,7 @@ async def instance_surge_update(env: WorkflowEnvironment, sim: KubeSim, task_que
         await _until_deleted(harness, handle)
 
 
-# --- InferenceService scenario: the spec 003 example through all three workflow types -------
+# --- InferenceService scenarios: the spec 003 example through all three workflow types ------
 
 
 @asynccontextmanager
@@ -161,8 +163,10 @@ async def _accepted(s: Story, manifest: dict[str, Any]) -> None:
 
 async def _delete_service(s: Story) -> None:
     """Delete: every Instance drained and removed, then the InferenceService workflow completes."""
+    began = time.monotonic()
     await s.handle().signal("delete")
     await asyncio.wait_for(s.handle().result(), WAIT)
+    print(f"  {time.monotonic() - began:5.1f}s  delete, the InferenceService workflow completed", flush=True)
 
 
 def _live_images(s: Story) -> set[str]:
@@ -171,6 +175,8 @@ def _live_images(s: Story) -> set[str]:
 
 async def _ready_on(s: Story, image: str, indexes: list[int]) -> bool:
     """Exactly the Instances `indexes` Ready, every live pod on `image`, the rollout finished."""
+    if not await _replica_running(s):
+        return False
     replica = await s.replica_status()
     ready = sorted(row.index for row in replica.instance_statuses if row.phase == "Ready")
     view = await s.status()
@@ -218,11 +224,30 @@ async def _paused(s: Story) -> bool:
     return (await s.status()).phase == "Paused"
 
 
-async def _held_revision(s: Story) -> str | None:
+async def _replica_running(s: Story) -> bool:
+    """Whether this scenario's InferenceReplica runs. A query before it starts would reach the
+    previous scenario's closed run of the same id, whose task queue nobody polls any more, and
+    hang until the server's query timeout."""
+    try:
+        return (await s.irep().describe()).status == WorkflowExecutionStatus.RUNNING
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+
+
+async def _held(s: Story, after: datetime | None = None) -> tuple[str, datetime | None] | None:
+    """(revision, its last failure) once the update is Held by a failure later than `after`."""
+    if not await _replica_running(s):
+        return None
     replica = await s.replica_status()
     hold = replica.rollout_hold
-    held = hold is not None and hold.gate == "Held"
-    return str(replica.update_revision) if held and replica.update_revision else None
+    if hold is None or hold.gate != "Held" or not replica.update_revision:
+        return None
+    failed = max((b.last_failure_at for b in replica.retry_blocks if b.last_failure_at), default=None)
+    if after is not None and (failed is None or failed <= after):
+        return None  # still the hold from before the release
+    return str(replica.update_revision), failed
 
 
 async def service_held_release(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
@@ -232,7 +257,7 @@ async def service_held_release(env: WorkflowEnvironment, sim: KubeSim, task_queu
         await _accepted(s, manifest)
         await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready Instances", within=WAIT)
         await _accepted(s, with_image(manifest, BAD_IMAGE))
-        revision = await until(lambda: _held_revision(s), "the bad revision to be Held", within=WAIT)
+        revision, failed = await until(lambda: _held(s), "the bad revision to be Held", within=WAIT)
         await s.handle().signal("release_held", ReleaseHeldRequest(component="engine", revision="deadbeef"))
         await s.handle().signal("release_held", ReleaseHeldRequest(component="engine", revision=revision))
         await until(
@@ -242,7 +267,7 @@ async def service_held_release(env: WorkflowEnvironment, sim: KubeSim, task_queu
             "the RetryBlockReleased event",
             within=WAIT,
         )
-        await until(lambda: _held_revision(s), "the retried revision to be Held again", within=WAIT)
+        await until(lambda: _held(s, after=failed), "the retried revision to be Held again", within=WAIT)
         await _accepted(s, with_image(manifest, IMAGE_2))
         await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "the corrected revision", within=WAIT)
         await s.handle().signal("reset_instances", ResetInstancesRequest(component="engine", instances="all"))
@@ -314,12 +339,22 @@ async def closed_executions(client: Client, task_queue: str) -> list[WorkflowExe
         await asyncio.sleep(0.5)
 
 
+def history_document(workflow_id: str, history_json: str) -> str:
+    """`{"workflowId": ..., "events": [...]}`, one compact event per line: a third of the SDK's
+    indented size, and a rerun's diff still shows which events changed."""
+    events = json.loads(history_json)["events"]
+    lines = ",\n".join(json.dumps(event, separators=(",", ":")) for event in events)
+    return f'{{"workflowId": {json.dumps(workflow_id)}, "events": [\n{lines}\n]}}\n'
+
+
 async def record(env: WorkflowEnvironment, scenario: Scenario) -> list[Path]:
     task_queue = f"replay-{scenario.name}-{uuid4().hex[:8]}"
     sim = KubeSim(topology=TEST_TOPOLOGY, crds="product", timing=Timing.fast()).start()
     try:
         await scenario.run(env, sim, task_queue)
+        began = time.monotonic()
         executions = await closed_executions(env.client, task_queue)
+        print(f"  {time.monotonic() - began:5.1f}s  every execution closed and listed", flush=True)
     finally:
         sim.stop()
     for stale in HISTORIES.glob(f"{scenario.name}__*.json"):
@@ -335,14 +370,19 @@ async def record(env: WorkflowEnvironment, scenario: Scenario) -> list[Path]:
         # The workflow id beside the events (the SDK's JSON leaves it out): workflows read it
         # (`workflow.info().workflow_id`, e.g. as a parent id in a child's input), so a replay
         # under another id would issue different commands.
-        document = {"workflowId": execution.id, **json.loads(history.to_json())}
-        path.write_text(json.dumps(document, indent=1) + "\n")
+        path.write_text(history_document(execution.id, history.to_json()))
         written.append(path)
     return written
 
 
 async def main(selected: list[Scenario]) -> None:
     HISTORIES.mkdir(exist_ok=True)
+    # Histories of scenarios that no longer exist would otherwise be replayed forever.
+    known = {scenario.name for scenario in SCENARIOS}
+    for orphan in HISTORIES.glob("*.json"):
+        if orphan.name.split("__", 1)[0] not in known:
+            orphan.unlink()
+            print(f"removed {orphan.name}: no scenario of that name")
     began = time.monotonic()
     async with dev_server() as env:
         for scenario in selected:

@@ -15,12 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
 
 from models.instance import SIGNAL_PODS_CHANGED
 from models.kube_ops import (
@@ -60,23 +56,8 @@ from models.kube_ops import (
     SetServingResult,
 )
 from models.pods import ContainerSummary, InstancePods, PodSummary
+from tests.fixtures.temporal import register_search_attributes  # noqa: F401  (re-exported for older imports)
 from workflows.names import instance_workflow_id
-from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
-
-
-async def register_search_attributes(env: WorkflowEnvironment) -> None:
-    """The time-skipping server starts without the product's search attributes; the Instance
-    upserts them, so register them (a second registration is refused, which is fine)."""
-    request = AddSearchAttributesRequest(
-        namespace=env.client.namespace,
-        search_attributes={
-            key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES
-        },
-    )
-    try:
-        await env.client.operator_service.add_search_attributes(request)
-    except RPCError:
-        pass
 
 
 @dataclass

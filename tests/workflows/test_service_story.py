@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
@@ -157,6 +157,24 @@ async def test_invalid_manifest_is_refused_with_reason_codes_and_nothing_is_crea
         assert "minReplicas" in str(cause.message)
         # The workflow that update-with-start opened fails on the same admission, creating nothing.
         await eventually(lambda: _failed(s), "the started workflow to fail on admission")
+        assert s.object("inferenceservices", NAME) is None
+        assert s.pods() == []
+
+
+async def test_direct_start_with_an_invalid_manifest_fails_at_once_with_the_denials(
+    client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(client, task_queue, kubesim) as s:
+        bad = isvc_manifest(minReplicas=3, maxReplicas=2)
+        handle = await client.start_workflow("InferenceService", bad, id=s.isvc_id, task_queue=task_queue)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 60)
+        cause = failed.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == ADMISSION_DENIED
+        assert cause.non_retryable
+        assert "spec.engine" in str(cause.message) and cause.details, (
+            "the denials name the field and the reasons"
+        )
         assert s.object("inferenceservices", NAME) is None
         assert s.pods() == []
 
