@@ -194,3 +194,46 @@ async def _held(s: Story) -> Any:
     status = await s.replica_status()
     hold = status.rollout_hold
     return status if hold is not None and hold.gate == "Held" else None
+
+
+async def test_reset_rebuilds_a_failed_instance_and_a_new_revision_repairs_it(
+    client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    kubesim.set_image_behavior(BAD_IMAGE, fail_pull=True)
+    async with story(client, task_queue, kubesim, cluster=HOLD_AT_ONCE) as s:
+        broken = isvc_manifest(minReplicas=1, maxReplicas=1, runner={"image": BAD_IMAGE})
+        await s.apply(broken)
+        failed = await eventually(lambda: _instance(s, 0, "Failed"), "Instance 0 to fail on its image")
+        assert failed.last_failure is not None and failed.last_failure.reason in (
+            "ErrImagePull",
+            "ImagePullBackOff",
+        )
+        status = await s.replica_status()
+        assert status.condition("Ready") is not None and status.condition("Ready").reason == "InstanceFailed"  # type: ignore[union-attr]
+        ir = f"InferenceReplica {NAMESPACE}/{NAME}-engine component=engine"
+
+        await s.handle().signal("reset_instances", ResetInstancesRequest(component="engine", instances="all"))
+        reset = await eventually(lambda: events(s, "InstancesReset"), "InstancesReset")
+        assert reset == [
+            f"{ir}: reset instance(s) 0 at operator request (ome.io/reset-instances annotation): pods deleted "
+            "and preserved operation cleared; the lifecycle passes rebuild them"
+        ]
+        await eventually(
+            lambda: _incarnation_above(s, 0, failed.incarnation), "the reset to recreate Instance 0"
+        )
+
+        # A corrected revision replaces the held one and the Failed Instance moves to it.
+        await s.apply(with_image(broken, IMAGE_2))
+        await eventually(
+            lambda: _images(s) == {IMAGE_2} and _ready_exactly(s, [0]), "Instance 0 Ready on the fix"
+        )
+
+
+async def _instance(s: Story, index: int, phase: str) -> Any:
+    rows = [row for row in (await s.replica_status()).instance_statuses if row.index == index]
+    return rows[0] if rows and rows[0].phase == phase else None
+
+
+async def _incarnation_above(s: Story, index: int, incarnation: int) -> bool:
+    rows = [row for row in (await s.replica_status()).instance_statuses if row.index == index]
+    return bool(rows) and rows[0].incarnation > incarnation
