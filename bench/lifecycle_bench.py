@@ -201,6 +201,25 @@ async def update(
     raise RuntimeError(f"the update did not finish within {within:.0f} s")
 
 
+async def idle_bring_up(
+    client: Client, task_queue: str, sim: KubeSim, instances: int, within: float
+) -> tuple[float, int]:
+    """Bring up the idle InferenceService; (seconds, Instances serving) once all serve or at `within`.
+
+    Only kubesim is watched: the RSS figure needs the Instances Ready, not the status projection,
+    which at this size trails the pods by minutes."""
+    started = time.monotonic()
+    await apply(client, task_queue, isvc_manifest(NAMESPACE, IDLE_NAME, instances, IMAGE_1))
+    serving = 0
+    while time.monotonic() - started < within:
+        seen = await snapshot(sim, IDLE_NAME)
+        if seen.settled_on(IMAGE_1, instances):
+            return time.monotonic() - started, instances
+        serving = len(seen.serving_indexes())
+        await asyncio.sleep(1.0)
+    return time.monotonic() - started, serving
+
+
 def per_instance_requests(sim: KubeSim, instances: int) -> tuple[float, str]:
     """Requests per Instance since the last reset, and the five busiest (verb, resource)."""
     counters = sim.counters()
@@ -374,6 +393,7 @@ async def run(args: argparse.Namespace, root: Path) -> Figures:
                         f"{len(recreation)} kills, polled every {FAILURE_POLL_SECONDS * 1000:.0f} ms")  # fmt: skip
             figures.add("pod failure -> recreation p99", f"{percentile(recreation, 0.99) * 1000:.0f} ms")
             figures.add("pod failure -> serving again p50", f"{statistics.median(serving) * 1000:.0f} ms")
+            figures.add("pod failure -> serving again p99", f"{percentile(serving, 0.99) * 1000:.0f} ms")
         figures.add("pod failure -> no recreation", f"{len(missed)}",
                     f"kills not followed by a recreation within {RECREATION_WITHIN:.0f} s: {sorted(missed)}")  # fmt: skip
 
@@ -390,14 +410,26 @@ async def run(args: argparse.Namespace, root: Path) -> Figures:
         figures.add("  + InferenceReplica/Service share", f"{events['coordinators']:.1f}", "their events / N")
         figures.add("floor history events / child", f"{floor_events:.1f}", "parent's included")
 
-        log(f"idle: {idle} Ready Instances of a second InferenceService")
-        idle_serving, _ = await bring_up(client, task_queue, sim, IDLE_NAME, idle, args.timeout * idle / n)
-        figures.add(f"bring-up of {idle} (kubesim)", f"{idle_serving:.1f} s")
+        log(
+            f"idle: {idle} Ready Instances of a second InferenceService (waiting up to {args.idle_within:.0f} s)"
+        )
+        idle_seconds, idle_ready = await idle_bring_up(client, task_queue, sim, idle, args.idle_within)
+        if idle_ready == idle:
+            figures.add(
+                f"bring-up of {idle} (kubesim)",
+                f"{idle_seconds:.1f} s",
+                f"{idle_seconds / idle * 1000:.0f} ms per Instance",
+            )
+        else:
+            figures.add(f"bring-up of {idle} (kubesim)", f"> {idle_seconds:.0f} s",
+                        f"only {idle_ready} serving when the bench stopped waiting")  # fmt: skip
         await asyncio.sleep(IDLE_SETTLE_SECONDS)
         rss, peak = worker.rss_kib()
         watcher_rss, _ = watcher.rss_kib()
-        figures.add(f"worker RSS, {idle} idle Ready", f"{rss / 1024:.0f} MiB", f"peak {peak / 1024:.0f} MiB")
-        figures.add(f"watcher RSS, {idle} idle Ready", f"{watcher_rss / 1024:.0f} MiB")
+        figures.add(
+            f"worker RSS, {idle_ready} idle Ready", f"{rss / 1024:.0f} MiB", f"peak {peak / 1024:.0f} MiB"
+        )
+        figures.add(f"watcher RSS, {idle_ready} idle Ready", f"{watcher_rss / 1024:.0f} MiB")
     except BaseException:
         for process in processes:
             print(f"--- last output of {process.module}:\n{process.tail(3000)}", file=sys.stderr)
@@ -421,6 +453,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--failures", type=int, default=40, help="pod failures for the recreation latency")
     parser.add_argument("--seed", type=int, default=7, help="seed choosing which Instances fail")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds any one phase may take")
+    parser.add_argument(
+        "--idle-within", type=float, default=600.0,
+        help="seconds to wait for the idle Instances; the RSS is read then even if fewer serve",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="20 Instances, 100 idle, 5 failures")
     args = parser.parse_args(argv)
     if args.quick:

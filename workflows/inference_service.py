@@ -291,6 +291,7 @@ class InferenceServiceWorkflow:
         if state.runtime_missing is None:
             await self.configure_replicas(isvc)
             await self.pass_on_requests()
+        await self.finish_retired()
         await self.write_status()
         return False
 
@@ -350,7 +351,12 @@ class InferenceServiceWorkflow:
     async def write_components(self, isvc: InferenceService) -> None:
         state = self.state
         uid = state.isvc_uid
-        for plan in self.plans(isvc):
+        plans = self.plans(isvc)
+        running = {(plan.name, plan.mode) for plan in plans}
+        for component, mode in list(state.modes.items()):
+            if (component, mode) not in running:
+                await self.retire(isvc, component, mode)
+        for plan in plans:
             state.modes[plan.name] = plan.mode
             name = service_name(isvc.name, plan.name)
             if plan.mode == "MultiNode":
@@ -377,6 +383,47 @@ class InferenceServiceWorkflow:
             )
         components = ",".join(plan.name for plan in self.plans(isvc))
         workflow.upsert_search_attributes([search_attributes.COMPONENT.value_set(components)])
+
+    async def retire(self, isvc: InferenceService, component: str, mode: str) -> None:
+        """A component the spec dropped (or moved to another mode): its Instances drain first."""
+        state = self.state
+        del state.modes[component]
+        if mode == "OMENative" and component in state.sent_configs:
+            del state.sent_configs[component]
+            state.retiring[component] = mode
+            state.replicas.pop(component, None)
+            handle = workflow.get_external_workflow_handle(
+                irep_workflow_id(isvc.namespace, isvc.name, component)
+            )
+            await handle.signal(SIGNAL_DELETE)
+            state.delete_sent.append(component)
+            return
+        await self.delete_objects(isvc.namespace, isvc.name, component, mode)
+
+    async def finish_retired(self) -> None:
+        """Remove the objects of retired components whose InferenceReplica has finished."""
+        state = self.state
+        namespace, name = _identity(state.manifest)
+        for component, mode in list(state.retiring.items()):
+            report = state.replicas.get(component)
+            if report is None or not report.deleted:
+                continue
+            # A component that now runs in another mode keeps its Service (same name, new pods).
+            await self.delete_objects(namespace, name, component, mode, service=component not in state.modes)
+            del state.retiring[component]
+            del state.replicas[component]
+            state.delete_sent.remove(component)
+
+    async def delete_objects(
+        self, namespace: str, name: str, component: str, mode: str, service: bool = True
+    ) -> None:
+        object_name = service_name(name, component)
+        kinds = [("policy/v1", "PodDisruptionBudget")] if mode == "OMENative" else [("apps/v1", "Deployment")]
+        if service:
+            kinds.append(("v1", "Service"))
+        for api_version, kind in kinds:
+            ref = ObjectRef(api_version=api_version, kind=kind, name=object_name, namespace=namespace)
+            await kube_calls.delete_object(DeleteObjectInput(ref=ref), summary=f"delete {kind} {object_name}")
 
     def replica_config(self, isvc: InferenceService, plan: ComponentPlan) -> ReplicaConfig:
         state = self.state
@@ -457,16 +504,8 @@ class InferenceServiceWorkflow:
         if draining:
             await self.write_status()
             return False
-        for component, mode in state.modes.items():
-            object_name = service_name(name, component)
-            kinds = (
-                [("policy/v1", "PodDisruptionBudget")] if mode == "OMENative" else [("apps/v1", "Deployment")]
-            )
-            for api_version, kind in [*kinds, ("v1", "Service")]:
-                ref = ObjectRef(api_version=api_version, kind=kind, name=object_name, namespace=namespace)
-                await kube_calls.delete_object(
-                    DeleteObjectInput(ref=ref), summary=f"delete {kind} {object_name}"
-                )
+        for component, mode in {**state.retiring, **state.modes}.items():
+            await self.delete_objects(namespace, name, component, mode)
         await kube_calls.delete_object(
             DeleteObjectInput(ref=self.ref()),
             summary=f"delete InferenceService {namespace}/{name}: every Instance drained, its pods gone",
@@ -480,7 +519,7 @@ class InferenceServiceWorkflow:
         state = self.state
         reports: list[ComponentReport] = []
         for component, report in sorted(state.replicas.items()):
-            if report.deleted:
+            if report.deleted or component in state.retiring:
                 continue
             condition = report.condition
             reports.append(

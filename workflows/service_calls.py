@@ -175,6 +175,9 @@ class ServiceState(_Message):
     """(component, signal, payload) to pass on to an InferenceReplica at the next pass."""
     deleting: bool = False
     delete_sent: list[str] = Field(default_factory=list)
+    retiring: dict[str, str] = Field(default_factory=dict)
+    """Components the spec no longer runs (or runs in another mode): component -> old mode,
+    until their InferenceReplica has drained and their objects are gone."""
     conditions: list[Condition] = Field(default_factory=list)
     written_status: str = ""
     cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)

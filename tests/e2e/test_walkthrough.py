@@ -50,7 +50,7 @@ def run_walkthrough(stack: RunningStack, workdir: Path, commands: list[str]) -> 
     (workdir / ".venv").symlink_to(REPO_ROOT / ".venv")
     script = ["set -euo pipefail"]
     for index, command in enumerate(commands):
-        script += [f"echo '{MARKER} {index}'", command]
+        script += [f'echo "{MARKER} {index} at ${{SECONDS}}s"', command]
     env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
     env["TEMPORAL_ADDRESS"] = stack.address
     result = subprocess.run(
@@ -61,17 +61,24 @@ def run_walkthrough(stack: RunningStack, workdir: Path, commands: list[str]) -> 
         text=True,
         timeout=WALKTHROUGH_WITHIN,
     )
-    parts = re.split(rf"^{MARKER} \d+$\n?", result.stdout, flags=re.MULTILINE)[1:]
+    parts = re.split(rf"^{MARKER} \d+ at \d+s$\n?", result.stdout, flags=re.MULTILINE)[1:]
     if result.returncode != 0:
         failed = commands[len(parts) - 1] if parts else "(before the first command)"
-        transcript = "\n".join(
-            f"$ {command}\n{output[-1500:]}" for command, output in zip(commands, parts, strict=False)
+        # The markers carry bash's clock, so a slow step shows in the transcript.
+        transcript = (
+            "\n".join(
+                f"$ {command}\n{output[-1500:]}" for command, output in zip(commands, parts, strict=False)
+            )
+            + "\n"
+            + "\n".join(re.findall(rf"^{MARKER} \d+ at \d+s$", result.stdout, flags=re.MULTILINE))
         )
         raise AssertionError(
             f"walkthrough command failed (exit {result.returncode}):\n{failed}\n"
             f"transcript:\n{transcript}\nstderr:\n{result.stderr[-4000:]}\n"
             f"stack log:\n{stack.log()[-6000:]}"
         )
+    # Shown with the test's output when it fails later: how long each step took.
+    print("\n".join(re.findall(rf"^{MARKER} \d+ at \d+s$", result.stdout, flags=re.MULTILINE)))
     return parts, result.stderr
 
 

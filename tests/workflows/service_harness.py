@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import kubernetes
@@ -245,7 +246,8 @@ async def story(
     relay = PodRelay(client, sim)
     relay.start()
     try:
-        async with build_worker(client, task_queue, sim.api_client()):
+        # Activities still running when the test ends are cancelled at once, not awaited.
+        async with build_worker(client, task_queue, sim.api_client(), graceful_shutdown_timeout=timedelta(0)):
             try:
                 yield Story(client, task_queue, sim, core, custom, relay, cluster)
             finally:
@@ -260,5 +262,5 @@ async def terminate_leftovers(client: Client) -> None:
     ids = [isvc_workflow_id(NAMESPACE, NAME), irep_workflow_id(NAMESPACE, NAME, "engine")]
     ids += [f"instance/{NAMESPACE}/{NAME}-engine-{index}" for index in range(8)]
     for workflow_id in ids:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # most indexes never existed
             await client.get_workflow_handle(workflow_id).terminate("test finished")

@@ -6,6 +6,7 @@ Real activities against kubesim, the watcher in-process, the workflows on a Temp
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
@@ -75,8 +76,8 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
         conditions = {c["type"]: c for c in irep["status"]["conditions"]}
         assert conditions["Ready"]["reason"] == "AllInstancesReady"
         assert conditions["InstanceReadyTimeoutUnconfigured"]["status"] == "False"
-        isvc = s.object("inferenceservices", NAME)
-        assert isvc is not None
+        # The object's status is written after the query's answer changes: wait for it.
+        isvc = await eventually(lambda: _ready_object(s), "the InferenceService object's Ready condition")
         engine_ready = {c["type"]: c for c in isvc["status"]["conditions"]}["EngineReady"]
         assert engine_ready["status"] == "True" and engine_ready["reason"] == "Ready"
         assert isvc["status"]["components"]["engine"]["lifecycle"]["readyReplicas"] == 2
@@ -92,6 +93,7 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
         assert updated.changed and updated.generation == 2
         lowest_serving = 2
         saw_surge = False
+        holds: set[tuple[str, str]] = set()
 
         async def watch_serving() -> None:
             nonlocal lowest_serving, saw_surge
@@ -99,6 +101,9 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
                 pods = s.pods()
                 saw_surge = saw_surge or any(p.metadata.name.endswith("-default-1") for p in pods)
                 lowest_serving = min(lowest_serving, len(s.serving_pods()))
+                hold = (await s.replica_status()).rollout_hold
+                if hold is not None:
+                    holds.add((hold.gate, hold.reason.split(";")[0]))
                 await asyncio.sleep(0.05)
 
         watcher = asyncio.create_task(watch_serving())
@@ -112,6 +117,9 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
             watcher.cancel()
         assert saw_surge, "SurgeThenDrain brings up the new pod (ordinal 1) before the old one drains"
         assert lowest_serving >= 2, f"serving dropped to {lowest_serving} during the update"
+        # maxSurge 25% of 2 rounds up to 1: the second Instance waited on the surge budget.
+        assert ("Budget", "per-Component surge budget 1 exhausted (would become 2)") in holds, holds
+        assert (await s.replica_status()).rollout_hold is None, "the hold clears when the rollout completes"
 
         # Delete: drains every Instance, removes pods, the IR and the ISVC, and completes.
         await s.handle().signal("delete")
@@ -120,6 +128,12 @@ async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
         assert s.object("inferencereplicas", f"{NAME}-engine") is None
         assert s.object("inferenceservices", NAME) is None
         assert (await s.irep().describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+def _ready_object(s: Story) -> dict[str, Any] | None:
+    isvc = s.object("inferenceservices", NAME)
+    conditions = {c["type"]: c for c in ((isvc or {}).get("status") or {}).get("conditions") or []}
+    return isvc if conditions.get("Ready", {}).get("status") == "True" else None
 
 
 def _with_status(obj: dict[str, object] | None, field: str, value: object) -> dict[str, object] | None:
@@ -184,3 +198,47 @@ async def _failed(s: Story) -> bool:
 
 
 __all__ = ["NAMESPACE"]
+
+
+async def test_a_component_dropped_from_the_spec_drains_and_its_objects_go(
+    client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(client, task_queue, kubesim) as s:
+        with_router = isvc_manifest(minReplicas=1, maxReplicas=1)
+        with_router["spec"]["router"] = {
+            "minReplicas": 1,
+            "runner": {"name": "router", "image": "ome/router:1"},
+        }
+        await s.apply(with_router)
+        view = await eventually(lambda: _components_ready(s, {"engine", "router"}), "engine and router Ready")
+        assert {c.type for c in view.status.conditions} >= {"Ready", "EngineReady", "RouterReady"}
+        assert s.object("inferencereplicas", f"{NAME}-router") is not None
+        assert s.core.read_namespaced_service(f"{NAME}-router", NAMESPACE) is not None
+
+        without_router = isvc_manifest(minReplicas=1, maxReplicas=1)
+        await s.apply(without_router)
+        await eventually(lambda: not _router_pods(s), "the router's pods to drain and go")
+        await eventually(
+            lambda: s.object("inferencereplicas", f"{NAME}-router") is None, "the router's IR to go"
+        )
+        await eventually(lambda: _no_router_service(s), "the router's Service to go")
+        view = await eventually(lambda: _components_ready(s, {"engine"}), "the engine alone, Ready")
+        assert "RouterReady" not in {c.type for c in view.status.conditions}
+        assert [p.metadata.name for p in s.pods()] == [f"{NAME}-engine-0-default-0"]
+
+
+async def _components_ready(s: Story, components: set[str]) -> Any:
+    view = await s.status()
+    ready = view.status.condition("Ready")
+    if set(view.status.components) != components or ready is None or ready.status != "True":
+        return None
+    return view
+
+
+def _router_pods(s: Story) -> list[Any]:
+    return [p for p in s.pods() if p.metadata.labels.get("ome.io/component") == "router"]
+
+
+def _no_router_service(s: Story) -> bool:
+    names = [svc.metadata.name for svc in s.core.list_namespaced_service(NAMESPACE).items]
+    return f"{NAME}-router" not in names
