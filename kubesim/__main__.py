@@ -37,13 +37,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pull-seconds", type=float, default=2.0, help="default image pull time")
     parser.add_argument("--start-seconds", type=float, default=1.0, help="default container start time")
     parser.add_argument("--ready-seconds", type=float, default=2.0, help="default time from start to ready")
+    parser.add_argument("--stop-seconds", type=float, default=1.0,
+                        help="time a container takes to exit after SIGTERM, scaled by --time-factor "
+                             "(negative: containers ignore SIGTERM and are killed when the grace period ends)")
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
 
 async def serve(args: argparse.Namespace) -> int:
     timing = Timing(pull_seconds=args.pull_seconds, start_seconds=args.start_seconds,
-                    ready_seconds=args.ready_seconds, factor=args.time_factor)
+                    ready_seconds=args.ready_seconds, factor=args.time_factor, stop_seconds=args.stop_seconds)
     try:
         cluster = Cluster(topology=args.topology, timing=timing,
                           crds=None if args.crds == "none" else args.crds, state_file=args.state_file)

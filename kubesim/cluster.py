@@ -189,6 +189,6 @@ class Cluster:
             if value is not None:
                 if not hasattr(self.timing, key) or key == "images":
                     raise ApiError(400, f"unknown timing setting {key!r}: use pull_seconds, start_seconds, "
-                                   "ready_seconds or factor")
+                                   "ready_seconds, factor or stop_seconds")
                 setattr(self.timing, key, float(value))
         self.kubelet.poke()

@@ -5,8 +5,10 @@ processes that only have the cluster's URL (the e2e stack, benchmarks, a person 
     POST /sim/counters/reset
     POST /sim/nodes/{name}/{fail|restore|cordon|uncordon|drain}
     POST /sim/pods/{namespace}/{name}/kill
-    POST /sim/images        {"image": ..., "pull_seconds": ..., "fail_pull": ..., "crash": ...}
-    POST /sim/timing        {"pull_seconds": ..., "start_seconds": ..., "ready_seconds": ..., "factor": ...}
+    POST /sim/images        {"image": ..., "pull_seconds": ..., "fail_pull": ..., "crash": ...,
+                             "stop_seconds": ... (SIGTERM to exit; negative = ignores SIGTERM)}
+    POST /sim/timing        {"pull_seconds": ..., "start_seconds": ..., "ready_seconds": ..., "factor": ...,
+                             "stop_seconds": ...}
     POST /sim/faults        {"error_rate": ..., "codes": [...], "latency_seconds": ..., "watch_cut_seconds": ...}
     POST /sim/compact       forget the watch history (watches from older versions get 410)
     POST /sim/save          write the state file now
@@ -25,7 +27,10 @@ from kubesim.errors import ApiError
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
 
-_IMAGE_FIELDS = ("pull_seconds", "start_seconds", "ready_seconds", "fail_pull", "crash", "unready_after_seconds")
+_IMAGE_FIELDS = ("pull_seconds", "start_seconds", "ready_seconds", "fail_pull", "crash", "unready_after_seconds",
+                 "stop_seconds")
+
+_TIMING_FIELDS = ("pull_seconds", "start_seconds", "ready_seconds", "factor", "stop_seconds")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -76,14 +81,13 @@ class Control:
             c.set_image_behavior(image, **{k: body[k] for k in _IMAGE_FIELDS if k in body})
             return _json({"image": image})
         if parts == ["timing"] and method in ("POST", "PUT"):
-            unknown = set(body) - {"pull_seconds", "start_seconds", "ready_seconds", "factor"}
+            unknown = set(body) - set(_TIMING_FIELDS)
             if unknown:
-                raise ApiError(400, f"unknown timing settings {sorted(unknown)}: use pull_seconds, start_seconds, "
-                               "ready_seconds, factor")
+                raise ApiError(400, f"unknown timing settings {sorted(unknown)}: use {', '.join(_TIMING_FIELDS)}")
             c.set_default_timing(**body)
             t = c.timing
             return _json({"pull_seconds": t.pull_seconds, "start_seconds": t.start_seconds,
-                          "ready_seconds": t.ready_seconds, "factor": t.factor})
+                          "ready_seconds": t.ready_seconds, "factor": t.factor, "stop_seconds": t.stop_seconds})
         if parts == ["faults"] and method in ("POST", "PUT"):
             unknown = set(body) - {"error_rate", "codes", "latency_seconds", "watch_cut_seconds"}
             if unknown:

@@ -162,15 +162,21 @@ class KubeSim:
 
     def set_image_behavior(self, image: str, pull_seconds: float | None = None, start_seconds: float | None = None,
                            ready_seconds: float | None = None, fail_pull: bool = False, crash: bool = False,
-                           unready_after_seconds: float | None = None) -> None:
+                           unready_after_seconds: float | None = None, stop_seconds: float | None = None) -> None:
+        """`stop_seconds`: time from SIGTERM to exit (scaled by the factor); None keeps the
+        cluster default, a negative value makes the image ignore SIGTERM until SIGKILL."""
         self.call(lambda: self.cluster.set_image_behavior(
             image, pull_seconds=pull_seconds, start_seconds=start_seconds, ready_seconds=ready_seconds,
-            fail_pull=fail_pull, crash=crash, unready_after_seconds=unready_after_seconds))
+            fail_pull=fail_pull, crash=crash, unready_after_seconds=unready_after_seconds,
+            stop_seconds=stop_seconds))
 
     def set_default_timing(self, pull_seconds: float | None = None, start_seconds: float | None = None,
-                           ready_seconds: float | None = None, factor: float | None = None) -> None:
+                           ready_seconds: float | None = None, factor: float | None = None,
+                           stop_seconds: float | None = None) -> None:
+        """None leaves a setting as it is; `stop_seconds` < 0 makes every image ignore SIGTERM."""
         self.call(lambda: self.cluster.set_default_timing(
-            pull_seconds=pull_seconds, start_seconds=start_seconds, ready_seconds=ready_seconds, factor=factor))
+            pull_seconds=pull_seconds, start_seconds=start_seconds, ready_seconds=ready_seconds, factor=factor,
+            stop_seconds=stop_seconds))
 
     def inject_faults(self, error_rate: float = 0.0, codes: tuple[int, ...] = (500, 429, 409),
                       latency_seconds: float = 0.0, watch_cut_seconds: float | None = None) -> None:

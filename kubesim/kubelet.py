@@ -4,9 +4,14 @@ states a real kubelet reports.
 A container goes ContainerCreating (image pull) -> Running -> ready, each step taking the time
 set for its image; an image can fail its pull (ErrImagePull, then ImagePullBackOff), crash
 (terminated with exit code 1, restarted per `restartPolicy` with CrashLoopBackOff back-off) or
-stop being ready after a while. The pod's Ready condition honours `readinessGates`. Deleting a
-pod gives it its grace period (scaled by the timing factor) before the kubelet removes it; a
-failed node's kubelet does nothing, so its pods stay as they were until force-deleted.
+stop being ready after a while. The pod's Ready condition honours `readinessGates`.
+
+Deleting a pod works as on a real node: the kubelet sends SIGTERM to each running container
+(event `Killing`); a container exits after its image's `stop_seconds` (terminated, exit 0,
+`Completed`) or, if it has not exited when the grace period ends, is SIGKILLed (exit 137,
+`Error`). Once no container runs, the kubelet reports the final status and removes the pod, so
+the pod is gone after min(stop_seconds, grace), not the whole grace period. A failed node's
+kubelet does nothing, so its pods stay as they were until force-deleted.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class ContainerRun:
     last_terminated: dict[str, Any] | None = None
     container_id: str = ""
     message: str = ""
+    exits_at: float | None = None  # after SIGTERM: when the process exits (None: it ignores SIGTERM)
 
 
 @dataclass
@@ -67,7 +73,8 @@ class PodRun:
     init: list[ContainerRun]
     pod_ip: str
     start_time: str
-    terminating_until: float | None = None
+    terminating_since: float | None = None  # when the kubelet sent SIGTERM
+    kill_at: float | None = None  # end of the grace period: SIGKILL for whatever still runs
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -279,22 +286,38 @@ class Kubelet(Controller):
         c.next_at = now + delay + self.cluster.timing.phase_seconds(c.image)[1]
 
     def _terminate_pod(self, pod: Object, run: PodRun, now: float) -> None:
-        # A second delete may shorten the grace period (never lengthen it), as with the kubelet.
-        grace = pod["metadata"].get("deletionGracePeriodSeconds") or 0
-        until = now + self.cluster.timing.scaled(grace)
-        if run.terminating_until is None:
-            for c in run.containers:
+        timing = self.cluster.timing
+        if run.terminating_since is None:
+            run.terminating_since = now
+            for c in run.init + run.containers:
                 if c.stage == "running":
                     self._event(pod, run, "Normal", "Killing", f"Stopping container {c.name}")
-        if run.terminating_until is None or until < run.terminating_until:
-            run.terminating_until = until
-        if now < run.terminating_until:
-            self.wake_in(run.terminating_until - now)
-            return
-        pods_rt = self.api.type_of(*PODS)
-        for c in run.containers:
-            if c.stage != "terminated":
+                    stop = timing.stop_after(c.image)
+                    c.exits_at = None if stop is None else now + stop
+        # A second delete may shorten the grace period (never lengthen it), as with the kubelet;
+        # the shorter period counts from that delete.
+        grace = pod["metadata"].get("deletionGracePeriodSeconds") or 0
+        kill_at = now + timing.scaled(grace)
+        if run.kill_at is None or kill_at < run.kill_at:
+            run.kill_at = kill_at
+        changed = False
+        for c in run.init + run.containers:
+            if c.stage != "running":
+                continue  # never started or between restarts: no process to stop
+            if c.exits_at is not None and c.exits_at <= min(now, run.kill_at):
                 self._terminate(c, now, exit_code=0, reason="Completed")
+                changed = True
+            elif run.kill_at <= now:
+                self._terminate(c, now, exit_code=137, reason="Error")
+                changed = True
+        pods_rt = self.api.type_of(*PODS)
+        running = [c for c in run.init + run.containers if c.stage == "running"]
+        if running:
+            if changed:
+                self.api.write_status(pods_rt, pod, self._status(pod, run), "kubelet")
+            wake = min([run.kill_at] + [c.exits_at for c in running if c.exits_at is not None])
+            self.wake_in(max(0.0, wake - now))
+            return
         current = self.api.write_status(pods_rt, pod, self._status(pod, run), "kubelet")
         self.api.force_remove(pods_rt, current)
 

@@ -1,6 +1,6 @@
 """Simulated time: how long image pulls, container starts and readiness take, and one factor that
-scales every other wait (grace periods, toleration windows, back-offs) so tests stay fast while
-keeping the ratios a real cluster has.
+scales every other wait (grace periods, toleration windows, back-offs, the time a container takes
+to exit on SIGTERM) so tests stay fast while keeping the ratios a real cluster has.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ class ImageBehavior:
     crash: bool = False
     # A ready container stops passing its readiness probe this long after becoming ready.
     unready_after_seconds: float | None = None
+    # Seconds (scaled by the factor, like the grace period it races) the container takes to exit
+    # after SIGTERM. None: use the cluster default; negative: it ignores SIGTERM and is killed
+    # (exit 137) when the grace period ends.
+    stop_seconds: float | None = None
 
 
 @dataclass
@@ -35,6 +39,10 @@ class Timing:
     # Multiplies grace periods, tolerationSeconds, crash back-off and image-pull back-off:
     # 1.0 behaves like a real cluster, 0.01 turns a 30 s grace period into 0.3 s.
     factor: float = 1.0
+    # Default time from SIGTERM to container exit, in cluster seconds scaled by `factor`. A model
+    # server exits within a few seconds; the grace period is only the bound before SIGKILL.
+    # None or negative: containers ignore SIGTERM and are killed at the end of the grace period.
+    stop_seconds: float | None = 1.0
     images: dict[str, ImageBehavior] = field(default_factory=dict)
 
     @classmethod
@@ -53,9 +61,14 @@ class Timing:
             self.ready_seconds if b.ready_seconds is None else b.ready_seconds,
         )
 
+    def stop_after(self, image: str) -> float | None:
+        """Scaled seconds from SIGTERM to this image's exit, or None when it ignores SIGTERM."""
+        own = self.behavior(image).stop_seconds
+        seconds = self.stop_seconds if own is None else own
+        return None if seconds is None or seconds < 0 else self.scaled(seconds)
+
     def scaled(self, seconds: float) -> float:
         return max(0.0, seconds * self.factor)
-
 
 
 def now() -> dt.datetime:

@@ -68,6 +68,26 @@ class InstanceState(BaseModel):
     pods: InstancePods | None = None
 
 
+def newer_observation(candidate: InstancePods, current: InstancePods | None) -> bool:
+    """True when `candidate` should replace `current` as what the Instance knows of its pods.
+
+    Both the watcher's `pods_changed` summaries and the workflow's own `kube.list_instance_pods`
+    answers carry a resourceVersion from the API server's one counter (the watcher's is the
+    newest over pods, nodes and EndpointSlices; a list's is the counter when it read), so
+    the larger one saw more. Both paths must use this rule: a list that was read before a
+    pod change but whose answer reached the workflow after the signal reporting that change
+    is older, and the watcher will not send that change again (issue 5). Equal versions
+    describe the same moment, so the later arrival may replace; versions that are not
+    numbers cannot be ordered and the later arrival wins.
+    """
+    if current is None:
+        return True
+    a, b = candidate.resource_version, current.resource_version
+    if a.isdigit() and b.isdigit():
+        return int(a) >= int(b)
+    return True
+
+
 def current_levels(state: InstanceState, now: datetime) -> InstanceLevels:
     """Levels of the Instance's current members, from the last observation."""
     pods = state.pods.pods if state.pods is not None else ()

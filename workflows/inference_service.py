@@ -16,6 +16,10 @@ InferenceReplicas report with `replica_changed`; their totals and conditions go 
 (`planning.service_status`).
 
 Signals: `pause`, `resume`, `scale`, `release_held`, `reset_instances`, `delete`. Query `status`.
+
+This module holds admission, the messages and the loop; the components' objects and
+InferenceReplica children live in `workflows.service_components`, the phase and status in
+`workflows.service_projection` (the workflow class inherits both).
 """
 
 from __future__ import annotations
@@ -26,38 +30,21 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from models.admission import admit
-    from models.inferencereplica import Condition
     from models.inferenceservice import InferenceService
     from models.isvc_status import InferenceServiceStatus
-    from models.kube_ops import (
-        ApplyObjectInput,
-        DeleteObjectInput,
-        ObjectRef,
-        PatchStatusInput,
-        ReadObjectInput,
-    )
-    from models.resolution import inference_replica_spec
     from models.runtime import ServingRuntimeSpec
-    from planning.replica_budget import update_policy
-    from planning.replica_conditions import PlannedCondition
-    from planning.replica_revisions import REVISION_HISTORY_ANNOTATION
     from planning.replica_scale import ScaleRequestError, validate_scale_request
     from planning.replica_template import ClusterLifecycle
-    from planning.service_components import ComponentPlan, multinode_message, plan_components
-    from planning.service_objects import render_deployment, render_pdb, render_service, service_name
-    from planning.service_status import ComponentReport, isvc_status, lifecycle_status
-    from workflows import kube_calls, search_attributes
-    from workflows.names import INFERENCE_REPLICA, INFERENCE_SERVICE, irep_workflow_id, isvc_workflow_id
+    from workflows import search_attributes
+    from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.service_calls import (
         ADMISSION_DENIED,
-        API_VERSION,
         CONTINUED_STATE_KEY,
         QUERY_STATUS,
-        SIGNAL_CONFIGURE,
         SIGNAL_DELETE,
         SIGNAL_PAUSE,
         SIGNAL_RELEASE_HELD,
@@ -68,22 +55,17 @@ with workflow.unsafe.imports_passed_through():
         UPDATE_APPLY,
         ApplyResult,
         ReleaseHeldRequest,
-        ReplicaConfig,
         ReplicaReport,
         ResetInstancesRequest,
         ScaleRequest,
         ServiceState,
         ServiceStatusView,
-        isvc_object,
     )
+    from workflows.service_components import ServiceComponents
+    from workflows.service_projection import identity
 
 SAFETY_RECHECK = timedelta(minutes=5)
 """Every change arrives as a message; the timer only re-reads a runtime that was missing."""
-
-
-def _identity(manifest: dict[str, Any]) -> tuple[str, str]:
-    metadata = manifest.get("metadata") or {}
-    return str(metadata.get("namespace") or "default"), str(metadata.get("name") or "")
 
 
 def _same_spec(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -108,7 +90,7 @@ def admission_error(summary: str, reasons: list[str]) -> ApplicationError:
 
 
 @workflow.defn(name=INFERENCE_SERVICE)
-class InferenceServiceWorkflow:
+class InferenceServiceWorkflow(ServiceComponents):
     @workflow.init
     def __init__(self, arg: dict[str, Any]) -> None:
         if CONTINUED_STATE_KEY in arg:
@@ -133,7 +115,7 @@ class InferenceServiceWorkflow:
         admission = admit(manifest, old, runtime)
         warnings = [finding.message for finding in admission.warnings]
         expected = workflow.info().workflow_id
-        namespace, name = _identity(manifest)
+        namespace, name = identity(manifest)
         if admission.allowed and isvc_workflow_id(namespace, name) != expected:
             message = (
                 f'metadata.namespace/name "{namespace}/{name}" does not belong to workflow {expected}; '
@@ -213,7 +195,7 @@ class InferenceServiceWorkflow:
 
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> ServiceStatusView:
-        namespace, name = _identity(self.state.manifest)
+        namespace, name = identity(self.state.manifest)
         return ServiceStatusView(
             name=name,
             namespace=namespace,
@@ -236,7 +218,7 @@ class InferenceServiceWorkflow:
                 raise admission_error(summary, reasons)
             state.admitted = True
             state.generation = max(state.generation, 1)
-        _, name = _identity(state.manifest)
+        _, name = identity(state.manifest)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(name),
@@ -260,23 +242,6 @@ class InferenceServiceWorkflow:
         except TimeoutError:
             pass
 
-    def phase(self) -> str:
-        """One word for the UI's `OmePhase` column and the `status` query."""
-        state = self.state
-        if state.deleting:
-            return "Deleting"
-        if state.paused:
-            return "Paused"
-        reports = [report for report in state.replicas.values() if not report.deleted]
-        if any(report.phase == "Failed" for report in reports):
-            return "Failed"
-        if any(report.phase == "Updating" for report in reports):
-            return "Updating"
-        ready = next((c for c in state.conditions if c.type == "Ready"), None)
-        if ready is not None and ready.status == "True":
-            return "Ready"
-        return "Creating" if state.applied_generation == 0 or not reports else "Progressing"
-
     async def reconcile(self) -> bool:
         state = self.state
         if state.deleting:
@@ -294,274 +259,3 @@ class InferenceServiceWorkflow:
         await self.finish_retired()
         await self.write_status()
         return False
-
-    # --- acting on the cluster ------------------------------------------------------
-
-    def ref(self) -> ObjectRef:
-        namespace, name = _identity(self.state.manifest)
-        return ObjectRef(
-            api_version=API_VERSION,
-            kind="InferenceService",
-            name=name,
-            namespace=namespace,
-            plural="inferenceservices",
-            uid=self.state.isvc_uid,
-        )
-
-    async def write_object(self, isvc: InferenceService) -> None:
-        result = await kube_calls.apply_object(
-            ApplyObjectInput(
-                manifest=isvc_object(self.state.manifest, isvc.namespace), plural="inferenceservices"
-            ),
-            summary=f"write InferenceService {isvc.namespace}/{isvc.name} (generation {self.state.generation})",
-        )
-        self.state.isvc_uid = result.ref.uid or self.state.isvc_uid
-
-    async def read_runtime(self, isvc: InferenceService) -> None:
-        """The ServingRuntime of that name in the namespace, else the ClusterServingRuntime."""
-        state = self.state
-        state.runtime_missing = None
-        if isvc.spec.runtime is None:
-            state.runtime_spec = None
-            return
-        runtime = isvc.spec.runtime.name
-        for kind, plural, namespace in (
-            ("ServingRuntime", "servingruntimes", isvc.namespace),
-            ("ClusterServingRuntime", "clusterservingruntimes", None),
-        ):
-            ref = ObjectRef(
-                api_version=API_VERSION, kind=kind, name=runtime, namespace=namespace, plural=plural
-            )
-            found = await kube_calls.read_object(ReadObjectInput(ref=ref), summary=f"read {kind} {runtime}")
-            if found.found and found.object is not None:
-                state.runtime_spec = found.object.get("spec") or {}
-                return
-        state.runtime_missing = (
-            f"spec.runtime.name {runtime!r} names no ServingRuntime in namespace {isvc.namespace} and no "
-            "ClusterServingRuntime; create the runtime and the InferenceService starts within 5 minutes"
-        )
-
-    def runtime(self) -> ServingRuntimeSpec | None:
-        spec = self.state.runtime_spec
-        return ServingRuntimeSpec.model_validate(spec) if spec is not None else None
-
-    def plans(self, isvc: InferenceService) -> list[ComponentPlan]:
-        return plan_components(isvc, self.runtime())
-
-    async def write_components(self, isvc: InferenceService) -> None:
-        state = self.state
-        uid = state.isvc_uid
-        plans = self.plans(isvc)
-        running = {(plan.name, plan.mode) for plan in plans}
-        for component, mode in list(state.modes.items()):
-            if (component, mode) not in running:
-                await self.retire(isvc, component, mode)
-        for plan in plans:
-            state.modes[plan.name] = plan.mode
-            name = service_name(isvc.name, plan.name)
-            if plan.mode == "MultiNode":
-                workflow.logger.warning(multinode_message(plan.name))
-                continue
-            if plan.omenative:
-                policy = update_policy(plan.effective.lifecycle, state.cluster.update_policy)
-                pdb = render_pdb(plan, isvc.name, isvc.namespace, uid, policy)
-                await kube_calls.apply_object(
-                    ApplyObjectInput(manifest=pdb),
-                    summary=f"apply PodDisruptionBudget {name} (maxUnavailable {pdb['spec']['maxUnavailable']})",
-                )
-            else:
-                replicas = state.transient.get(plan.name, plan.min_replicas)
-                await kube_calls.apply_object(
-                    ApplyObjectInput(
-                        manifest=render_deployment(plan, isvc.name, isvc.namespace, uid, replicas)
-                    ),
-                    summary=f"apply Deployment {name} ({replicas} replica(s), revision {plan.revision_name})",
-                )
-            await kube_calls.apply_object(
-                ApplyObjectInput(manifest=render_service(plan, isvc.name, isvc.namespace, uid)),
-                summary=f"apply Service {name} (serving pods of {plan.name})",
-            )
-        components = ",".join(plan.name for plan in self.plans(isvc))
-        workflow.upsert_search_attributes([search_attributes.COMPONENT.value_set(components)])
-
-    async def retire(self, isvc: InferenceService, component: str, mode: str) -> None:
-        """A component the spec dropped (or moved to another mode): its Instances drain first."""
-        state = self.state
-        del state.modes[component]
-        if mode == "OMENative" and component in state.sent_configs:
-            del state.sent_configs[component]
-            state.retiring[component] = mode
-            state.replicas.pop(component, None)
-            handle = workflow.get_external_workflow_handle(
-                irep_workflow_id(isvc.namespace, isvc.name, component)
-            )
-            await handle.signal(SIGNAL_DELETE)
-            state.delete_sent.append(component)
-            return
-        await self.delete_objects(isvc.namespace, isvc.name, component, mode)
-
-    async def finish_retired(self) -> None:
-        """Remove the objects of retired components whose InferenceReplica has finished."""
-        state = self.state
-        namespace, name = _identity(state.manifest)
-        for component, mode in list(state.retiring.items()):
-            report = state.replicas.get(component)
-            if report is None or not report.deleted:
-                continue
-            # A component that now runs in another mode keeps its Service (same name, new pods).
-            await self.delete_objects(namespace, name, component, mode, service=component not in state.modes)
-            del state.retiring[component]
-            del state.replicas[component]
-            state.delete_sent.remove(component)
-
-    async def delete_objects(
-        self, namespace: str, name: str, component: str, mode: str, service: bool = True
-    ) -> None:
-        object_name = service_name(name, component)
-        kinds = [("policy/v1", "PodDisruptionBudget")] if mode == "OMENative" else [("apps/v1", "Deployment")]
-        if service:
-            kinds.append(("v1", "Service"))
-        for api_version, kind in kinds:
-            ref = ObjectRef(api_version=api_version, kind=kind, name=object_name, namespace=namespace)
-            await kube_calls.delete_object(DeleteObjectInput(ref=ref), summary=f"delete {kind} {object_name}")
-
-    def replica_config(self, isvc: InferenceService, plan: ComponentPlan) -> ReplicaConfig:
-        state = self.state
-        rollout = isvc.spec.rollout
-        annotations = isvc.metadata.annotations or {}
-        return ReplicaConfig(
-            namespace=isvc.namespace,
-            isvc=isvc.name,
-            isvc_uid=state.isvc_uid,
-            component=plan.name,
-            generation=state.generation,
-            component_spec=plan.effective.model_dump(mode="json", exclude_none=True),
-            ir_spec=inference_replica_spec(isvc, self.runtime(), plan.name),
-            revision_hash=plan.revision_hash,
-            revision_name=plan.revision_name,
-            pairing_protocol=rollout.pairing_protocol
-            if rollout is not None and plan.name != "router"
-            else None,
-            paused=state.paused,
-            transient_replicas=state.transient.get(plan.name),
-            history_limit_annotation=annotations.get(REVISION_HISTORY_ANNOTATION),
-            cluster=state.cluster,
-            parent_workflow_id=workflow.info().workflow_id,
-        )
-
-    async def configure_replicas(self, isvc: InferenceService) -> None:
-        """Start each OMENative component's InferenceReplica, or send it its new configuration."""
-        state = self.state
-        for plan in self.plans(isvc):
-            if not plan.omenative:
-                continue
-            config = self.replica_config(isvc, plan)
-            fingerprint = config.model_dump_json()
-            if state.sent_configs.get(plan.name) == fingerprint:
-                continue
-            workflow_id = irep_workflow_id(isvc.namespace, isvc.name, plan.name)
-            if plan.name not in state.sent_configs:
-                try:
-                    await workflow.start_child_workflow(
-                        INFERENCE_REPLICA,
-                        config,
-                        id=workflow_id,
-                        # Continue-as-new and the end of this run must not touch the Instances:
-                        # deletion is an explicit `delete` signal that drains them first.
-                        parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                        static_summary=f"InferenceReplica {isvc.name}-{plan.name} ({plan.revision_name})",
-                    )
-                    state.sent_configs[plan.name] = fingerprint
-                    continue
-                except WorkflowAlreadyStartedError:
-                    pass  # started by an earlier run: configure it like any running one
-            await workflow.get_external_workflow_handle(workflow_id).signal(SIGNAL_CONFIGURE, config)
-            state.sent_configs[plan.name] = fingerprint
-
-    async def pass_on_requests(self) -> None:
-        state = self.state
-        namespace, name = _identity(state.manifest)
-        forwards, state.forwards = state.forwards, []
-        for component, signal, payload in forwards:
-            if component not in state.sent_configs:
-                workflow.logger.warning(
-                    "%s ignored: component %r does not run on OMENative", signal, component
-                )
-                continue
-            handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))
-            await handle.signal(signal, payload["value"])
-
-    async def tear_down(self) -> bool:
-        """Drain every Instance (their InferenceReplicas delete them), then remove the objects."""
-        state = self.state
-        namespace, name = _identity(state.manifest)
-        for component in state.sent_configs:
-            if component not in state.delete_sent:
-                handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))
-                await handle.signal(SIGNAL_DELETE)
-                state.delete_sent.append(component)
-        draining = [c for c in state.delete_sent if not (c in state.replicas and state.replicas[c].deleted)]
-        if draining:
-            await self.write_status()
-            return False
-        for component, mode in {**state.retiring, **state.modes}.items():
-            await self.delete_objects(namespace, name, component, mode)
-        await kube_calls.delete_object(
-            DeleteObjectInput(ref=self.ref()),
-            summary=f"delete InferenceService {namespace}/{name}: every Instance drained, its pods gone",
-        )
-        workflow.upsert_search_attributes([search_attributes.PHASE.value_set("Deleted")])
-        return True
-
-    # --- status ---------------------------------------------------------------------
-
-    def status_body(self) -> dict[str, Any]:
-        state = self.state
-        reports: list[ComponentReport] = []
-        for component, report in sorted(state.replicas.items()):
-            if report.deleted or component in state.retiring:
-                continue
-            condition = report.condition
-            reports.append(
-                ComponentReport(
-                    name=component,
-                    condition=PlannedCondition(
-                        condition.type, condition.status, condition.reason, condition.message
-                    ),
-                    lifecycle=lifecycle_status(report.status),
-                )
-            )
-        blocking = None
-        if state.runtime_missing is not None:
-            blocking = PlannedCondition("RuntimeResolved", "False", "RuntimeNotFound", state.runtime_missing)
-        waiting = [c for c in state.sent_configs if c not in state.replicas]
-        if blocking is None and waiting:
-            blocking = PlannedCondition(
-                "ComponentsReporting",
-                "False",
-                "ComponentsStarting",
-                f"waiting for the first report of {', '.join(waiting)}",
-            )
-        body = isvc_status(
-            state.applied_generation or None, reports, state.conditions, workflow.now(), blocking
-        )
-        for component, mode in state.modes.items():
-            body["components"].setdefault(component, {})["deploymentMode"] = mode
-        return body
-
-    async def write_status(self) -> None:
-        state = self.state
-        body = self.status_body()
-        state.conditions = [Condition.model_validate(c) for c in body["conditions"]]
-        fingerprint = json.dumps(body, sort_keys=True)
-        if fingerprint == state.written_status:
-            return
-        state.written_status = fingerprint
-        ready = next((c for c in state.conditions if c.type == "Ready"), None)
-        phase = self.phase()
-        workflow.upsert_search_attributes([search_attributes.PHASE.value_set(phase)])
-        await kube_calls.patch_status(
-            PatchStatusInput(ref=self.ref(), status=body, missing_ok=True),
-            summary=f"status: {phase}, Ready={ready.status if ready else 'Unknown'} "
-            f"({ready.reason if ready else 'no report yet'})",
-        )

@@ -27,6 +27,9 @@ with workflow.unsafe.imports_passed_through():
 
 P = InstancePhase
 
+RELEASE_EVENT_BY_PARENT = "release-event-by-parent"
+"""`workflow.patched` id: under an InferenceReplica, the parent records a release's one event."""
+
 
 class InstanceLifecycle(InstanceOperations):
     # --- requests -------------------------------------------------------------------
@@ -35,16 +38,20 @@ class InstanceLifecycle(InstanceOperations):
         state = self.state
         for requested in state.pending_releases:
             ir = f"{state.spec.namespace}/{state.spec.isvc}-{state.spec.component}"
+            # A parent InferenceReplica records the one event per release (spec §11); histories
+            # from before the patch recorded the Instance's own as well.
+            announce = state.spec.parent_workflow_id is None or not workflow.patched(RELEASE_EVENT_BY_PARENT)
             if policy.release_matches(state.retry_block, requested):
                 revision = state.retry_block.target_revision if state.retry_block else requested
                 state.retry_block = None
-                await self.event(
-                    "RetryBlockReleased",
-                    f"InferenceReplica {ir} component={state.spec.component}: Held retryBlock for revision "
-                    f"{revision} removed at operator request (release_held signal)",
-                    "Normal",
-                )
-            else:
+                if announce:
+                    await self.event(
+                        "RetryBlockReleased",
+                        f"InferenceReplica {ir} component={state.spec.component}: Held retryBlock for revision "
+                        f"{revision} removed at operator request (release_held signal)",
+                        "Normal",
+                    )
+            elif announce:
                 await self.event(
                     "RetryBlockReleaseSkipped",
                     f"InferenceReplica {ir} component={state.spec.component}: release requested for revision "

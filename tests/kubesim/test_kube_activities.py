@@ -38,11 +38,11 @@ from models.kube_ops import (
     SetServingInput,
 )
 from models.pods import InstancePods
+from tests.kubesim.activity_objects import headless_service, instance_pod, namespace_manifest, wait_for
 
 pytestmark = pytest.mark.kubesim
 
 T = TypeVar("T")
-WAIT_SECONDS = 30.0
 
 
 def run(fn: Callable[[Any], T], arg: Any) -> T:
@@ -61,16 +61,6 @@ def run_retrying(fn: Callable[[Any], T], arg: Any, attempts: int = 40) -> T:
     raise AssertionError(f"{fn.__name__} still failing after {attempts} attempts")
 
 
-def wait_for(check: Callable[[], T | None], what: str) -> T:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {WAIT_SECONDS}s waiting for {what}")
-
-
 @pytest.fixture
 def kube(kubesim: Any) -> KubeActivities:
     return KubeActivities(kubesim.api_client(), cluster="sim")
@@ -81,41 +71,9 @@ def namespace(kube: KubeActivities) -> Iterator[str]:
     name = f"t-{uuid4().hex[:8]}"
     run(
         kube.apply_object,
-        ApplyObjectInput(manifest={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        ApplyObjectInput(manifest=namespace_manifest(name)),
     )
     yield name
-
-
-def pod_manifest(
-    namespace: str,
-    *,
-    index: int = 0,
-    role: str = "default",
-    ordinal: int = 0,
-    revision: str = "7c9e",
-    incarnation: int = 1,
-    isvc: str = "chat",
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{isvc}-engine-{index}-{role}-{ordinal}",
-            "namespace": namespace,
-            "labels": {
-                "ome.io/inferenceservice": isvc,
-                "ome.io/component": "engine",
-                "ome.io/instance-index": str(index),
-                "ome.io/revision": revision,
-                "ome.io/role": role,
-                "ome.io/incarnation": str(incarnation),
-            },
-        },
-        "spec": {
-            "containers": [{"name": "engine", "image": "ome/engine:v1"}],
-            "readinessGates": [{"conditionType": "ome.io/serving"}],
-        },
-    }
 
 
 def observe(kube: KubeActivities, namespace: str, index: int = 0) -> InstancePods:
@@ -129,7 +87,7 @@ def observe(kube: KubeActivities, namespace: str, index: int = 0) -> InstancePod
 
 
 def test_create_pods_is_idempotent_and_refuses_foreign_names(kube: KubeActivities, namespace: str) -> None:
-    batch = [pod_manifest(namespace, role="leader"), pod_manifest(namespace, role="worker")]
+    batch = [instance_pod(namespace, role="leader"), instance_pod(namespace, role="worker")]
     first = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch))
     assert first.names("created") == ["chat-engine-0-leader-0", "chat-engine-0-worker-0"]
 
@@ -140,12 +98,12 @@ def test_create_pods_is_idempotent_and_refuses_foreign_names(kube: KubeActivitie
     # A later incarnation finds the name still held by the previous one.
     newer = run(
         kube.create_pods,
-        CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace, role="leader", incarnation=2)]),
+        CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace, role="leader", incarnation=2)]),
     )
     assert newer.names("occupied") == ["chat-engine-0-leader-0"]
     assert newer.pods[0].incarnation == 1
 
-    foreign = pod_manifest(namespace, role="leader")
+    foreign = instance_pod(namespace, role="leader")
     foreign["metadata"]["labels"]["ome.io/inferenceservice"] = "other"
     with pytest.raises(ApplicationError) as caught:
         run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[foreign]))
@@ -154,7 +112,7 @@ def test_create_pods_is_idempotent_and_refuses_foreign_names(kube: KubeActivitie
 
 
 def test_delete_pods_treats_not_found_as_done_and_respects_uids(kube: KubeActivities, namespace: str) -> None:
-    created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
+    created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
     name, uid = created.pods[0].name, created.pods[0].uid
 
     wrong_uid = run(
@@ -179,8 +137,8 @@ def test_delete_pods_treats_not_found_as_done_and_respects_uids(kube: KubeActivi
 
 
 def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace: str) -> None:
-    run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
-    run(kube.apply_object, ApplyObjectInput(manifest=service(namespace)))
+    run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
+    run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace)))
     name = "chat-engine-0-default-0"
     summary = wait_for(
         lambda: (s := observe(kube, namespace)).pods and s.pods[0].containers_ready and s, "containers ready"
@@ -235,32 +193,15 @@ def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace:
 # --- generic objects ------------------------------------------------------------------------
 
 
-def service(namespace: str, port: int = 8080) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": "chat-engine",
-            "namespace": namespace,
-            "labels": {"ome.io/inferenceservice": "chat"},
-        },
-        "spec": {
-            "clusterIP": "None",
-            "selector": {"ome.io/inferenceservice": "chat"},
-            "ports": [{"name": "http", "port": port}],
-        },
-    }
-
-
 def test_apply_twice_changes_nothing_and_keeps_foreign_labels(kube: KubeActivities, namespace: str) -> None:
-    created = run(kube.apply_object, ApplyObjectInput(manifest=service(namespace)))
+    created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace)))
     assert created.action == "created" and created.ref.uid
-    same = run(kube.apply_object, ApplyObjectInput(manifest=service(namespace)))
+    same = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace)))
     assert same.action == "unchanged" and same.resource_version == created.resource_version
 
     ref = created.ref
     run(kube.patch_object, PatchObjectInput(ref=ref, patch={"metadata": {"labels": {"team": "search"}}}))
-    changed = run(kube.apply_object, ApplyObjectInput(manifest=service(namespace, port=9090)))
+    changed = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace, port=9090)))
     assert changed.action == "updated" and changed.ref.uid == created.ref.uid
     obj = run(kube.read_object, ReadObjectInput(ref=ref)).object
     assert obj is not None
@@ -396,7 +337,7 @@ def test_events_aggregate_repeats(kube: KubeActivities, namespace: str) -> None:
 
 
 def test_invalid_pod_is_a_non_retryable_invalid_error(kube: KubeActivities, namespace: str) -> None:
-    broken = pod_manifest(namespace)
+    broken = instance_pod(namespace)
     broken["spec"]["containers"] = []
     with pytest.raises(ApplicationError) as caught:
         run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[broken]))
@@ -431,13 +372,13 @@ def test_everything_ends_right_with_injected_faults(
 ) -> None:
     kubesim.inject_faults(error_rate=0.1, codes=(500, 429, 409))
     try:
-        pods = [pod_manifest(namespace, index=i) for i in range(4)]
+        pods = [instance_pod(namespace, index=i) for i in range(4)]
         for _ in range(2):  # a retried step must converge to the same pods
             created = run_retrying(kube.create_pods, CreatePodsInput(namespace=namespace, pods=pods))
             assert {p.outcome for p in created.pods} <= {"created", "exists"} and len(created.pods) == 4
         names = [p["metadata"]["name"] for p in pods]
         for _ in range(3):
-            run_retrying(kube.apply_object, ApplyObjectInput(manifest=service(namespace)))
+            run_retrying(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace)))
         target = ObjectRef(api_version="v1", kind="Service", name="chat-engine", namespace=namespace)
         counts = [
             run_retrying(

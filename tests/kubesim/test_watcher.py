@@ -26,12 +26,12 @@ from models.kube_ops import (
     SetServingInput,
 )
 from models.pods import InstancePods
+from tests.kubesim.activity_objects import WAIT_SECONDS, headless_service, instance_pod, namespace_manifest
 from workers.watcher import PodWatcher, TemporalSignalSink
 
 pytestmark = pytest.mark.kubesim
 
 T = TypeVar("T")
-WAIT_SECONDS = 30.0
 POD = "chat-engine-0-default-0"
 
 
@@ -88,7 +88,7 @@ async def namespace(kube: KubeActivities) -> str:
     name = f"w-{uuid4().hex[:8]}"
     await call(
         kube.apply_object,
-        ApplyObjectInput(manifest={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        ApplyObjectInput(manifest=namespace_manifest(name)),
     )
     return name
 
@@ -109,29 +109,6 @@ async def watcher(kubesim: Any, sink: RecordingSink) -> AsyncIterator[PodWatcher
     finally:
         await watcher.stop()
         sink.assert_no_repeats()
-
-
-def pod_manifest(namespace: str, index: int = 0) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"chat-engine-{index}-default-0",
-            "namespace": namespace,
-            "labels": {
-                "ome.io/inferenceservice": "chat",
-                "ome.io/component": "engine",
-                "ome.io/instance-index": str(index),
-                "ome.io/revision": "7c9e",
-                "ome.io/role": "default",
-                "ome.io/incarnation": "1",
-            },
-        },
-        "spec": {
-            "containers": [{"name": "engine", "image": "ome/engine:v1"}],
-            "readinessGates": [{"conditionType": "ome.io/serving"}],
-        },
-    }
 
 
 def wid(namespace: str, index: int = 0) -> str:
@@ -159,21 +136,8 @@ async def serve(kube: KubeActivities, namespace: str, serving: bool = True, inde
 async def test_ready_pod_is_one_signal_and_noise_is_not_signalled(
     kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
 ) -> None:
-    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
-    headless = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": "chat-engine",
-            "namespace": namespace,
-            "labels": {"ome.io/inferenceservice": "chat"},
-        },
-        "spec": {
-            "clusterIP": "None",
-            "selector": {"ome.io/inferenceservice": "chat"},
-            "ports": [{"port": 8080}],
-        },
-    }
+    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
+    headless = headless_service(namespace)
     await call(kube.apply_object, ApplyObjectInput(manifest=headless))
     await sink.wait(
         wid(namespace), lambda s: is_ready(s) and s.endpoints_listed == (), "ready, not yet listed"
@@ -206,7 +170,7 @@ async def test_ready_pod_is_one_signal_and_noise_is_not_signalled(
 async def test_node_failure_and_deletion_are_signalled(
     kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
 ) -> None:
-    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)]))
+    await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
     ready = await sink.wait(wid(namespace), is_ready, "containers ready")
     node_name = ready.pods[0].node_name
     assert node_name and ready.pods[0].node_ready == "True"
@@ -239,7 +203,7 @@ async def test_cut_watches_and_410_resync_bring_state_up_to_date(
             await watcher.wait_synced()
         await _retrying(
             lambda: call(
-                kube.create_pods, CreatePodsInput(namespace=namespace, pods=[pod_manifest(namespace)])
+                kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)])
             )
         )
         await sink.wait(wid(namespace), is_ready, "containers ready")
@@ -270,7 +234,7 @@ async def test_cut_watches_and_410_resync_bring_state_up_to_date(
 async def test_restarted_watcher_resends_current_state(
     kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
 ) -> None:
-    pods = [pod_manifest(namespace, 0), pod_manifest(namespace, 1)]
+    pods = [instance_pod(namespace, index=0), instance_pod(namespace, index=1)]
     await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=pods))
     await sink.wait(wid(namespace, 1), is_ready, "containers ready")
     await watcher.stop()

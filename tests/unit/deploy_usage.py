@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,11 +66,11 @@ from planning.replica_template import ClusterLifecycle, InstanceIdentity, instan
 from planning.service_components import plan_components
 from planning.service_objects import render_deployment, render_inference_replica, render_pdb, render_service
 from tests.fixtures.kubesim import TEST_TOPOLOGY
+from tests.kubesim.activity_objects import WAIT_SECONDS, wait_for
 from workers.watcher import PodWatcher
 
 T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
-WAIT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -147,16 +146,6 @@ _exercised: set[str] = set()
 def _run(fn: Callable[[Any], T], arg: Any) -> T:
     _exercised.add(fn.__name__)
     return ActivityEnvironment().run(fn, arg)
-
-
-def _wait(check: Callable[[], T | None], what: str) -> T:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {WAIT_SECONDS}s waiting for {what}")
 
 
 def _relabelled(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -256,7 +245,7 @@ def exercise_activities(kube: KubeActivities, sim: KubeSim, summaries: list[Inst
     again = _run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=pods))
     assert [p.outcome for p in again.pods] == ["exists"], again
     pod = created.pods[0]
-    _wait(lambda: _scheduled(sim, namespace, pod.name), f"pod {pod.name} to be scheduled")
+    wait_for(lambda: _scheduled(sim, namespace, pod.name), f"pod {pod.name} to be scheduled")
     listed = _run(
         kube.list_instance_pods,
         ListInstancePodsInput(namespace=namespace, isvc=name, component="engine", index=0),
@@ -289,7 +278,9 @@ def exercise_activities(kube: KubeActivities, sim: KubeSim, summaries: list[Inst
                 involved=isvc_ref.model_copy(update={"uid": uid}), reason="InstanceReady", message="ready"
             ),
         )
-    _wait(lambda: any(s.serving_count for s in list(summaries)), f"the watcher to report {pod.name} serving")
+    wait_for(
+        lambda: any(s.serving_count for s in list(summaries)), f"the watcher to report {pod.name} serving"
+    )
     _run(kube.pods_gone, PodsGoneInput(namespace=namespace, names=[pod.name]))
     _run(kube.delete_pods, DeletePodsInput(namespace=namespace, names=[pod.name], uids={pod.name: pod.uid}))
     _run(kube.force_delete_pod, ForceDeletePodInput(namespace=namespace, name=pod.name))

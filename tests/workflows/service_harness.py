@@ -174,24 +174,27 @@ async def eventually(probe: Callable[[], Any], what: str, within: float = 60.0) 
     raise AssertionError(f"timed out after {within:.0f}s waiting for {what}; last saw {last!r}")
 
 
-RESEND_SECONDS = 1.0
-"""An unchanged summary is sent again this often. The Instance workflow can miss the wake-up
-of an observation that arrives while it is busy with an activity (it then waits for the next
-one, up to its 5-minute safety re-list); a repeat wakes it. Reported to the Instance owner."""
-
-
 class PodRelay:
     """Stands in for the watcher process: lists the product's pods every 0.1 s and signals
-    each Instance the same `InstancePods` summary the watcher would (`planning.pod_summary`)
-    when it changed, and again every `RESEND_SECONDS`. Polling keeps these tests independent
-    of watch-stream timing."""
+    each Instance the same `InstancePods` summary the watcher would (`planning.pod_summary`),
+    and, like the watcher, only when it changed: never the same summary twice in a row, so an
+    Instance that needed a repeat to wake up stalls here as it would in production. Polling
+    keeps these tests independent of watch-stream timing.
 
-    def __init__(self, client: Client, sim: KubeSim) -> None:
+    `lag_seconds` delays every delivery (in order), as a busy watcher or a slow signal path
+    does: summaries then reach a workflow after its own writes and lists. `delivered` holds,
+    per Instance, the resourceVersion of the last summary the workflow accepted for delivery.
+    """
+
+    def __init__(self, client: Client, sim: KubeSim, lag_seconds: float = 0.0) -> None:
         self.client = client
         self.rest = KubeRest(sim.api_client())
+        self.lag_seconds = lag_seconds
         self.sent: dict[InstanceKey, InstancePods] = {}
+        self.delivered: dict[InstanceKey, int] = {}
+        self.signals = 0
         self.task: asyncio.Task[None] | None = None
-        self.sent_at: dict[InstanceKey, float] = {}
+        self.outbox: asyncio.Queue[tuple[float, InstanceKey, InstancePods]] = asyncio.Queue()
 
     def snapshot(self) -> dict[InstanceKey, InstancePods]:
         pods = self.rest.get("/api/v1/pods", [("labelSelector", "ome.io/inferenceservice")])
@@ -204,22 +207,32 @@ class PodRelay:
         return grouped
 
     async def run(self) -> None:
+        deliver = asyncio.create_task(self.deliver(), name="pod-relay-deliver")
+        try:
+            while True:
+                for key, summary in (await asyncio.to_thread(self.snapshot)).items():
+                    if summary.same_state(self.sent.get(key)):
+                        continue
+                    # Recorded as sent even when no such Instance exists (yet, or any more), as
+                    # the watcher does: a new Instance lists its pods itself at start.
+                    self.sent[key] = summary
+                    self.outbox.put_nowait((time.monotonic() + self.lag_seconds, key, summary))
+                await asyncio.sleep(0.1)
+        finally:
+            deliver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await deliver
+
+    async def deliver(self) -> None:
         while True:
-            for key, summary in (await asyncio.to_thread(self.snapshot)).items():
-                previous = self.sent.get(key)
-                now = time.monotonic()
-                due = now - self.sent_at.get(key, 0.0) >= RESEND_SECONDS
-                if previous is not None and previous.pods == summary.pods and not due:
-                    continue
-                self.sent[key] = summary
-                self.sent_at[key] = now
-                namespace, isvc, component, index = key
-                handle = self.client.get_workflow_handle(f"instance/{namespace}/{isvc}-{component}-{index}")
-                try:
-                    await handle.signal(SIGNAL_PODS_CHANGED, summary)
-                except Exception:  # noqa: BLE001 - no such Instance (yet, or any more)
-                    self.sent.pop(key, None)
-            await asyncio.sleep(0.1)
+            due, key, summary = await self.outbox.get()
+            await asyncio.sleep(max(due - time.monotonic(), 0.0))
+            namespace, isvc, component, index = key
+            handle = self.client.get_workflow_handle(f"instance/{namespace}/{isvc}-{component}-{index}")
+            with contextlib.suppress(Exception):  # no such Instance: dropped, as the watcher does
+                await handle.signal(SIGNAL_PODS_CHANGED, summary)
+                self.signals += 1
+                self.delivered[key] = int(summary.resource_version or 0)
 
     def start(self) -> None:
         self.task = asyncio.create_task(self.run(), name="pod-relay")

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
 from tests.workflows.service_harness import (
@@ -34,11 +33,6 @@ BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
 HOLD_AT_ONCE = {"drain_seconds": 0.2, "stuck_pod_grace_seconds": 1, "update_retry": None}
 
 
-@pytest.fixture
-def client(dev_server: WorkflowEnvironment) -> Client:
-    return dev_server.client
-
-
 def indexes(s: Story) -> list[int]:
     live = [p for p in s.pods() if p.metadata.deletion_timestamp is None]
     return sorted(int(p.metadata.labels["ome.io/instance-index"]) for p in live)
@@ -55,9 +49,9 @@ def events(s: Story, reason: str) -> list[str]:
 
 
 async def test_scale_takes_lowest_free_indexes_and_pause_holds_an_update_until_resume(
-    client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
-    async with story(client, task_queue, kubesim) as s:
+    async with story(dev_client, task_queue, kubesim) as s:
         manifest = isvc_manifest(minReplicas=1, maxReplicas=3)
         await s.apply(manifest)
         await eventually(lambda: _ready_exactly(s, [0]), "one Ready Instance")
@@ -93,10 +87,10 @@ async def test_scale_takes_lowest_free_indexes_and_pause_holds_an_update_until_r
 
 
 async def test_held_revision_stays_held_until_release_or_replacement(
-    client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
     kubesim.set_image_behavior(BAD_IMAGE, fail_pull=True)
-    async with story(client, task_queue, kubesim, cluster=HOLD_AT_ONCE) as s:
+    async with story(dev_client, task_queue, kubesim, cluster=HOLD_AT_ONCE) as s:
         manifest = isvc_manifest()
         await s.apply(manifest)
         await eventually(lambda: _ready_exactly(s, [0, 1]), "two Ready Instances")
@@ -130,6 +124,12 @@ async def test_held_revision_stays_held_until_release_or_replacement(
         )
         again = await eventually(lambda: _held(s), "the retried revision to be Held again", within=60)
         assert again.rollout_hold is not None and again.rollout_hold.since >= held_since
+        # One event per release, the InferenceReplica's (spec §11): its two Instances, both
+        # holding the block, lift it without recording their own.
+        assert events(s, "RetryBlockReleased") == [
+            f"InferenceReplica {NAMESPACE}/{NAME}-engine component=engine: Held retryBlock for revision "
+            f"{status.update_revision} removed at operator request (ome.io/release-held-revision annotation)"
+        ]
 
         # A new revision replaces the held one: the hold goes and the Instances move.
         await s.apply(with_image(manifest, IMAGE_2))
@@ -141,10 +141,10 @@ async def test_held_revision_stays_held_until_release_or_replacement(
 
 
 async def test_reset_instances_answers_with_the_spec_events(
-    client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
     kubesim.set_image_behavior(BAD_IMAGE, fail_pull=True)
-    async with story(client, task_queue, kubesim, cluster=HOLD_AT_ONCE) as s:
+    async with story(dev_client, task_queue, kubesim, cluster=HOLD_AT_ONCE) as s:
         await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
         await eventually(lambda: _ready_exactly(s, [0]), "one Ready Instance")
         ir = f"InferenceReplica {NAMESPACE}/{NAME}-engine component=engine"
@@ -197,10 +197,10 @@ async def _held(s: Story) -> Any:
 
 
 async def test_a_failed_instance_is_answered_by_reset_and_repaired_by_a_new_revision(
-    client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
     kubesim.set_image_behavior(BAD_IMAGE, fail_pull=True)
-    async with story(client, task_queue, kubesim, cluster=HOLD_AT_ONCE) as s:
+    async with story(dev_client, task_queue, kubesim, cluster=HOLD_AT_ONCE) as s:
         broken = isvc_manifest(minReplicas=1, maxReplicas=1, runner={"image": BAD_IMAGE})
         await s.apply(broken)
         failed = await eventually(lambda: _instance(s, 0, "Failed"), "Instance 0 to fail on its image")

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
 from tests.workflows.service_harness import (
@@ -29,11 +28,6 @@ from workflows.service_calls import ADMISSION_DENIED
 pytestmark = pytest.mark.workflows
 
 
-@pytest.fixture
-def client(dev_server: WorkflowEnvironment) -> Client:
-    return dev_server.client
-
-
 async def ready_with(s: Story, ready: int) -> bool:
     view = await s.status()
     lifecycle = view.status.components["engine"].lifecycle
@@ -47,9 +41,9 @@ async def ready_with(s: Story, ready: int) -> bool:
 
 
 async def test_apply_spreads_two_instances_across_zones_then_update_then_delete(
-    client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
-    async with story(client, task_queue, kubesim) as s:
+    async with story(dev_client, task_queue, kubesim) as s:
         result = await s.apply(isvc_manifest())
         assert result.accepted and result.generation == 1
 
@@ -160,9 +154,9 @@ async def _completed(s: Story) -> bool:
 
 
 async def test_invalid_manifest_is_refused_with_reason_codes_and_nothing_is_created(
-    client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
-    async with story(client, task_queue, kubesim) as s:
+    async with story(dev_client, task_queue, kubesim) as s:
         bad = isvc_manifest(minReplicas=3, maxReplicas=2)
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await s.apply(bad)
@@ -176,11 +170,11 @@ async def test_invalid_manifest_is_refused_with_reason_codes_and_nothing_is_crea
 
 
 async def test_direct_start_with_an_invalid_manifest_fails_at_once_with_the_denials(
-    client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
-    async with story(client, task_queue, kubesim) as s:
+    async with story(dev_client, task_queue, kubesim) as s:
         bad = isvc_manifest(minReplicas=3, maxReplicas=2)
-        handle = await client.start_workflow("InferenceService", bad, id=s.isvc_id, task_queue=task_queue)
+        handle = await dev_client.start_workflow("InferenceService", bad, id=s.isvc_id, task_queue=task_queue)
         with pytest.raises(WorkflowFailureError) as failed:
             await asyncio.wait_for(handle.result(), 60)
         cause = failed.value.cause
@@ -201,9 +195,9 @@ __all__ = ["NAMESPACE"]
 
 
 async def test_a_component_dropped_from_the_spec_drains_and_its_objects_go(
-    client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
-    async with story(client, task_queue, kubesim) as s:
+    async with story(dev_client, task_queue, kubesim) as s:
         with_router = isvc_manifest(minReplicas=1, maxReplicas=1)
         with_router["spec"]["router"] = {
             "minReplicas": 1,

@@ -1,0 +1,232 @@
+"""Issue 5: an Instance never waits for a wake-up it already received.
+
+The watcher signals `pods_changed` only when an Instance's summary changes, never the same
+summary twice. These tests run on the real-time dev server (where the 5-minute safety re-list
+cannot fire within the test) with a relay that, like the watcher, signals only on change, and
+check that single-pod Instances reach Ready and serving, through create and update, on the
+signals alone. One test slows the workflow's own pod list so that pod changes land while it
+runs: the list's older answer must not replace the newer observation the signal brought.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+from uuid import uuid4
+
+import kubernetes
+import pytest
+import pytest_asyncio
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from activities.registry import build_activities
+from kubesim.handle import KubeSim
+from models.instance import (
+    DeleteRequest,
+    InstancePhase,
+    InstanceSpec,
+    InstanceStatus,
+    UpdateRequest,
+    UpdateStrategyType,
+)
+from models.kube_ops import KUBE_LIST_INSTANCE_PODS, ListInstancePodsInput
+from models.pods import InstancePods
+from tests.workflows.instance_kube_harness import Handle, pod_spec
+from tests.workflows.service_harness import PodRelay
+from workers.worker import build_worker
+from workflows.names import instance_workflow_id
+
+pytestmark = [pytest.mark.workflows, pytest.mark.kubesim]
+
+INSTANCES = 2
+WITHIN = 25.0
+"""Far below the 300 s safety re-list: reaching the goal in time proves the signals woke it."""
+LAG_SECONDS = 1.0
+"""How late the relay delivers each summary in the race test: a busy watcher's lag."""
+HOLD_SECONDS = 5.0
+"""How long the held pod list waits at most for a newer summary to reach the workflow."""
+
+
+def spec(namespace: str, index: int, image: str, strategy: UpdateStrategyType) -> InstanceSpec:
+    return InstanceSpec(
+        update_strategy_type=strategy,
+        namespace=namespace,
+        isvc="chat",
+        component="engine",
+        index=index,
+        revision=f"rev-{image.replace(':', '-')}",
+        leader_pod_spec=pod_spec(image),
+        drain_seconds=0.2,
+    )
+
+
+def held_list(activities: list[Any], relay: PodRelay) -> list[Any]:
+    """The real activities, with `kube.list_instance_pods` answering late: it lists at once,
+    then holds its answer until the relay has delivered a newer summary of that Instance (a
+    change after the list), at most `HOLD_SECONDS`. The workflow thus gets the signal first
+    and the older list second, the order that lost the wake-up in issue 5."""
+    name = KUBE_LIST_INSTANCE_PODS
+    real = next(a for a in activities if activity._Definition.must_from_callable(a).name == name)
+
+    @activity.defn(name=name)
+    def list_instance_pods(request: ListInstancePodsInput) -> InstancePods:
+        listed: InstancePods = real(request)
+        key = (request.namespace, request.isvc, request.component, request.index)
+        deadline = time.monotonic() + HOLD_SECONDS
+        while relay.delivered.get(key, 0) <= int(listed.resource_version) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return listed
+
+    return [a for a in activities if a is not real] + [list_instance_pods]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def namespace(kubesim: KubeSim) -> str:
+    name = f"wake-{uuid4().hex[:8]}"
+    kubernetes.client.CoreV1Api(kubesim.api_client()).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+async def settled(handle: Handle, revision: str, within: float = WITHIN) -> InstanceStatus:
+    """Wait (real time) until the Instance is Ready and serving `revision`."""
+    deadline = time.monotonic() + within
+    status: InstanceStatus = await handle.query("status", result_type=InstanceStatus)
+    while not (
+        status.phase == InstancePhase.READY
+        and status.serving
+        and status.running_revision == revision
+        and status.operation is None
+    ):
+        if time.monotonic() > deadline:
+            import sys
+
+            async for ev in handle.fetch_history_events():
+                kind = ev.WhichOneof("attributes")
+                extra = ""
+                if kind == "workflow_execution_signaled_event_attributes":
+                    extra = ev.workflow_execution_signaled_event_attributes.signal_name
+                    import json
+
+                    p = ev.workflow_execution_signaled_event_attributes.input.payloads
+                    if p:
+                        d = json.loads(p[0].data)
+                        if isinstance(d, dict) and "pods" in d:
+                            extra += f" rv={d['resource_version']} " + str(
+                                [
+                                    (
+                                        x["name"][-12:],
+                                        x["uid"][:6],
+                                        x["phase"],
+                                        x["containers_ready"],
+                                        x["serving"],
+                                        x["terminating"],
+                                    )
+                                    for x in d["pods"]
+                                ]
+                            )
+                elif kind == "activity_task_scheduled_event_attributes":
+                    extra = ev.activity_task_scheduled_event_attributes.activity_type.name
+                elif kind == "activity_task_completed_event_attributes":
+                    import json
+
+                    p = ev.activity_task_completed_event_attributes.result.payloads
+                    d = json.loads(p[0].data) if p else None
+                    if isinstance(d, dict) and "pods" in d:
+                        extra = f" rv={d['resource_version']} " + str(
+                            [
+                                (
+                                    x["name"][-12:],
+                                    x["uid"][:6],
+                                    x["phase"],
+                                    x["containers_ready"],
+                                    x["serving"],
+                                    x["terminating"],
+                                )
+                                for x in d["pods"]
+                            ]
+                        )
+                print(
+                    ev.event_id,
+                    ev.event_time.ToDatetime().strftime("%H:%M:%S.%f")[:-3],
+                    kind.replace("_event_attributes", ""),
+                    extra,
+                    file=sys.stderr,
+                )
+            raise AssertionError(
+                f"{handle.id} stalled for {within:.0f}s (the watcher sends each summary once, so "
+                f"only the 300 s safety re-list would wake it): phase={status.phase.value} "
+                f"ready={status.ready_pods} serving={status.serving_pods} "
+                f"running={status.running_revision} operation={status.operation}"
+            )
+        await asyncio.sleep(0.1)
+        status = await handle.query("status", result_type=InstanceStatus)
+    return status
+
+
+async def run_story(
+    client: Client, task_queue: str, sim: KubeSim, namespace: str, race: bool, strategy: UpdateStrategyType
+) -> None:
+    activities = build_activities(sim.api_client())
+    relay = PodRelay(client, sim, lag_seconds=LAG_SECONDS if race else 0.0)
+    relay.start()
+    handles: list[Handle] = []
+    try:
+        async with build_worker(
+            client,
+            task_queue,
+            sim.api_client(),
+            activities=held_list(activities, relay) if race else activities,
+        ):
+            try:
+                for index in range(INSTANCES):
+                    handles.append(
+                        await client.start_workflow(
+                            "Instance",
+                            spec(namespace, index, "engine:1", strategy),
+                            id=instance_workflow_id(namespace, "chat", "engine", index),
+                            task_queue=task_queue,
+                            result_type=InstanceStatus,
+                        )
+                    )
+                for handle in handles:
+                    await settled(handle, "rev-engine-1")
+                for index, handle in enumerate(handles):
+                    await handle.signal(
+                        "update", UpdateRequest(spec=spec(namespace, index, "engine:2", strategy))
+                    )
+                for handle in handles:
+                    await settled(handle, "rev-engine-2")
+                assert relay.signals > 0, "the relay never signalled: the test would prove nothing"
+            finally:
+                for handle in handles:
+                    await handle.signal("delete", DeleteRequest(drain_seconds=0.0))
+                for handle in handles:
+                    final = await handle.result()
+                    assert final.deleted
+    finally:
+        await relay.stop()
+
+
+@pytest.mark.parametrize("strategy", [UpdateStrategyType.SURGE_THEN_DRAIN, UpdateStrategyType.RECREATE_POD])
+async def test_single_pod_instances_create_and_update_on_signals_sent_once(
+    dev_server: WorkflowEnvironment,
+    kubesim: KubeSim,
+    task_queue: str,
+    namespace: str,
+    strategy: UpdateStrategyType,
+) -> None:
+    await run_story(dev_server.client, task_queue, kubesim, namespace, False, strategy)
+
+
+@pytest.mark.parametrize("strategy", [UpdateStrategyType.SURGE_THEN_DRAIN, UpdateStrategyType.RECREATE_POD])
+async def test_a_signal_that_lands_during_the_workflows_own_pod_list_is_not_lost(
+    dev_server: WorkflowEnvironment,
+    kubesim: KubeSim,
+    task_queue: str,
+    namespace: str,
+    strategy: UpdateStrategyType,
+) -> None:
+    await run_story(dev_server.client, task_queue, kubesim, namespace, True, strategy)

@@ -1,0 +1,121 @@
+"""The InferenceService workflow's projection: its object reference, phase and status.
+
+`ServiceProjection` is the base of `workflows.inference_service.InferenceServiceWorkflow`.
+It turns the carried `ServiceState` (the InferenceReplicas' reports, the runtime lookup, the
+components' modes) into `status` (`planning.service_status`), the one-word phase shown in the
+UI and the `status` query, and writes the status subresource when it changed.
+
+Imported by the workflow module inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from temporalio import workflow
+
+from models.inferencereplica import Condition
+from models.kube_ops import ObjectRef, PatchStatusInput
+from models.runtime import ServingRuntimeSpec
+from planning.replica_conditions import PlannedCondition
+from planning.service_status import ComponentReport, isvc_status, lifecycle_status
+from workflows import kube_calls, search_attributes
+from workflows.service_calls import API_VERSION, ServiceState
+
+
+def identity(manifest: dict[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of an InferenceService manifest; the namespace defaults as kubectl's."""
+    metadata = manifest.get("metadata") or {}
+    return str(metadata.get("namespace") or "default"), str(metadata.get("name") or "")
+
+
+class ServiceProjection:
+    """Phase and status over `self.state`; the workflow subclass owns the messages."""
+
+    state: ServiceState
+
+    def ref(self) -> ObjectRef:
+        namespace, name = identity(self.state.manifest)
+        return ObjectRef(
+            api_version=API_VERSION,
+            kind="InferenceService",
+            name=name,
+            namespace=namespace,
+            plural="inferenceservices",
+            uid=self.state.isvc_uid,
+        )
+
+    def runtime(self) -> ServingRuntimeSpec | None:
+        spec = self.state.runtime_spec
+        return ServingRuntimeSpec.model_validate(spec) if spec is not None else None
+
+    def phase(self) -> str:
+        """One word for the UI's `OmePhase` column and the `status` query."""
+        state = self.state
+        if state.deleting:
+            return "Deleting"
+        if state.paused:
+            return "Paused"
+        reports = [report for report in state.replicas.values() if not report.deleted]
+        if any(report.phase == "Failed" for report in reports):
+            return "Failed"
+        if any(report.phase == "Updating" for report in reports):
+            return "Updating"
+        ready = next((c for c in state.conditions if c.type == "Ready"), None)
+        if ready is not None and ready.status == "True":
+            return "Ready"
+        return "Creating" if state.applied_generation == 0 or not reports else "Progressing"
+
+    # --- status ---------------------------------------------------------------------
+
+    def status_body(self) -> dict[str, Any]:
+        state = self.state
+        reports: list[ComponentReport] = []
+        for component, report in sorted(state.replicas.items()):
+            if report.deleted or component in state.retiring:
+                continue
+            condition = report.condition
+            reports.append(
+                ComponentReport(
+                    name=component,
+                    condition=PlannedCondition(
+                        condition.type, condition.status, condition.reason, condition.message
+                    ),
+                    lifecycle=lifecycle_status(report.status),
+                )
+            )
+        blocking = None
+        if state.runtime_missing is not None:
+            blocking = PlannedCondition("RuntimeResolved", "False", "RuntimeNotFound", state.runtime_missing)
+        waiting = [c for c in state.sent_configs if c not in state.replicas]
+        if blocking is None and waiting:
+            blocking = PlannedCondition(
+                "ComponentsReporting",
+                "False",
+                "ComponentsStarting",
+                f"waiting for the first report of {', '.join(waiting)}",
+            )
+        body = isvc_status(
+            state.applied_generation or None, reports, state.conditions, workflow.now(), blocking
+        )
+        for component, mode in state.modes.items():
+            body["components"].setdefault(component, {})["deploymentMode"] = mode
+        return body
+
+    async def write_status(self) -> None:
+        state = self.state
+        body = self.status_body()
+        state.conditions = [Condition.model_validate(c) for c in body["conditions"]]
+        fingerprint = json.dumps(body, sort_keys=True)
+        if fingerprint == state.written_status:
+            return
+        state.written_status = fingerprint
+        ready = next((c for c in state.conditions if c.type == "Ready"), None)
+        phase = self.phase()
+        workflow.upsert_search_attributes([search_attributes.PHASE.value_set(phase)])
+        await kube_calls.patch_status(
+            PatchStatusInput(ref=self.ref(), status=body, missing_ok=True),
+            summary=f"status: {phase}, Ready={ready.status if ready else 'Unknown'} "
+            f"({ready.reason if ready else 'no report yet'})",
+        )
