@@ -183,7 +183,7 @@ class PodRelay:
 
     `lag_seconds` delays every delivery (in order), as a busy watcher or a slow signal path
     does: summaries then reach a workflow after its own writes and lists. `delivered` holds,
-    per Instance, the resourceVersion of the last summary the workflow accepted for delivery.
+    per Instance, the last summary a workflow accepted.
     """
 
     def __init__(self, client: Client, sim: KubeSim, lag_seconds: float = 0.0) -> None:
@@ -191,7 +191,7 @@ class PodRelay:
         self.rest = KubeRest(sim.api_client())
         self.lag_seconds = lag_seconds
         self.sent: dict[InstanceKey, InstancePods] = {}
-        self.delivered: dict[InstanceKey, int] = {}
+        self.delivered: dict[InstanceKey, InstancePods] = {}
         self.signals = 0
         self.task: asyncio.Task[None] | None = None
         self.outbox: asyncio.Queue[tuple[float, InstanceKey, InstancePods]] = asyncio.Queue()
@@ -232,7 +232,7 @@ class PodRelay:
             with contextlib.suppress(Exception):  # no such Instance: dropped, as the watcher does
                 await handle.signal(SIGNAL_PODS_CHANGED, summary)
                 self.signals += 1
-                self.delivered[key] = int(summary.resource_version or 0)
+                self.delivered[key] = summary
 
     def start(self) -> None:
         self.task = asyncio.create_task(self.run(), name="pod-relay")

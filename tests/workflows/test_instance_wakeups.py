@@ -34,6 +34,7 @@ from models.instance import (
 )
 from models.kube_ops import KUBE_LIST_INSTANCE_PODS, ListInstancePodsInput
 from models.pods import InstancePods
+from planning.pod_summary import InstanceKey
 from tests.workflows.instance_kube_harness import Handle, pod_spec
 from tests.workflows.service_harness import PodRelay
 from workers.worker import build_worker
@@ -50,7 +51,11 @@ HOLD_SECONDS = 5.0
 """How long the held pod list waits at most for a newer summary to reach the workflow."""
 
 
-def spec(namespace: str, index: int, image: str, strategy: UpdateStrategyType) -> InstanceSpec:
+def spec(namespace: str, index: int, image: str, strategy: UpdateStrategyType, grace: int) -> InstanceSpec:
+    leader = pod_spec(image)
+    # With no grace a deleted pod is gone at once, so the Instance creates its successor
+    # before the (lagging) summaries about the old pod arrive: the stale-signal path.
+    leader["terminationGracePeriodSeconds"] = grace
     return InstanceSpec(
         update_strategy_type=strategy,
         namespace=namespace,
@@ -58,25 +63,37 @@ def spec(namespace: str, index: int, image: str, strategy: UpdateStrategyType) -
         component="engine",
         index=index,
         revision=f"rev-{image.replace(':', '-')}",
-        leader_pod_spec=pod_spec(image),
+        leader_pod_spec=leader,
         drain_seconds=0.2,
     )
 
 
 def held_list(activities: list[Any], relay: PodRelay) -> list[Any]:
-    """The real activities, with `kube.list_instance_pods` answering late: it lists at once,
-    then holds its answer until the relay has delivered a newer summary of that Instance (a
-    change after the list), at most `HOLD_SECONDS`. The workflow thus gets the signal first
-    and the older list second, the order that lost the wake-up in issue 5."""
+    """The real activities, with `kube.list_instance_pods` answering late when pods are on
+    their way up: it lists at once, then holds its answer until the relay has delivered a
+    newer summary in which every pod is ready (at most `HOLD_SECONDS`). The workflow thus
+    gets that last signal first and the older list second, the order that lost the wake-up
+    in issue 5; the watcher has nothing newer to send afterwards."""
     name = KUBE_LIST_INSTANCE_PODS
     real = next(a for a in activities if activity._Definition.must_from_callable(a).name == name)
+
+    def overtaken(key: InstanceKey, listed: InstancePods) -> bool:
+        seen = relay.delivered.get(key)
+        return (
+            seen is not None
+            and int(seen.resource_version) > int(listed.resource_version)
+            and bool(seen.pods)
+            and all(pod.is_ready for pod in seen.pods)
+        )
 
     @activity.defn(name=name)
     def list_instance_pods(request: ListInstancePodsInput) -> InstancePods:
         listed: InstancePods = real(request)
         key = (request.namespace, request.isvc, request.component, request.index)
+        if all(pod.is_ready for pod in listed.pods):
+            return listed  # nothing on its way: no change to race with
         deadline = time.monotonic() + HOLD_SECONDS
-        while relay.delivered.get(key, 0) <= int(listed.resource_version) and time.monotonic() < deadline:
+        while not overtaken(key, listed) and time.monotonic() < deadline:
             time.sleep(0.05)
         return listed
 
@@ -185,7 +202,7 @@ async def run_story(
                     handles.append(
                         await client.start_workflow(
                             "Instance",
-                            spec(namespace, index, "engine:1", strategy),
+                            spec(namespace, index, "engine:1", strategy, 0 if race else 30),
                             id=instance_workflow_id(namespace, "chat", "engine", index),
                             task_queue=task_queue,
                             result_type=InstanceStatus,
@@ -195,7 +212,8 @@ async def run_story(
                     await settled(handle, "rev-engine-1")
                 for index, handle in enumerate(handles):
                     await handle.signal(
-                        "update", UpdateRequest(spec=spec(namespace, index, "engine:2", strategy))
+                        "update",
+                        UpdateRequest(spec=spec(namespace, index, "engine:2", strategy, 0 if race else 30)),
                     )
                 for handle in handles:
                     await settled(handle, "rev-engine-2")
