@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 from uuid import uuid4
 
@@ -24,6 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.registry import build_activities
 from kubesim.handle import KubeSim
+from kubesim.timing import Timing
 from models.instance import (
     DeleteRequest,
     InstancePhase,
@@ -35,6 +37,7 @@ from models.instance import (
 from models.kube_ops import KUBE_LIST_INSTANCE_PODS, ListInstancePodsInput
 from models.pods import InstancePods
 from planning.pod_summary import InstanceKey
+from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.workflows.instance_kube_harness import Handle, pod_spec
 from tests.workflows.service_harness import PodRelay
 from workers.worker import build_worker
@@ -47,6 +50,7 @@ WITHIN = 25.0
 """Far below the 300 s safety re-list: reaching the goal in time proves the signals woke it."""
 LAG_SECONDS = 1.0
 """How late the relay delivers each summary in the race test: a busy watcher's lag."""
+READY_SECONDS = 1.0
 HOLD_SECONDS = 5.0
 """How long the held pod list waits at most for a newer summary to reach the workflow."""
 
@@ -89,6 +93,15 @@ def held_list(activities: list[Any], relay: PodRelay) -> list[Any]:
     @activity.defn(name=name)
     def list_instance_pods(request: ListInstancePodsInput) -> InstancePods:
         listed: InstancePods = real(request)
+        import sys
+
+        print(
+            "LIST",
+            request.index,
+            listed.resource_version,
+            [(p.name[-10:], p.uid[:6], p.phase, p.is_ready, p.serving) for p in listed.pods],
+            file=sys.stderr,
+        )
         key = (request.namespace, request.isvc, request.component, request.index)
         if all(pod.is_ready for pod in listed.pods):
             return listed  # nothing on its way: no change to race with
@@ -98,6 +111,25 @@ def held_list(activities: list[Any], relay: PodRelay) -> list[Any]:
         return listed
 
     return [a for a in activities if a is not real] + [list_instance_pods]
+
+
+@pytest.fixture
+def slow_ready_sim() -> Iterator[KubeSim]:
+    """kubesim whose containers take `READY_SECONDS` to turn ready, so the workflow's own list
+    can catch a pod on its way up (the fixture's fast timing makes it ready at once)."""
+    timing = Timing.fast()
+    timing.ready_seconds = READY_SECONDS
+    sim = KubeSim(topology=TEST_TOPOLOGY, crds="product", timing=timing).start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+def make_namespace(sim: KubeSim) -> str:
+    name = f"wake-{uuid4().hex[:8]}"
+    kubernetes.client.CoreV1Api(sim.api_client()).create_namespace({"metadata": {"name": name}})
+    return name
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -242,9 +274,10 @@ async def test_single_pod_instances_create_and_update_on_signals_sent_once(
 @pytest.mark.parametrize("strategy", [UpdateStrategyType.SURGE_THEN_DRAIN, UpdateStrategyType.RECREATE_POD])
 async def test_a_signal_that_lands_during_the_workflows_own_pod_list_is_not_lost(
     dev_server: WorkflowEnvironment,
-    kubesim: KubeSim,
+    slow_ready_sim: KubeSim,
     task_queue: str,
-    namespace: str,
     strategy: UpdateStrategyType,
 ) -> None:
-    await run_story(dev_server.client, task_queue, kubesim, namespace, True, strategy)
+    await run_story(
+        dev_server.client, task_queue, slow_ready_sim, make_namespace(slow_ready_sim), True, strategy
+    )
