@@ -31,16 +31,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from models.base import StatusModel
-from models.pods import (  # noqa: F401  (re-exported)
-    LABEL_COMPONENT,
-    LABEL_INCARNATION,
-    LABEL_INSTANCE_INDEX,
-    LABEL_ISVC,
-    LABEL_PAIRING_PROTOCOL,
-    LABEL_REVISION,
-    LABEL_ROLE,
-    SERVING_CONDITION,
-)
+from models.pods import SERVING_CONDITION
 
 # Signal, query and parent-signal names: part of the user interface (`temporal workflow
 # signal --name ...`), so they are constants both the Instance and its callers import.
@@ -53,8 +44,8 @@ SIGNAL_RELEASE_HELD = "release_held"
 QUERY_STATUS = "status"
 PARENT_SIGNAL_INSTANCE_CHANGED = "instance_changed"
 
-# Pod label and readiness-gate keys live with the pod summaries (ARCHITECTURE.md "Kubernetes
-# objects"); re-exported here because the Instance contract is where planners look for them.
+# Pod label keys live with the pod summaries in models/pods.py (ARCHITECTURE.md "Kubernetes
+# objects"); the readiness gate is the serving condition the workflow sets.
 SERVING_GATE = SERVING_CONDITION
 # Kueue holds admitted-later pods with this scheduling gate; time behind it is not counted.
 KUEUE_SCHEDULING_GATE = "kueue.x-k8s.io/admission"

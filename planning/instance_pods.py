@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from models.instance import (
+from models.instance import SERVING_GATE, InstanceSpec
+from models.pods import (
     LABEL_COMPONENT,
     LABEL_INCARNATION,
     LABEL_INSTANCE_INDEX,
@@ -20,8 +21,6 @@ from models.instance import (
     LABEL_PAIRING_PROTOCOL,
     LABEL_REVISION,
     LABEL_ROLE,
-    SERVING_GATE,
-    InstanceSpec,
 )
 
 ROLE_DEFAULT = "default"

@@ -21,7 +21,7 @@ from typing import Any
 
 from models.inferencereplica import InferenceReplica, InferenceReplicaSpec, inference_replica_name
 from models.inferenceservice import ObjectMeta
-from models.instance import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION, LABEL_ROLE
+from models.pods import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION, LABEL_ROLE
 from planning.replica_budget import UpdatePolicy
 from planning.replica_template import pod_template
 from planning.service_components import ComponentPlan

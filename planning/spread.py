@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from models.inferenceservice import ComponentSpec
-from models.instance import LABEL_COMPONENT, LABEL_ISVC, LABEL_ROLE
+from models.pods import LABEL_COMPONENT, LABEL_ISVC, LABEL_ROLE
 
 INSTANCE_ROLES = ("leader", "default")
 """The one pod of each Instance that the spread counts."""
