@@ -38,21 +38,11 @@ with workflow.unsafe.imports_passed_through():
         UpdateRequest,
     )
     from models.pods import InstancePods
-    from planning.instance_state import InstanceState, build_status
+    from planning.instance_state import InstanceState, build_status, newer_observation
     from workflows import search_attributes
     from workflows.instance_lifecycle import InstanceLifecycle
 
 P = InstancePhase
-
-
-def _newer(candidate: InstancePods, current: InstancePods | None) -> bool:
-    """Keep the newest observation: resource versions compare as numbers when they are."""
-    if current is None:
-        return True
-    a, b = candidate.resource_version, current.resource_version
-    if a.isdigit() and b.isdigit():
-        return int(a) >= int(b)
-    return True
 
 
 @workflow.defn(name="Instance")
@@ -72,7 +62,9 @@ class InstanceWorkflow(InstanceLifecycle):
 
     @workflow.signal(name=SIGNAL_PODS_CHANGED)
     def pods_changed(self, pods: InstancePods) -> None:
-        if _newer(pods, self.state.pods):
+        # A summary older than what we already know (our own list answered after the watcher
+        # read) is dropped; it cannot be news.
+        if newer_observation(pods, self.state.pods):
             self.state.pods = pods
             self.pods_seq += 1
 

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         render_headless_service,
         render_pod_group,
     )
-    from planning.instance_state import InstanceState, build_status, report_fingerprint
+    from planning.instance_state import InstanceState, build_status, newer_observation, report_fingerprint
     from workflows import kube_calls, search_attributes
 
 P = InstancePhase
@@ -103,16 +103,24 @@ class InstanceOperations:
             )
 
     async def refresh_pods(self) -> InstancePods:
+        """List the pods afresh; the newest observation we hold afterwards.
+
+        A `pods_changed` signal can arrive while the list runs, reporting a change made after
+        the list read (the pod became Ready, say). The list's answer is then older and must
+        not replace it: the watcher sends each summary once, so the change would never be
+        reported again and the Instance would wait for a wake-up it already had (issue 5).
+        """
         spec = self.spec
-        pods = await kube_calls.list_instance_pods(
+        listed = await kube_calls.list_instance_pods(
             ListInstancePodsInput(
                 namespace=spec.namespace, isvc=spec.isvc, component=spec.component, index=spec.index
             ),
             summary=f"list pods of {spec.instance_name}",
         )
-        self.state.pods = pods
-        self.pods_seq += 1
-        return pods
+        if newer_observation(listed, self.state.pods):
+            self.state.pods = listed
+            self.pods_seq += 1
+        return self.state.pods or listed
 
     def mark(self) -> tuple[int, int]:
         """Where the observations and requests stand; take it *before* looking at them."""

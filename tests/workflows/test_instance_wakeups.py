@@ -47,10 +47,12 @@ pytestmark = [pytest.mark.workflows, pytest.mark.kubesim]
 INSTANCES = 2
 WITHIN = 25.0
 """Far below the 300 s safety re-list: reaching the goal in time proves the signals woke it."""
-LAG_SECONDS = 1.0
+LAG_SECONDS = 2.0
 """How late the relay delivers each summary in the race test: a busy watcher's lag."""
-READY_SECONDS = 2.5
-HOLD_SECONDS = 5.0
+READY_SECONDS = 4.0
+"""How long a container takes to turn ready in the race test: longer than the lag, so the
+workflow's confirming list sees the new pod still on its way up."""
+HOLD_SECONDS = 8.0
 """How long the held pod list waits at most for a newer summary to reach the workflow."""
 
 
