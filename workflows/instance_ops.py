@@ -175,17 +175,20 @@ class InstanceOperations:
         fingerprint = report_fingerprint(status)
         if fingerprint == self.last_report:
             return
-        self.last_report = fingerprint
         parent = self.state.spec.parent_workflow_id
         info_parent = workflow.info().parent
         if parent is None and info_parent is not None:
             parent = info_parent.workflow_id
         if parent is None:
+            self.last_report = fingerprint
             return
         try:
             await workflow.get_external_workflow_handle(parent).signal(PARENT_SIGNAL_INSTANCE_CHANGED, status)
         except Exception as error:  # noqa: BLE001 - a gone parent must not fail its child
+            # Not remembered as sent: the next report tries again with the then-current status.
             workflow.logger.warning("could not report to parent %s: %s", parent, error)
+            return
+        self.last_report = fingerprint
 
     # --- setup ----------------------------------------------------------------------
 
