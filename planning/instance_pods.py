@@ -22,6 +22,7 @@ from models.pods import (
     LABEL_REVISION,
     LABEL_ROLE,
 )
+from planning.service_objects import owner_reference
 
 ROLE_DEFAULT = "default"
 ROLE_LEADER = "leader"
@@ -29,7 +30,6 @@ ROLE_WORKER = "worker"
 
 POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-ISVC_API_VERSION = "ome.io/v1beta1"
 
 # Environment every container of an Instance's pods receives. OME replaces LWS_* with these.
 ENV_ROLE = "OME_ROLE"
@@ -88,19 +88,17 @@ def _labels(spec: InstanceSpec, role: str, incarnation: int) -> dict[str, str]:
     return labels
 
 
-def _owner_references(spec: InstanceSpec) -> list[dict[str, Any]]:
-    if not spec.isvc_uid:
-        return []
-    return [
-        {
-            "apiVersion": ISVC_API_VERSION,
-            "kind": "InferenceService",
-            "name": spec.isvc,
-            "uid": spec.isvc_uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+def _instance_object_metadata(spec: InstanceSpec) -> dict[str, Any]:
+    """Metadata of an object that belongs to the whole Instance (its PodGroup, its Service)."""
+    metadata: dict[str, Any] = {
+        "name": spec.instance_name,
+        "namespace": spec.namespace,
+        "labels": instance_selector(spec),
+    }
+    owners = owner_reference(spec.isvc, spec.isvc_uid)
+    if owners:
+        metadata["ownerReferences"] = owners
+    return metadata
 
 
 def _with_env(container: dict[str, Any], env: list[dict[str, str]]) -> None:
@@ -162,7 +160,7 @@ def _render_one(
     }
     if spec.annotations:
         metadata["annotations"] = dict(spec.annotations)
-    owners = _owner_references(spec)
+    owners = owner_reference(spec.isvc, spec.isvc_uid)
     if owners:
         metadata["ownerReferences"] = owners
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": body}
@@ -194,27 +192,13 @@ def render_pod_group(spec: InstanceSpec) -> dict[str, Any] | None:
     group_spec: dict[str, Any] = {"minMember": spec.pod_count}
     if spec.instance_ready_timeout_seconds:
         group_spec["scheduleTimeoutSeconds"] = int(spec.instance_ready_timeout_seconds)
-    metadata: dict[str, Any] = {
-        "name": spec.instance_name,
-        "namespace": spec.namespace,
-        "labels": instance_selector(spec),
-    }
-    owners = _owner_references(spec)
-    if owners:
-        metadata["ownerReferences"] = owners
+    metadata = _instance_object_metadata(spec)
     return {"apiVersion": POD_GROUP_API_VERSION, "kind": "PodGroup", "metadata": metadata, "spec": group_spec}
 
 
 def render_headless_service(spec: InstanceSpec) -> dict[str, Any]:
     """The Instance's headless Service: DNS for the leader, and the 'listed' level of Available."""
-    metadata: dict[str, Any] = {
-        "name": spec.instance_name,
-        "namespace": spec.namespace,
-        "labels": instance_selector(spec),
-    }
-    owners = _owner_references(spec)
-    if owners:
-        metadata["ownerReferences"] = owners
+    metadata = _instance_object_metadata(spec)
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -168,10 +168,17 @@ def plan_update(
         retry_attempt = may_retry
         limit = 1
 
-    if policy.surges:
-        plan = _admit_by_surge(instances, ready_to_move, desired, update_revision, policy, now, limit)
+    budget = surge_budget(policy, desired) if policy.surges else unavailable_budget(policy, desired)
+    plan: _Admission
+    if budget is None:
+        # No budget configured: nothing but the retry limit holds Instances back.
+        plan = tuple(instance.index for instance in ready_to_move[:limit]), None, None
+    elif policy.surges:
+        plan = _admit_by_surge(instances, ready_to_move, budget, update_revision, policy, now, limit)
     else:
-        plan = _admit_by_unavailability(instances, ready_to_move, desired, update_revision, policy, now, limit)
+        plan = _admit_by_unavailability(
+            instances, ready_to_move, desired, budget, update_revision, policy, now, limit
+        )
     started, denial, wake = plan
     return UpdatePlan(
         start=started,
@@ -192,18 +199,19 @@ def _settling(instance: InstanceFacts, revision: str, now: datetime, min_ready: 
     )
 
 
+# What an admission returns: the indexes started, the hold on the rest, when to look again.
+_Admission = tuple[tuple[int, ...], HoldDenial | None, datetime | None]
+
+
 def _admit_by_surge(
     instances: Sequence[InstanceFacts],
     candidates: Sequence[InstanceFacts],
-    desired: int,
+    budget: int,
     revision: str,
     policy: UpdatePolicy,
     now: datetime,
     limit: int,
-) -> tuple[tuple[int, ...], HoldDenial | None, datetime | None]:
-    budget = surge_budget(policy, desired)
-    if budget is None:
-        return tuple(instance.index for instance in candidates[:limit]), None, None
+) -> _Admission:
     live_indexes = {instance.index for instance in instances if not instance.deleting}
     in_use = 0
     explanation = ""
@@ -233,14 +241,12 @@ def _admit_by_unavailability(
     instances: Sequence[InstanceFacts],
     candidates: Sequence[InstanceFacts],
     desired: int,
+    budget: int,
     revision: str,
     policy: UpdatePolicy,
     now: datetime,
     limit: int,
-) -> tuple[tuple[int, ...], HoldDenial | None, datetime | None]:
-    budget = unavailable_budget(policy, desired)
-    if budget is None:
-        return tuple(instance.index for instance in candidates[:limit]), None, None
+) -> _Admission:
     wake: datetime | None = None
     available = 0
     for instance in counted(instances):
