@@ -54,6 +54,7 @@ from bench.lifecycle_stack import (
     apply,
     isvc_manifest,
     observe_pods,
+    poll_until,
     prepare_namespace,
     topology_for,
     watcher_process,
@@ -104,19 +105,7 @@ async def snapshot(sim: KubeSim, name: str = NAME) -> PodSnapshot:
 
 
 async def wait_for(what: str, probe: Callable[[], Any], within: float, every: float = SAMPLE_SECONDS) -> Any:
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-            if asyncio.iscoroutine(last):
-                last = await last
-        except Exception as error:  # noqa: BLE001 - a query may fail while a workflow starts
-            last = error
-        if last and not isinstance(last, Exception):
-            return last
-        await asyncio.sleep(every)
-    raise RuntimeError(f"gave up after {within:.0f} s waiting for {what}; last saw {last!r}")
+    return await poll_until(what, probe, within, every)
 
 
 # --- the floor --------------------------------------------------------------------------
@@ -257,7 +246,7 @@ async def pod_failures(
                 RECREATION_WITHIN,
                 FAILURE_POLL_SECONDS,
             )
-        except RuntimeError:
+        except TimeoutError:
             # The container restarted in place and the Instance did not recreate it: a finding
             # the figures report (as a count), not a reason to stop the bench.
             missed.add(index)

@@ -14,13 +14,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -319,3 +320,22 @@ def watcher_process(address: str, task_queue: str, kubeconfig: str, log: Path) -
         log=log,
         ready_pattern=r"watcher starting",
     )
+
+
+async def poll_until(what: str, probe: Callable[[], Any], within: float, every: float) -> Any:
+    """Poll `probe` (sync or async) until it returns something truthy; `TimeoutError` naming
+    `what` and the last answer otherwise. A probe that raises (a query while a workflow is
+    still starting) counts as not yet."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+            if asyncio.iscoroutine(last):
+                last = await last
+        except Exception as error:  # noqa: BLE001 - a query may fail while a workflow starts
+            last = error
+        if last and not isinstance(last, Exception):
+            return last
+        await asyncio.sleep(every)
+    raise TimeoutError(f"gave up after {within:.0f}s waiting for {what}; last saw {last!r}")

@@ -23,6 +23,7 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from activities.kube_rest import KubeRest
+from bench.lifecycle_stack import poll_until
 from kubesim.handle import KubeSim
 from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import InstancePods
@@ -159,19 +160,10 @@ class Story:
 
 async def eventually(probe: Callable[[], Any], what: str, within: float = 60.0) -> Any:
     """Poll `probe` (sync or async) until it returns something truthy; fail naming `what`."""
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-            if asyncio.iscoroutine(last):
-                last = await last
-        except Exception as error:  # noqa: BLE001 - a query before the first task is normal
-            last = error
-        if last and not isinstance(last, Exception):
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out after {within:.0f}s waiting for {what}; last saw {last!r}")
+    try:
+        return await poll_until(what, probe, within, every=0.2)
+    except TimeoutError as error:
+        raise AssertionError(str(error)) from None
 
 
 class PodRelay:
