@@ -399,6 +399,8 @@ async def run(args: argparse.Namespace, root: Path) -> Figures:
         figures.add("  + InferenceReplica/Service share", f"{events['coordinators']:.1f}", "their events / N")
         figures.add("floor history events / child", f"{floor_events:.1f}", "parent's included")
 
+        if idle <= 0:
+            return figures
         log(
             f"idle: {idle} Ready Instances of a second InferenceService (waiting up to {args.idle_within:.0f} s)"
         )

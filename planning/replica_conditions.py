@@ -131,7 +131,9 @@ def component_condition_type(component: str) -> str:
     return COMPONENT_CONDITION_TYPES.get(component, f"{component[:1].upper()}{component[1:]}Ready")
 
 
-def component_condition(component: str, desired: int, counts: ReplicaCounts, minimum: int) -> PlannedCondition:
+def component_condition(
+    component: str, desired: int, counts: ReplicaCounts, minimum: int
+) -> PlannedCondition:
     """§8 last bullet: the ISVC's `<Component>Ready` from the InferenceReplica's counts."""
     kind = component_condition_type(component)
     if desired == 0:

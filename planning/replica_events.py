@@ -78,7 +78,9 @@ def reset_events(namespace: str, ir_name: str, component: str, outcome: ResetOut
     subject = _subject(namespace, ir_name, component)
     events: list[PlannedEvent] = []
     if outcome.none_failed:
-        return [PlannedEvent("Normal", "InstancesResetSkipped", f"{subject}: none is Failed; nothing to reset")]
+        return [
+            PlannedEvent("Normal", "InstancesResetSkipped", f"{subject}: none is Failed; nothing to reset")
+        ]
     if outcome.reset:
         events.append(
             PlannedEvent(
@@ -92,7 +94,9 @@ def reset_events(namespace: str, ir_name: str, component: str, outcome: ResetOut
     if outcome.skipped:
         listed = ", ".join(f"{index} ({why})" for index, why in outcome.skipped)
         events.append(
-            PlannedEvent("Normal", "InstancesResetSkipped", f"{subject}: reset skipped for instance(s) {listed}")
+            PlannedEvent(
+                "Normal", "InstancesResetSkipped", f"{subject}: reset skipped for instance(s) {listed}"
+            )
         )
     return events
 

@@ -45,7 +45,11 @@ def aggregate_blocks(blocks: Sequence[RetryBlock | None]) -> list[RetryBlock]:
             continue
         current = chosen.get(block.target_revision)
         key = (_SEVERITY[block.state], block.attempts_started, block.last_failure_at)
-        if current is None or key > (_SEVERITY[current.state], current.attempts_started, current.last_failure_at):
+        if current is None or key > (
+            _SEVERITY[current.state],
+            current.attempts_started,
+            current.last_failure_at,
+        ):
             chosen[block.target_revision] = block
     return [chosen[revision] for revision in sorted(chosen)]
 

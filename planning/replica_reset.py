@@ -78,7 +78,9 @@ def skip_reason(instance: InstanceFacts | None) -> str | None:
 def plan_reset(request: ResetRequest, instances: Sequence[InstanceFacts]) -> ResetOutcome:
     by_index = {instance.index: instance for instance in instances}
     if request.everything:
-        failed = sorted(index for index, instance in by_index.items() if instance.phase == InstancePhase.FAILED)
+        failed = sorted(
+            index for index, instance in by_index.items() if instance.phase == InstancePhase.FAILED
+        )
         if not failed:
             return ResetOutcome(none_failed=True)
         reset: list[int] = []

@@ -154,6 +154,8 @@ def project_status(
     )
 
 
-def get_irep_columns(component: str, desired: int, status: InferenceReplicaStatus) -> tuple[str, int, int, int, int]:
+def get_irep_columns(
+    component: str, desired: int, status: InferenceReplicaStatus
+) -> tuple[str, int, int, int, int]:
     """What `kubectl get irep` prints after NAME: COMPONENT DESIRED CURRENT READY AVAILABLE."""
     return (component, desired, status.replicas, status.ready_replicas, status.available_replicas)

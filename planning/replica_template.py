@@ -117,7 +117,9 @@ SPREAD_COMPONENTS = ("engine", "decoder")
 def pod_template(effective: ComponentSpec, isvc: str, component: str) -> PodTemplate:
     """The leader (or only) pod spec, the worker pod spec and the worker count."""
     constraint = (
-        spread_constraint(SpreadSettings.of(effective), isvc, component) if component in SPREAD_COMPONENTS else None
+        spread_constraint(SpreadSettings.of(effective), isvc, component)
+        if component in SPREAD_COMPONENTS
+        else None
     )
     if not effective.is_multi_pod:
         single = _pod_spec(_merged_runner(None, effective.runner), effective.scheduler_name)

@@ -68,9 +68,7 @@ def counted(instances: Sequence[InstanceFacts]) -> list[InstanceFacts]:
     """Instances that count toward desired: not Deleting and not a live handover replacement."""
     live = [instance for instance in instances if not instance.deleting]
     indexes = {instance.index for instance in live}
-    return [
-        instance for instance in live if instance.replaces is None or instance.replaces not in indexes
-    ]
+    return [instance for instance in live if instance.replaces is None or instance.replaces not in indexes]
 
 
 def partition_split(
@@ -192,11 +190,7 @@ def plan_update(
 
 def _settling(instance: InstanceFacts, revision: str, now: datetime, min_ready: float) -> bool:
     """Moved to `revision` and serving, but not yet for `minReadySeconds`."""
-    return (
-        instance.running_revision == revision
-        and instance.serving
-        and not instance.settled(now, min_ready)
-    )
+    return instance.running_revision == revision and instance.serving and not instance.settled(now, min_ready)
 
 
 # What an admission returns: the indexes started, the hold on the rest, when to look again.

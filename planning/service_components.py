@@ -74,7 +74,7 @@ def removed_components(previous: list[ComponentPlan], current: list[ComponentPla
 
 def multinode_message(component: ComponentName) -> str:
     return (
-        f"spec.{component}.annotations[\"ome.io/deploymentMode\"] is MultiNode, which needs a "
+        f'spec.{component}.annotations["ome.io/deploymentMode"] is MultiNode, which needs a '
         "LeaderWorkerSet this product does not run; remove the annotation to run the component "
         "on OMENative"
     )

@@ -110,7 +110,9 @@ def render_deployment(
     """A RawDeployment component: one pod spec, `replicas` pods, rolling update defaults."""
     template = pod_template(plan.effective, isvc, plan.name)
     # Other modes ignore topologySpread (spec 003), so the Deployment's pods carry none.
-    pod_spec = {key: value for key, value in template.leader_pod_spec.items() if key != "topologySpreadConstraints"}
+    pod_spec = {
+        key: value for key, value in template.leader_pod_spec.items() if key != "topologySpreadConstraints"
+    }
     pod_labels = component_labels(isvc, plan.name)
     pod_labels[LABEL_ROLE] = "default"
     pod_labels[LABEL_REVISION] = plan.revision_hash

@@ -75,7 +75,9 @@ class ComponentReport:
     lifecycle: dict[str, Any] | None = None
 
 
-def deployment_component_report(name: str, desired: int, deployment_status: Mapping[str, Any] | None) -> ComponentReport:
+def deployment_component_report(
+    name: str, desired: int, deployment_status: Mapping[str, Any] | None
+) -> ComponentReport:
     counts = deployment_counts(deployment_status)
     # A Deployment update is a plain rolling update: Ready while at least desired - 25% serve.
     minimum = max(0, desired - -(-desired // 4))
@@ -84,7 +86,9 @@ def deployment_component_report(name: str, desired: int, deployment_status: Mapp
 
 def ready_condition(reports: Sequence[ComponentReport]) -> PlannedCondition:
     if not reports:
-        return PlannedCondition("Ready", "False", "NoComponents", "the InferenceService declares no component")
+        return PlannedCondition(
+            "Ready", "False", "NoComponents", "the InferenceService declares no component"
+        )
     for report in reports:
         if report.condition.status != "True":
             return PlannedCondition(
@@ -120,6 +124,8 @@ def isvc_status(
         components[report.name] = {"lifecycle": report.lifecycle} if report.lifecycle is not None else {}
     return {
         "observedGeneration": generation,
-        "conditions": [condition.model_dump(by_alias=True, mode="json", exclude_none=True) for condition in conditions],
+        "conditions": [
+            condition.model_dump(by_alias=True, mode="json", exclude_none=True) for condition in conditions
+        ],
         "components": components,
     }

@@ -192,6 +192,11 @@ def env_var_names() -> set[str]:
     return names
 
 
+KUBE_CONNECTIONS = 32
+"""Kept-alive connections to the API server: one per concurrent activity (the worker runs up
+to 32); urllib3's default of 10 would close and reopen connections under load."""
+
+
 def kube_api_client(settings: Settings | KubeSettings | None = None) -> kubernetes.client.ApiClient:
     """A Kubernetes API client from the configured kubeconfig, else the in-cluster account."""
     # Imported here so that loading settings (the stack runner, tests) does not pay for the
@@ -208,10 +213,15 @@ def kube_api_client(settings: Settings | KubeSettings | None = None) -> kubernet
                 f"{ENV_PREFIX}KUBE__KUBECONFIG={kube.kubeconfig} is not a file: point it at a kubeconfig, "
                 f"or unset it to use kubesim via `make up`"
             )
-        client: kubernetes.client.ApiClient = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(kube.kubeconfig), context=kube.context, persist_config=False
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kube.kubeconfig),
+            context=kube.context,
+            client_configuration=configuration,
+            persist_config=False,
         )
-        return client
+        configuration.connection_pool_maxsize = KUBE_CONNECTIONS
+        return kubernetes.client.ApiClient(configuration)
     # The in-cluster loader reads these two variables; checking them first lets the error say
     # what to do instead of kubernetes' terse "Service host/port is not set."
     if "KUBERNETES_SERVICE_HOST" not in os.environ or "KUBERNETES_SERVICE_PORT" not in os.environ:
@@ -222,4 +232,5 @@ def kube_api_client(settings: Settings | KubeSettings | None = None) -> kubernet
         )
     configuration = kubernetes.client.Configuration()
     kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = KUBE_CONNECTIONS
     return kubernetes.client.ApiClient(configuration)

@@ -13,6 +13,7 @@ Imported by the workflow module inside `workflow.unsafe.imports_passed_through()
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import Any
 
@@ -64,15 +65,21 @@ class ReplicaInstances(ReplicaProjection):
             now=now,
             reserved_indexes=state.removing,
         )
-        for new in actions.create:
-            await self.start_instance(new.index, new.revision)
+        # Every start and signal of the pass goes out in one workflow task (the commands are
+        # issued in the plan's order); awaiting each in turn would cost a task per Instance.
+        sends: list[Awaitable[None]] = [
+            self.start_instance(new.index, new.revision) for new in actions.create
+        ]
         for index in actions.update:
             state.requested_updates[index] = config.revision_hash
             spec = self.instance_spec(index, config.revision_hash)
-            await self.signal_instance(index, INSTANCE_UPDATE, UpdateRequest(spec=spec))
+            sends.append(self.signal_instance(index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
         for index in actions.delete:
-            await self.signal_instance(index, INSTANCE_DELETE, InstanceDeleteRequest(reason="ScaleDown"))
+            sends.append(
+                self.signal_instance(index, INSTANCE_DELETE, InstanceDeleteRequest(reason="ScaleDown"))
+            )
             state.removing.append(index)
+        await self.send_all(sends)
         state.hold = actions.hold
         self.wake_at = actions.wake_at
         if actions.rollout_complete and not state.launched and not state.requested_updates:
@@ -157,11 +164,18 @@ class ReplicaInstances(ReplicaProjection):
             )
             if outcome.result == ReleaseResult.RELEASED and block is not None:
                 event = events.retry_block_released(config.namespace, config.ir_name, config.component, shown)
-                for status in state.instances.values():
-                    own = status.retry_block
-                    if own is not None and own.target_revision == block.target_revision:
-                        release = InstanceReleaseRequest(revision=own.target_revision)
-                        await self.signal_instance(status.index, INSTANCE_RELEASE_HELD, release)
+                await self.send_all(
+                    [
+                        self.signal_instance(
+                            status.index,
+                            INSTANCE_RELEASE_HELD,
+                            InstanceReleaseRequest(revision=status.retry_block.target_revision),
+                        )
+                        for status in state.instances.values()
+                        if status.retry_block is not None
+                        and status.retry_block.target_revision == block.target_revision
+                    ]
+                )
                 if block.target_revision in state.announced_held:
                     state.announced_held.remove(block.target_revision)
             elif outcome.result == ReleaseResult.NOT_HELD and block is not None:
@@ -187,9 +201,11 @@ class ReplicaInstances(ReplicaProjection):
                 )
                 continue
             outcome = plan_reset(request, self.facts())
-            for index in outcome.reset:
-                # A restart of a Failed Instance deletes its pods and clears its operation.
-                await self.signal_instance(index, INSTANCE_RESTART, RestartRequest(reason="InstancesReset"))
+            # A restart of a Failed Instance deletes its pods and clears its operation.
+            restart = RestartRequest(reason="InstancesReset")
+            await self.send_all(
+                [self.signal_instance(index, INSTANCE_RESTART, restart) for index in outcome.reset]
+            )
             for event in events.reset_events(config.namespace, config.ir_name, config.component, outcome):
                 await self.record(event)
 
@@ -198,11 +214,10 @@ class ReplicaInstances(ReplicaProjection):
     async def tear_down(self) -> bool:
         """Drain and delete every Instance, then the InferenceReplica object; True when done."""
         state, config = self.state, self.state.config
-        for index in sorted(set(state.instances) | set(state.launched)):
-            if index not in state.removing:
-                request = InstanceDeleteRequest(reason="InferenceServiceDeleted")
-                await self.signal_instance(index, INSTANCE_DELETE, request)
-                state.removing.append(index)
+        request = InstanceDeleteRequest(reason="InferenceServiceDeleted")
+        leaving = [i for i in sorted(set(state.instances) | set(state.launched)) if i not in state.removing]
+        state.removing.extend(leaving)
+        await self.send_all([self.signal_instance(index, INSTANCE_DELETE, request) for index in leaving])
         if state.instances or state.launched:
             await self.publish(workflow.now())
             return False

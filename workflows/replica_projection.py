@@ -12,7 +12,10 @@ Imported by the workflow module inside `workflow.unsafe.imports_passed_through()
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -39,6 +42,7 @@ from planning.replica_conditions import (
     rollout_progress,
 )
 from planning.replica_facts import InstanceFacts, facts_from_status, replica_counts
+from planning.replica_publish import condition_key, decide_publish
 from planning.replica_reconcile import aggregate_blocks, with_target
 from planning.replica_retry import current_blocks
 from planning.replica_scale import desired_replicas
@@ -51,10 +55,19 @@ from workflows.service_calls import API_VERSION, SIGNAL_REPLICA_CHANGED, Replica
 P = InstancePhase
 
 
+def digest(value: object) -> str:
+    """A short fingerprint of a JSON-able value: what the state keeps to spot a change."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
 class ReplicaProjection:
     """Facts and projections over `self.state`; the workflow subclass owns the messages."""
 
     state: ReplicaState
+
+    async def send_all(self, sends: Sequence[Awaitable[object]]) -> None:
+        """Await `sends` together, so their commands leave in one workflow task, in order."""
+        await asyncio.gather(*sends)
 
     def policy(self) -> UpdatePolicy:
         config = self.state.config
@@ -127,7 +140,7 @@ class ReplicaProjection:
             }
         )
         manifest = render_inference_replica(spec, config.isvc, config.namespace, config.isvc_uid)
-        fingerprint = json.dumps(manifest, sort_keys=True)
+        fingerprint = digest(manifest)
         if fingerprint == state.written_spec and state.ir_uid is not None:
             return
         result = await kube_calls.apply_object(
@@ -196,37 +209,71 @@ class ReplicaProjection:
         return "Ready" if ready.status == "True" else "Progressing"
 
     async def publish(self, now: datetime) -> None:
-        """Write the status, tell the parent, and keep the UI's phase current."""
+        """Write the status, tell the parent, and keep the UI's phase current.
+
+        Paced by `planning.replica_publish`: a large component's count-only changes are
+        written at most every few seconds; a held-back write sets `wake_at`.
+        """
         state, config = self.state, self.state.config
-        status, _ = self.build_status(now)
+        status, component = self.build_status(now)
         state.conditions = status.conditions
         body = status.to_manifest()
-        fingerprint = json.dumps(body, sort_keys=True)
+        fingerprint = digest(body)
+        phase = self.phase(status)
+        key = digest([condition_key([*status.conditions, component]), phase])
+        decision = decide_publish(
+            changed=fingerprint != state.written_status or key != state.published_key,
+            urgent=key != state.published_key,
+            last_written_at=state.status_written_at,
+            instances=len(state.instances),
+            now=now,
+        )
+        if decision.wake_at is not None:
+            self.wake_at = decision.wake_at if self.wake_at is None else min(self.wake_at, decision.wake_at)
+        if not decision.write:
+            return
+        state.status_written_at = now
+        state.published_key = key
+        # The status write and the report to the parent go out in the same workflow task.
+        sends: list[Awaitable[object]] = []
         if fingerprint != state.written_status:
             state.written_status = fingerprint
             ready = status.condition("Ready")
             hold = status.rollout_hold
-            await kube_calls.patch_status(
-                PatchStatusInput(ref=self.ir_ref(), status=body, missing_ok=True),
-                summary=f"status of {config.ir_name}: {status.ready_replicas}/{state.last_desired} Ready"
-                + (f", {ready.reason}" if ready is not None else "")
-                + (f", hold {hold.gate}: {hold.reason}" if hold is not None else ""),
+            sends.append(
+                kube_calls.patch_status(
+                    PatchStatusInput(ref=self.ir_ref(), status=body, missing_ok=True),
+                    summary=f"status of {config.ir_name}: {status.ready_replicas}/{state.last_desired} Ready"
+                    + (f", {ready.reason}" if ready is not None else "")
+                    + (f", hold {hold.gate}: {hold.reason}" if hold is not None else ""),
+                )
             )
-        await self.report(deleted=False)
+        sends.append(self.report(deleted=False, status=status, component=component))
+        await self.send_all(sends)
 
-    async def report(self, deleted: bool) -> None:
+    async def report(
+        self,
+        deleted: bool,
+        status: InferenceReplicaStatus | None = None,
+        component: PlannedCondition | None = None,
+    ) -> None:
+        """Tell the parent the totals and its `<Component>Ready` condition (never the rows:
+        per-Instance rows are not mirrored on the InferenceService, spec reference §7)."""
         state, config = self.state, self.state.config
         now = workflow.now()
-        status, component = self.build_status(now)
+        if status is None or component is None:
+            status, component = self.build_status(now)
         # The InferenceService keeps its own transition times (planning.service_status).
         (condition,) = with_transitions([], [component], now, config.generation)
         phase = "Deleted" if deleted else self.phase(status)
         report = ReplicaReport(
-            component=config.component, status=status, condition=condition, phase=phase, deleted=deleted
+            component=config.component,
+            status=status.model_copy(update={"instance_statuses": []}),
+            condition=condition,
+            phase=phase,
+            deleted=deleted,
         )
-        fingerprint = json.dumps(
-            report.model_dump(mode="json", exclude={"condition": {"last_transition_time"}}), sort_keys=True
-        )
+        fingerprint = digest(report.model_dump(mode="json", exclude={"condition": {"last_transition_time"}}))
         if fingerprint == state.reported:
             return
         state.reported = fingerprint

@@ -11,6 +11,7 @@ Workflows import this module inside `workflow.unsafe.imports_passed_through()`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -137,8 +138,13 @@ class ReplicaState(_Message):
     conditions: list[Condition] = Field(default_factory=list)
     last_desired: int | None = None
     written_spec: str = ""
+    """Fingerprints (`replica_projection.digest`) of what was last written and reported."""
     written_status: str = ""
     reported: str = ""
+    published_key: str = ""
+    """Fingerprint of the conditions' statuses and reasons and the phase last published."""
+    status_written_at: datetime | None = None
+    """When the status was last written: large components pace their writes from it."""
 
 
 class ReplicaReport(_Message):

@@ -49,8 +49,13 @@ def creating(index: int, revision: str = OLD, **extra: object) -> InstanceFacts:
     return InstanceFacts(**fields)  # type: ignore[arg-type]
 
 
-def updating(index: int, target: str = NEW, strategy: UpdateStrategyType = UpdateStrategyType.SURGE_THEN_DRAIN,
-             serving: bool = True, **extra: object) -> InstanceFacts:
+def updating(
+    index: int,
+    target: str = NEW,
+    strategy: UpdateStrategyType = UpdateStrategyType.SURGE_THEN_DRAIN,
+    serving: bool = True,
+    **extra: object,
+) -> InstanceFacts:
     fields: dict[str, object] = {
         "index": index,
         "phase": InstancePhase.UPDATING,

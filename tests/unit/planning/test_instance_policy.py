@@ -278,7 +278,9 @@ def test_force_delete_due_at(
     delays=st.lists(st.floats(min_value=1, max_value=600), min_size=1, max_size=4),
     gaps=st.lists(st.floats(min_value=0, max_value=1000), min_size=1, max_size=10),
 )
-def test_retry_block_never_exceeds_its_attempts(max_attempts: int, delays: list[float], gaps: list[float]) -> None:
+def test_retry_block_never_exceeds_its_attempts(
+    max_attempts: int, delays: list[float], gaps: list[float]
+) -> None:
     """Whatever the timing, a revision is held exactly when its attempts run out, and a
     Backoff block always names when the next attempt may start."""
     retry = UpdateRetryPolicy(max_attempts=max_attempts, attempt_delays_seconds=delays)
@@ -301,7 +303,9 @@ def test_retry_block_never_exceeds_its_attempts(max_attempts: int, delays: list[
     holds=st.lists(st.tuples(st.floats(min_value=0, max_value=5000), st.booleans()), max_size=12),
     timeout=st.floats(min_value=1, max_value=7200),
 )
-def test_readiness_deadline_always_grants_a_full_window(holds: list[tuple[float, bool]], timeout: float) -> None:
+def test_readiness_deadline_always_grants_a_full_window(
+    holds: list[tuple[float, bool]], timeout: float
+) -> None:
     """The deadline is never sooner than a full timeout after the last time a hold ended."""
     clock = ReadinessClock(at(0))
     now = 0.0

@@ -23,31 +23,111 @@ def counts(ready: int = 0, serving: int = 0, failed: int = 0) -> ReplicaCounts:
     return ReplicaCounts(replicas=max(ready, serving), ready=ready, serving=serving, failed=failed)
 
 
-def progress(in_flight: bool = False, staged: bool = False, updated: int = 1, total: int = 3, held: int = 0,
-             partition: int = 0) -> RolloutProgress:
+def progress(
+    in_flight: bool = False,
+    staged: bool = False,
+    updated: int = 1,
+    total: int = 3,
+    held: int = 0,
+    partition: int = 0,
+) -> RolloutProgress:
     return RolloutProgress(NEW, in_flight, staged, updated, total, held, partition)
 
 
 @pytest.mark.parametrize(
     ("name", "desired", "counted", "minimum", "rollout", "status", "reason", "message"),
     [
-        ("a failed instance wins over all", 3, counts(3, 3, failed=1), 3, progress(in_flight=True),
-         "False", "InstanceFailed", "At least one Instance has Phase=Failed"),
-        ("staged", 4, counts(4, 4), 4, progress(staged=True, updated=2, total=4, held=2, partition=2),
-         "True", "Staged", f"Staged at partition 2: 2/4 Instances on {NEW}, 2 held on the prior revision"),
-        ("rollout in flight", 3, counts(3, 3), 3, progress(in_flight=True, updated=1, total=3),
-         "Unknown", "RolloutInProgress", f"Rolling out {NEW} (1/3 Instances on target)"),
-        ("no replicas", 0, counts(), 0, None, "False", "NoReplicas", "InferenceReplica has no desired Instances"),
+        (
+            "a failed instance wins over all",
+            3,
+            counts(3, 3, failed=1),
+            3,
+            progress(in_flight=True),
+            "False",
+            "InstanceFailed",
+            "At least one Instance has Phase=Failed",
+        ),
+        (
+            "staged",
+            4,
+            counts(4, 4),
+            4,
+            progress(staged=True, updated=2, total=4, held=2, partition=2),
+            "True",
+            "Staged",
+            f"Staged at partition 2: 2/4 Instances on {NEW}, 2 held on the prior revision",
+        ),
+        (
+            "rollout in flight",
+            3,
+            counts(3, 3),
+            3,
+            progress(in_flight=True, updated=1, total=3),
+            "Unknown",
+            "RolloutInProgress",
+            f"Rolling out {NEW} (1/3 Instances on target)",
+        ),
+        (
+            "no replicas",
+            0,
+            counts(),
+            0,
+            None,
+            "False",
+            "NoReplicas",
+            "InferenceReplica has no desired Instances",
+        ),
         ("all ready", 2, counts(2, 2), 2, None, "True", "AllInstancesReady", "2/2 Instances Ready"),
-        ("migration extra is capped", 2, counts(3, 3), 2, None, "True", "AllInstancesReady", "2/2 Instances Ready"),
-        ("minimum available", 4, counts(3, 3), 3, None, "True", "MinimumAvailable",
-         "3/4 Instances serving (min 3)"),
-        ("ready but not serving counts as short", 2, counts(2, 1), 2, progress(), "True", "AllInstancesReady",
-         "2/2 Instances Ready"),
-        ("mismatch", 3, counts(1, 1), 3, None, "False", "ReplicaCountMismatch",
-         "1/3 Instances serving, need 3 (no rollout in flight)"),
-        ("mismatch at zero", 2, counts(), 2, progress(), "False", "ReplicaCountMismatch",
-         "0/2 Instances serving, need 2 (no rollout in flight)"),
+        (
+            "migration extra is capped",
+            2,
+            counts(3, 3),
+            2,
+            None,
+            "True",
+            "AllInstancesReady",
+            "2/2 Instances Ready",
+        ),
+        (
+            "minimum available",
+            4,
+            counts(3, 3),
+            3,
+            None,
+            "True",
+            "MinimumAvailable",
+            "3/4 Instances serving (min 3)",
+        ),
+        (
+            "ready but not serving counts as short",
+            2,
+            counts(2, 1),
+            2,
+            progress(),
+            "True",
+            "AllInstancesReady",
+            "2/2 Instances Ready",
+        ),
+        (
+            "mismatch",
+            3,
+            counts(1, 1),
+            3,
+            None,
+            "False",
+            "ReplicaCountMismatch",
+            "1/3 Instances serving, need 3 (no rollout in flight)",
+        ),
+        (
+            "mismatch at zero",
+            2,
+            counts(),
+            2,
+            progress(),
+            "False",
+            "ReplicaCountMismatch",
+            "0/2 Instances serving, need 2 (no rollout in flight)",
+        ),
     ],
 )
 def test_ready_condition_first_match(
@@ -62,7 +142,10 @@ def test_ready_condition_first_match(
 ) -> None:
     condition = ready_condition(desired, counted, minimum, rollout)
     assert (condition.type, condition.status, condition.reason, condition.message) == (
-        "Ready", status, reason, message
+        "Ready",
+        status,
+        reason,
+        message,
     ), name
 
 
@@ -104,7 +187,9 @@ def test_complete_rollout_is_neither() -> None:
 def test_counts_from_rows() -> None:
     rows = [ready(0, NEW), ready(1, NEW, serving_for=1), failed(2), updating(3)]
     result = replica_counts(rows, NEW, NOW, min_ready_seconds=30)
-    assert result == ReplicaCounts(replicas=4, ready=3, serving=3, available=2, updated=2, updated_ready=2, failed=1)
+    assert result == ReplicaCounts(
+        replicas=4, ready=3, serving=3, available=2, updated=2, updated_ready=2, failed=1
+    )
 
 
 @pytest.mark.parametrize(
@@ -113,7 +198,15 @@ def test_counts_from_rows() -> None:
         ("no replicas", 0, counts(), 0, "False", "NoReplicas", "Component has no desired Instances"),
         ("all ready", 2, counts(2, 2), 2, "True", "Ready", "All Instances are Ready"),
         ("minimum", 4, counts(3, 3), 3, "True", "MinimumAvailable", "3/4 Instances serving (min 3)"),
-        ("insufficient", 4, counts(1, 1), 3, "False", "InsufficientAvailable", "1/4 Instances serving, need 3"),
+        (
+            "insufficient",
+            4,
+            counts(1, 1),
+            3,
+            "False",
+            "InsufficientAvailable",
+            "1/4 Instances serving, need 3",
+        ),
     ],
 )
 def test_component_condition(
@@ -121,12 +214,16 @@ def test_component_condition(
 ) -> None:
     condition = component_condition("engine", desired, counted, minimum)
     assert (condition.type, condition.status, condition.reason, condition.message) == (
-        "EngineReady", status, reason, message
+        "EngineReady",
+        status,
+        reason,
+        message,
     ), name
 
 
-@pytest.mark.parametrize(("component", "kind"), [("engine", "EngineReady"), ("decoder", "DecoderReady"),
-                                                 ("router", "RouterReady")])
+@pytest.mark.parametrize(
+    ("component", "kind"), [("engine", "EngineReady"), ("decoder", "DecoderReady"), ("router", "RouterReady")]
+)
 def test_component_condition_types(component: str, kind: str) -> None:
     assert component_condition(component, 1, counts(1, 1), 1).type == kind
 
@@ -141,7 +238,11 @@ def test_component_condition_types(component: str, kind: str) -> None:
 )
 def test_gang_scheduling(multi_pod: bool, crd: bool, status: str, reason: str) -> None:
     condition = gang_scheduling_condition(multi_pod, crd)
-    assert (condition.type, condition.status, condition.reason) == ("GangSchedulingUnavailable", status, reason)
+    assert (condition.type, condition.status, condition.reason) == (
+        "GangSchedulingUnavailable",
+        status,
+        reason,
+    )
 
 
 @pytest.mark.parametrize(
@@ -157,7 +258,11 @@ def test_gang_scheduling(multi_pod: bool, crd: bool, status: str, reason: str) -
 )
 def test_ready_timeout(seconds: float | None, status: str, reason: str, message_start: str) -> None:
     condition = ready_timeout_condition(seconds)
-    assert (condition.type, condition.status, condition.reason) == ("InstanceReadyTimeoutUnconfigured", status, reason)
+    assert (condition.type, condition.status, condition.reason) == (
+        "InstanceReadyTimeoutUnconfigured",
+        status,
+        reason,
+    )
     assert condition.message.startswith(message_start)
 
 

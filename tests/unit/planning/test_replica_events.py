@@ -55,11 +55,16 @@ def test_release_skipped_without_block() -> None:
 
 
 def test_release_skipped_not_held() -> None:
-    event = retry_block_release_skipped_not_held("prod", "chat-engine", "engine", _block(RetryBlockState.BACKOFF))
+    event = retry_block_release_skipped_not_held(
+        "prod", "chat-engine", "engine", _block(RetryBlockState.BACKOFF)
+    )
     assert event.message.endswith(f"retryBlock for revision {NEW} is Backoff, not Held; nothing to release")
 
 
 def test_instance_failed() -> None:
     event = instance_failed("engine", 2, "DeadlineExceeded", "not ready within 30m0s")
     assert (event.type, event.reason) == ("Warning", "InstanceFailed")
-    assert event.message == "OMENative component=engine instance=2 failed (DeadlineExceeded): not ready within 30m0s"
+    assert (
+        event.message
+        == "OMENative component=engine instance=2 failed (DeadlineExceeded): not ready within 30m0s"
+    )

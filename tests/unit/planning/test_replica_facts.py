@@ -55,7 +55,10 @@ def test_terminating_pod_past_its_grace_stops_counting() -> None:
 def test_live_leftover_holds_a_slot_until_replaced() -> None:
     slots = surge_slots_from_pods(1, [pod("x-default-0"), pod("x-default-1")], NOW, update_in_flight=False)
     assert slots.slots == 1
-    assert slots.explanation == "extra pod x-default-1 holds a surge slot until a start on its Instance replaces it"
+    assert (
+        slots.explanation
+        == "extra pod x-default-1 holds a surge slot until a start on its Instance replaces it"
+    )
 
 
 def test_leftover_is_the_pod_of_another_revision() -> None:
@@ -107,10 +110,19 @@ def test_facts_from_status() -> None:
 
 def test_admitted_surge_update_holds_a_slot_before_pods_show() -> None:
     status = InstanceStatus(
-        namespace="prod", isvc="chat", component="engine", index=0, phase=InstancePhase.UPDATING,
-        incarnation=1, running_revision=OLD, target_revision=NEW, desired_pods=1, total_pods=1,
-        operation=InstanceOperation(id="op", type="Update", step="Surge", started_at=NOW,
-                                    strategy=UpdateStrategyType.SURGE_THEN_DRAIN),
+        namespace="prod",
+        isvc="chat",
+        component="engine",
+        index=0,
+        phase=InstancePhase.UPDATING,
+        incarnation=1,
+        running_revision=OLD,
+        target_revision=NEW,
+        desired_pods=1,
+        total_pods=1,
+        operation=InstanceOperation(
+            id="op", type="Update", step="Surge", started_at=NOW, strategy=UpdateStrategyType.SURGE_THEN_DRAIN
+        ),
     )
     assert facts_from_status(status).surge_slots_held() == 1
 

@@ -19,7 +19,9 @@ from tests.unit.planning.replica_rows import NEW, NOW, OLD
 pytestmark = pytest.mark.unit
 
 EARLIER = NOW - timedelta(minutes=7)
-PREVIOUS = RolloutHold(HoldGate.BUDGET, "per-Component surge budget 1 exhausted (would become 2)", NEW, EARLIER)
+PREVIOUS = RolloutHold(
+    HoldGate.BUDGET, "per-Component surge budget 1 exhausted (would become 2)", NEW, EARLIER
+)
 
 
 @pytest.mark.parametrize(
@@ -57,10 +59,19 @@ def test_surge_reason(budget: int, would: int, expected: str) -> None:
 
 
 def test_unavailability_reason() -> None:
-    assert unavailability_budget_reason(0, 1) == "per-Component unavailability budget 0 exhausted (would become 1)"
+    assert (
+        unavailability_budget_reason(0, 1)
+        == "per-Component unavailability budget 0 exhausted (would become 1)"
+    )
 
 
 def test_gate_names_are_the_spec_names() -> None:
     assert [gate.value for gate in HoldGate] == [
-        "Plan", "Pairing", "Ratio", "Sequential", "Budget", "RetryBlock", "Held",
+        "Plan",
+        "Pairing",
+        "Ratio",
+        "Sequential",
+        "Budget",
+        "RetryBlock",
+        "Held",
     ]

@@ -36,8 +36,14 @@ def run(instances, desired=3, policy=SURGE1, blocks=(), hold=None, paused=False,
 
 
 def block(state: RetryBlockState, revision: str = NEW, attempts: int = 1) -> RetryBlock:
-    return RetryBlock(target_revision=revision, state=state, attempts_started=attempts,
-                      first_failure_at=NOW, last_failure_at=NOW, reason="ErrImagePull")
+    return RetryBlock(
+        target_revision=revision,
+        state=state,
+        attempts_started=attempts,
+        first_failure_at=NOW,
+        last_failure_at=NOW,
+        reason="ErrImagePull",
+    )
 
 
 def test_first_pass_creates_everything_on_the_update_revision() -> None:
@@ -112,10 +118,18 @@ def test_completion() -> None:
 
 
 def test_aggregate_blocks_most_advanced_wins() -> None:
-    blocks = aggregate_blocks([block(RetryBlockState.BACKOFF), None, block(RetryBlockState.HELD, attempts=3),
-                               block(RetryBlockState.BACKOFF, OLD)])
-    assert [(b.target_revision, b.state) for b in blocks] == [(OLD, RetryBlockState.BACKOFF),
-                                                                (NEW, RetryBlockState.HELD)]
+    blocks = aggregate_blocks(
+        [
+            block(RetryBlockState.BACKOFF),
+            None,
+            block(RetryBlockState.HELD, attempts=3),
+            block(RetryBlockState.BACKOFF, OLD),
+        ]
+    )
+    assert [(b.target_revision, b.state) for b in blocks] == [
+        (OLD, RetryBlockState.BACKOFF),
+        (NEW, RetryBlockState.HELD),
+    ]
 
 
 def test_with_target_holds_a_surge_slot() -> None:
@@ -155,13 +169,15 @@ def test_failed_and_creating_rows_are_left_to_their_instance() -> None:
 
 @settings(max_examples=60)
 @given(st.integers(1, 8), st.sampled_from([0, 1, 2, "25%", "50%"]), st.sampled_from([0, 1, 2, "25%"]))
-def test_recreate_rollout_never_drops_below_the_minimum(desired: int, max_unavailable: int | str,
-                                                        max_surge: int | str) -> None:
+def test_recreate_rollout_never_drops_below_the_minimum(
+    desired: int, max_unavailable: int | str, max_surge: int | str
+) -> None:
     """Updates take a pass to finish (the Instance doesn't serve meanwhile); scale stays put."""
     from planning.replica_budget import minimum_serving
 
-    policy = UpdatePolicy(strategy=UpdateStrategyType.RECREATE_POD, max_unavailable=max_unavailable,
-                          max_surge=max_surge)
+    policy = UpdatePolicy(
+        strategy=UpdateStrategyType.RECREATE_POD, max_unavailable=max_unavailable, max_surge=max_surge
+    )
     if max_unavailable in (0, "0%"):
         policy = UpdatePolicy(strategy=UpdateStrategyType.RECREATE_POD, max_unavailable=1)
     minimum = minimum_serving(policy, desired)

@@ -98,7 +98,10 @@ def test_reset_event_messages() -> None:
         f"{SUBJECT}: reset instance(s) 1,3 at operator request (ome.io/reset-instances annotation): "
         "pods deleted and preserved operation cleared; the lifecycle passes rebuild them"
     )
-    assert events[1].message == f"{SUBJECT}: reset skipped for instance(s) 0 (still serving), 7 (no such instance)"
+    assert (
+        events[1].message
+        == f"{SUBJECT}: reset skipped for instance(s) 0 (still serving), 7 (no such instance)"
+    )
 
 
 def test_rejected_event_message() -> None:

@@ -173,7 +173,9 @@ def _build(spec: list[tuple[int, str]]) -> list[InstanceFacts]:
 
 
 @given(rows, st.integers(0, 15))
-def test_scale_plan_reaches_desired_and_never_touches_deleting(spec: list[tuple[int, str]], desired: int) -> None:
+def test_scale_plan_reaches_desired_and_never_touches_deleting(
+    spec: list[tuple[int, str]], desired: int
+) -> None:
     instances = _build(spec)
     plan = plan_scale(desired, instances)
     live = {instance.index for instance in instances if not instance.deleting}
@@ -187,12 +189,18 @@ def test_scale_plan_reaches_desired_and_never_touches_deleting(spec: list[tuple[
 
 
 @given(rows, st.integers(0, 15))
-def test_scale_down_never_removes_ready_while_a_not_ready_stays(spec: list[tuple[int, str]], desired: int) -> None:
+def test_scale_down_never_removes_ready_while_a_not_ready_stays(
+    spec: list[tuple[int, str]], desired: int
+) -> None:
     instances = _build(spec)
     plan = plan_scale(desired, instances)
     removed = set(plan.remove)
     kept = [instance for instance in instances if not instance.deleting and instance.index not in removed]
-    removed_ready = [instance for instance in instances if instance.index in removed and instance.phase == "Ready"]
+    removed_ready = [
+        instance for instance in instances if instance.index in removed and instance.phase == "Ready"
+    ]
     if removed_ready:
         assert all(instance.phase == "Ready" for instance in kept)
-        assert max(instance.index for instance in kept) < min(i.index for i in removed_ready) if kept else True
+        assert (
+            max(instance.index for instance in kept) < min(i.index for i in removed_ready) if kept else True
+        )

@@ -20,27 +20,51 @@ pytestmark = pytest.mark.unit
 
 def status(index: int, phase: InstancePhase = InstancePhase.READY) -> InstanceStatus:
     return InstanceStatus(
-        namespace="prod", isvc="chat", component="engine", index=index, phase=phase, incarnation=1,
-        running_revision=OLD, target_revision=OLD, desired_pods=1, total_pods=1, ready_pods=1, serving_pods=1,
-        available_pods=1, ready=True, serving=True,
-        last_failure=InstanceFailure(reason="CrashLoopBackOff", time=NOW) if phase == InstancePhase.FAILED else None,
+        namespace="prod",
+        isvc="chat",
+        component="engine",
+        index=index,
+        phase=phase,
+        incarnation=1,
+        running_revision=OLD,
+        target_revision=OLD,
+        desired_pods=1,
+        total_pods=1,
+        ready_pods=1,
+        serving_pods=1,
+        available_pods=1,
+        ready=True,
+        serving=True,
+        last_failure=InstanceFailure(reason="CrashLoopBackOff", time=NOW)
+        if phase == InstancePhase.FAILED
+        else None,
     )
 
 
 def test_projection() -> None:
-    block = RetryBlock(target_revision=NEW, state=RetryBlockState.HELD, attempts_started=3,
-                       first_failure_at=NOW, last_failure_at=NOW, reason="ErrImagePull")
+    block = RetryBlock(
+        target_revision=NEW,
+        state=RetryBlockState.HELD,
+        attempts_started=3,
+        first_failure_at=NOW,
+        last_failure_at=NOW,
+        reason="ErrImagePull",
+    )
     hold = RolloutHold(HoldGate.HELD, "held", NEW, NOW)
     result = project_status(
         isvc="chat",
         component="engine",
         generation=5,
         instances=[status(1), status(0, InstancePhase.FAILED)],
-        counts=ReplicaCounts(replicas=2, ready=2, serving=2, available=1, updated=0, updated_ready=0, failed=1),
+        counts=ReplicaCounts(
+            replicas=2, ready=2, serving=2, available=1, updated=0, updated_ready=0, failed=1
+        ),
         revisions=RevisionState(current=OLD, update=NEW),
         retry_blocks=[block],
         hold=hold,
-        conditions=[PlannedCondition("Ready", "False", "InstanceFailed", "At least one Instance has Phase=Failed")],
+        conditions=[
+            PlannedCondition("Ready", "False", "InstanceFailed", "At least one Instance has Phase=Failed")
+        ],
         previous_conditions=[],
         now=NOW,
     )
@@ -59,7 +83,9 @@ def test_projection() -> None:
 
 def test_transition_time_kept_while_status_unchanged() -> None:
     earlier = NOW - timedelta(minutes=3)
-    previous = [Condition(type="Ready", status="True", reason="AllInstancesReady", last_transition_time=earlier)]
+    previous = [
+        Condition(type="Ready", status="True", reason="AllInstancesReady", last_transition_time=earlier)
+    ]
     same = with_transitions(previous, [PlannedCondition("Ready", "True", "MinimumAvailable", "m")], NOW, 1)
     assert same[0].last_transition_time == earlier
     flipped = with_transitions(previous, [PlannedCondition("Ready", "False", "InstanceFailed", "m")], NOW, 1)

@@ -31,21 +31,31 @@ def isvc(engine: dict[str, Any], **spec: Any) -> InferenceService:
 RUNNER = {"name": "engine", "image": "sglang:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
 
 
-def build(engine: dict[str, Any], runtime: ServingRuntimeSpec | None = None, cluster: ClusterLifecycle | None = None):  # type: ignore[no-untyped-def]
+def build(
+    engine: dict[str, Any], runtime: ServingRuntimeSpec | None = None, cluster: ClusterLifecycle | None = None
+):  # type: ignore[no-untyped-def]
     service = isvc(engine)
     effective = effective_component(service, runtime, "engine")
     assert effective is not None
     digest = component_revision(service, runtime, "engine")
-    identity = InstanceIdentity("prod", "chat", "engine", 0, digest, f"chat-engine-rev-{digest}", isvc_uid="u1")
+    identity = InstanceIdentity(
+        "prod", "chat", "engine", 0, digest, f"chat-engine-rev-{digest}", isvc_uid="u1"
+    )
     cluster = cluster or ClusterLifecycle()
-    return instance_spec(identity, effective, cluster, update_policy(effective.lifecycle, cluster.update_policy))
+    return instance_spec(
+        identity, effective, cluster, update_policy(effective.lifecycle, cluster.update_policy)
+    )
 
 
 def test_single_pod_component() -> None:
     spec = build({"runner": RUNNER, "topologySpread": "Required", "topologySpreadKey": ZONE})
     assert spec.worker_count == 0 and spec.worker_pod_spec is None
     container = spec.leader_pod_spec["containers"][0]
-    assert container == {"name": "engine", "image": "sglang:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    assert container == {
+        "name": "engine",
+        "image": "sglang:1",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
     [constraint] = spec.leader_pod_spec["topologySpreadConstraints"]
     assert (constraint["topologyKey"], constraint["whenUnsatisfiable"]) == (ZONE, "DoNotSchedule")
     assert spec.topology_key is None
@@ -109,11 +119,14 @@ def test_runtime_values_are_defaults() -> None:
         (None, None, None),
     ],
 )
-def test_ready_timeout_resolution(component_timeout: str | None, cluster_timeout: float | None,
-                                  expected: float | None) -> None:
+def test_ready_timeout_resolution(
+    component_timeout: str | None, cluster_timeout: float | None, expected: float | None
+) -> None:
     lifecycle = {"instanceReadyTimeout": component_timeout} if component_timeout else {}
-    spec = build({"runner": RUNNER, "lifecycle": lifecycle},
-                 cluster=ClusterLifecycle(instance_ready_timeout_seconds=cluster_timeout))
+    spec = build(
+        {"runner": RUNNER, "lifecycle": lifecycle},
+        cluster=ClusterLifecycle(instance_ready_timeout_seconds=cluster_timeout),
+    )
     assert spec.instance_ready_timeout_seconds == expected
 
 
@@ -157,7 +170,12 @@ def test_pod_template_without_spread() -> None:
 
 
 def test_annotations_reach_pods_but_ours_do_not() -> None:
-    spec = build({"runner": RUNNER, "annotations": {"prometheus.io/scrape": "true", "ome.io/deploymentMode": "OMENative"}})
+    spec = build(
+        {
+            "runner": RUNNER,
+            "annotations": {"prometheus.io/scrape": "true", "ome.io/deploymentMode": "OMENative"},
+        }
+    )
     assert spec.annotations == {"prometheus.io/scrape": "true"}
 
 

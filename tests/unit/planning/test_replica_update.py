@@ -57,7 +57,14 @@ THREE = [ready(0), ready(1), ready(2)]
         ),
         ("surge 2 starts two", THREE, 3, surge(2), (2, 1), None),
         ("no surge budget moves everything", THREE, 3, surge(None), (2, 1, 0), None),
-        ("surge 0 never starts", THREE, 3, surge(0), (), "per-Component surge budget 0 exhausted (would become 1)"),
+        (
+            "surge 0 never starts",
+            THREE,
+            3,
+            surge(0),
+            (),
+            "per-Component surge budget 0 exhausted (would become 1)",
+        ),
         ("surge 25% of 4 is 1", [*THREE, ready(3)], 4, surge("25%"), (3,), None),
         ("surge 25% of 5 rounds up to 2", [*THREE, ready(3), ready(4)], 5, surge("25%"), (4, 3), None),
         ("surge 100% of 3", THREE, 3, surge("100%"), (2, 1, 0), None),
@@ -115,8 +122,14 @@ THREE = [ready(0), ready(1), ready(2)]
         ),
         ("recreate 25% of 3 rounds up to 1", THREE, 3, recreate("25%"), (2,), None),
         ("no unavailability budget moves everything", THREE, 3, recreate(None), (2, 1, 0), None),
-        ("in-place strategies read maxUnavailable too", THREE, 3,
-         UpdatePolicy(strategy=UpdateStrategyType.IN_PLACE_IF_POSSIBLE, max_unavailable=2), (2, 1), None),
+        (
+            "in-place strategies read maxUnavailable too",
+            THREE,
+            3,
+            UpdatePolicy(strategy=UpdateStrategyType.IN_PLACE_IF_POSSIBLE, max_unavailable=2),
+            (2, 1),
+            None,
+        ),
     ],
 )
 def test_budget_table(
@@ -195,7 +208,10 @@ def test_min_ready_seconds_paces_surge() -> None:
     settling = ready(2, NEW, serving_for=10)
     plan = plan_update([ready(0), ready(1), settling], 3, NEW, surge(1, min_ready_seconds=60), NOW)
     assert plan.start == ()
-    assert plan.denial is not None and plan.denial.reason == "per-Component surge budget 1 exhausted (would become 2)"
+    assert (
+        plan.denial is not None
+        and plan.denial.reason == "per-Component surge budget 1 exhausted (would become 2)"
+    )
     assert plan.wake_at == NOW + timedelta(seconds=50)
 
 
@@ -222,28 +238,41 @@ def test_held_revision_admits_nothing() -> None:
 
 
 def test_backoff_waits_until_next_retry() -> None:
-    plan = plan_update(THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=60))
+    plan = plan_update(
+        THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=60)
+    )
     assert plan.start == ()
     assert plan.denial is not None and plan.denial.gate == HoldGate.RETRY_BLOCK
     assert plan.wake_at == NOW + timedelta(seconds=60)
 
 
 def test_backoff_due_admits_exactly_one_retry_attempt() -> None:
-    plan = plan_update(THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1),
-                       instance_retries=False)
+    plan = plan_update(
+        THREE,
+        3,
+        NEW,
+        surge(None),
+        NOW,
+        retry_block=block(RetryBlockState.BACKOFF, next_in=-1),
+        instance_retries=False,
+    )
     assert plan.start == (2,)
     assert plan.retry_attempt
     assert plan.denial is None
 
 
 def test_backoff_due_leaves_the_attempt_to_the_failed_instance() -> None:
-    plan = plan_update(THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1))
+    plan = plan_update(
+        THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1)
+    )
     assert plan.start == ()
     assert plan.denial is not None and plan.denial.gate == HoldGate.RETRY_BLOCK
 
 
 def test_retry_in_progress_waits_for_the_attempt() -> None:
-    plan = plan_update(THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.RETRY_IN_PROGRESS, 2))
+    plan = plan_update(
+        THREE, 3, NEW, surge(None), NOW, retry_block=block(RetryBlockState.RETRY_IN_PROGRESS, 2)
+    )
     assert plan.start == ()
     assert plan.denial is not None and plan.denial.gate == HoldGate.RETRY_BLOCK
     assert "attempt 2 in progress" in plan.denial.reason
@@ -257,8 +286,15 @@ def test_block_of_another_revision_does_not_gate() -> None:
 
 def test_retry_attempt_still_needs_budget() -> None:
     instances = [ready(0), ready(1), updating(2)]
-    plan = plan_update(instances, 3, NEW, surge(1), NOW, retry_block=block(RetryBlockState.BACKOFF, next_in=-1),
-                       instance_retries=False)
+    plan = plan_update(
+        instances,
+        3,
+        NEW,
+        surge(1),
+        NOW,
+        retry_block=block(RetryBlockState.BACKOFF, next_in=-1),
+        instance_retries=False,
+    )
     assert plan.start == ()
     assert not plan.retry_attempt
 
@@ -295,7 +331,10 @@ def test_surge_never_exceeds_max_surge_extra_instances(spec, budget) -> None:  #
     limit = surge_budget(policy, desired)
     assert limit is not None
     in_use = sum(
-        max(i.surge_slots_held(), 1 if (i.running_revision == NEW and i.serving and not i.settled(NOW, 30)) else 0)
+        max(
+            i.surge_slots_held(),
+            1 if (i.running_revision == NEW and i.serving and not i.settled(NOW, 30)) else 0,
+        )
         for i in instances
     )
     assert len(plan.start) <= max(0, limit - in_use)
@@ -323,8 +362,9 @@ def test_unavailability_never_drops_serving_below_minimum(spec, budget) -> None:
 
 def test_in_place_only_reads_max_unavailable() -> None:
     policy = UpdatePolicy(strategy=UpdateStrategyType.IN_PLACE_ONLY, max_unavailable=1, max_surge=5)
-    plan = plan_update([ready(0), ready(1), updating(2, strategy=UpdateStrategyType.IN_PLACE_ONLY)], 3, NEW,
-                       policy, NOW)
+    plan = plan_update(
+        [ready(0), ready(1), updating(2, strategy=UpdateStrategyType.IN_PLACE_ONLY)], 3, NEW, policy, NOW
+    )
     assert plan.start == ()
     assert plan.denial is not None
     assert plan.denial.reason == "per-Component unavailability budget 1 exhausted (would become 2)"

@@ -22,27 +22,57 @@ def isvc(**spec: Any) -> InferenceService:
 @pytest.mark.parametrize(
     ("name", "spec", "runtime", "modes"),
     [
-        ("single-pod engine runs as a Deployment", {"engine": {"runner": RUNNER}}, None,
-         {"engine": "RawDeployment"}),
-        ("multi-node engine is OMENative", {"engine": {"runner": RUNNER, "worker": {"size": 1}}}, None,
-         {"engine": "OMENative"}),
-        ("spec.deploymentMode applies to every component",
-         {"deploymentMode": "OMENative", "engine": {"runner": RUNNER}, "router": {"runner": RUNNER}}, None,
-         {"router": "OMENative", "engine": "OMENative"}),
-        ("component annotation wins",
-         {"deploymentMode": "OMENative", "engine": {"runner": RUNNER},
-          "router": {"runner": RUNNER, "annotations": {"ome.io/deploymentMode": "RawDeployment"}}}, None,
-         {"router": "RawDeployment", "engine": "OMENative"}),
-        ("runtime declares the decoder",
-         {"engine": {"runner": RUNNER}},
-         {"decoderConfig": {"runner": RUNNER, "leader": {}, "worker": {"size": 2}}},
-         {"engine": "RawDeployment", "decoder": "OMENative"}),
-        ("MultiNode pin is kept", {"engine": {"runner": RUNNER, "worker": {},
-                                              "annotations": {"ome.io/deploymentMode": "MultiNode"}}}, None,
-         {"engine": "MultiNode"}),
+        (
+            "single-pod engine runs as a Deployment",
+            {"engine": {"runner": RUNNER}},
+            None,
+            {"engine": "RawDeployment"},
+        ),
+        (
+            "multi-node engine is OMENative",
+            {"engine": {"runner": RUNNER, "worker": {"size": 1}}},
+            None,
+            {"engine": "OMENative"},
+        ),
+        (
+            "spec.deploymentMode applies to every component",
+            {"deploymentMode": "OMENative", "engine": {"runner": RUNNER}, "router": {"runner": RUNNER}},
+            None,
+            {"router": "OMENative", "engine": "OMENative"},
+        ),
+        (
+            "component annotation wins",
+            {
+                "deploymentMode": "OMENative",
+                "engine": {"runner": RUNNER},
+                "router": {"runner": RUNNER, "annotations": {"ome.io/deploymentMode": "RawDeployment"}},
+            },
+            None,
+            {"router": "RawDeployment", "engine": "OMENative"},
+        ),
+        (
+            "runtime declares the decoder",
+            {"engine": {"runner": RUNNER}},
+            {"decoderConfig": {"runner": RUNNER, "leader": {}, "worker": {"size": 2}}},
+            {"engine": "RawDeployment", "decoder": "OMENative"},
+        ),
+        (
+            "MultiNode pin is kept",
+            {
+                "engine": {
+                    "runner": RUNNER,
+                    "worker": {},
+                    "annotations": {"ome.io/deploymentMode": "MultiNode"},
+                }
+            },
+            None,
+            {"engine": "MultiNode"},
+        ),
     ],
 )
-def test_modes(name: str, spec: dict[str, Any], runtime: dict[str, Any] | None, modes: dict[str, str]) -> None:
+def test_modes(
+    name: str, spec: dict[str, Any], runtime: dict[str, Any] | None, modes: dict[str, str]
+) -> None:
     runtime_spec = ServingRuntimeSpec.model_validate(runtime) if runtime is not None else None
     plans = plan_components(isvc(**spec), runtime_spec)
     assert {plan.name: plan.mode for plan in plans} == modes, name
@@ -66,7 +96,10 @@ def test_removed_components_include_mode_changes() -> None:
     before = plan_components(isvc(engine={"runner": RUNNER}, router={"runner": RUNNER}), None)
     after = plan_components(isvc(deploymentMode="OMENative", engine={"runner": RUNNER}), None)
     removed = removed_components(before, after)
-    assert {(plan.name, plan.mode) for plan in removed} == {("router", "RawDeployment"), ("engine", "RawDeployment")}
+    assert {(plan.name, plan.mode) for plan in removed} == {
+        ("router", "RawDeployment"),
+        ("engine", "RawDeployment"),
+    }
 
 
 def test_multinode_message_names_the_field_and_fix() -> None:

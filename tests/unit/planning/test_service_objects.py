@@ -18,7 +18,9 @@ RUNNER = {"name": "engine", "image": "sglang:1"}
 
 
 def plans(**spec: Any):  # type: ignore[no-untyped-def]
-    service = InferenceService.model_validate({"metadata": {"name": "chat", "namespace": "prod"}, "spec": spec})
+    service = InferenceService.model_validate(
+        {"metadata": {"name": "chat", "namespace": "prod"}, "spec": spec}
+    )
     return service, plan_components(service, None)
 
 
@@ -59,12 +61,19 @@ def test_pdb_budget(policy: UpdatePolicy, expected: int | str) -> None:
     pdb = render_pdb(plan, "chat", "prod", "uid-1", policy)
     assert pdb["kind"] == "PodDisruptionBudget"
     assert pdb["spec"]["maxUnavailable"] == expected
-    assert pdb["spec"]["selector"] == {"matchLabels": {"ome.io/inferenceservice": "chat", "ome.io/component": "engine"}}
+    assert pdb["spec"]["selector"] == {
+        "matchLabels": {"ome.io/inferenceservice": "chat", "ome.io/component": "engine"}
+    }
 
 
 def test_deployment_for_a_raw_component() -> None:
     _, [plan] = plans(
-        engine={"runner": RUNNER, "topologySpread": "Required", "topologySpreadKey": "zone", "labels": {"team": "a"}}
+        engine={
+            "runner": RUNNER,
+            "topologySpread": "Required",
+            "topologySpreadKey": "zone",
+            "labels": {"team": "a"},
+        }
     )
     deployment = render_deployment(plan, "chat", "prod", "uid-1", replicas=3)
     assert deployment["kind"] == "Deployment"

@@ -23,7 +23,9 @@ pytestmark = pytest.mark.unit
 R, F = PauseMode.RECOVER, PauseMode.FREEZE
 
 
-@pytest.mark.parametrize(("value", "mode"), [("true", R), ("freeze", F), ("True", None), ("", None), (None, None)])
+@pytest.mark.parametrize(
+    ("value", "mode"), [("true", R), ("freeze", F), ("True", None), ("", None), (None, None)]
+)
 def test_parse(value: str | None, mode: PauseMode | None) -> None:
     assert parse_pause_mode(value) == mode
 
@@ -40,7 +42,11 @@ def test_parse(value: str | None, mode: PauseMode | None) -> None:
     ],
 )
 def test_request_pause(
-    name: str, current: PauseMode | None, requested: PauseMode, active: bool, mode: PauseMode | None,
+    name: str,
+    current: PauseMode | None,
+    requested: PauseMode,
+    active: bool,
+    mode: PauseMode | None,
     refusal: str | None,
 ) -> None:
     decision = request_pause(current, requested, active)
@@ -63,7 +69,9 @@ def test_permissions() -> None:
     assert not frozen.repairs and frozen.scale_down and frozen.delete
 
 
-@pytest.mark.parametrize(("mode", "fields"), [(None, (False, None)), (R, (True, "Recover")), (F, (True, "Freeze"))])
+@pytest.mark.parametrize(
+    ("mode", "fields"), [(None, (False, None)), (R, (True, "Recover")), (F, (True, "Freeze"))]
+)
 def test_replica_pause_fields(mode: PauseMode | None, fields: tuple[bool, str | None]) -> None:
     assert replica_pause_fields(mode) == fields
 
@@ -77,5 +85,7 @@ def test_delete_drains_before_deleting_and_removes_the_isvc_last() -> None:
         DeleteStep.DELETE_ISVC,
     ]
     assert delete_steps(False, True) == [
-        DeleteStep.DELETE_DEPLOYMENTS, DeleteStep.DELETE_SERVICES, DeleteStep.DELETE_ISVC,
+        DeleteStep.DELETE_DEPLOYMENTS,
+        DeleteStep.DELETE_SERVICES,
+        DeleteStep.DELETE_ISVC,
     ]

@@ -50,8 +50,12 @@ def test_lifecycle_leaves_out_an_absent_hold() -> None:
 
 
 def test_lifecycle_model_matches_the_dict() -> None:
-    status = InferenceReplicaStatus(replicas=2, ready_replicas=1, current_revision=OLD,
-                                    rollout_hold=RolloutHold(gate="Held", reason="r", target=NEW, since=NOW))
+    status = InferenceReplicaStatus(
+        replicas=2,
+        ready_replicas=1,
+        current_revision=OLD,
+        rollout_hold=RolloutHold(gate="Held", reason="r", target=NEW, since=NOW),
+    )
     model = lifecycle_model(status)
     assert (model.replicas, model.ready_replicas, model.current_revision) == (2, 1, OLD)
     assert model.rollout_hold is not None and model.rollout_hold.gate == "Held"
@@ -65,19 +69,28 @@ def test_blocking_condition_makes_ready_false() -> None:
     assert by_type["RuntimeResolved"]["message"] == "no runtime srt-x"
 
 
-def _report(name: str, status: str, reason: str = "Ready", message: str = "All Instances are Ready") -> ComponentReport:
+def _report(
+    name: str, status: str, reason: str = "Ready", message: str = "All Instances are Ready"
+) -> ComponentReport:
     kind = f"{name.capitalize()}Ready"
     return ComponentReport(name=name, condition=PlannedCondition(kind, status, reason, message))  # type: ignore[arg-type]
 
 
 def test_ready_when_every_component_is() -> None:
     condition = ready_condition([_report("router", "True"), _report("engine", "True")])
-    assert (condition.status, condition.reason, condition.message) == ("True", "ComponentsReady", "router, engine ready")
+    assert (condition.status, condition.reason, condition.message) == (
+        "True",
+        "ComponentsReady",
+        "router, engine ready",
+    )
 
 
 def test_not_ready_names_the_first_component_that_is_not() -> None:
     condition = ready_condition(
-        [_report("router", "True"), _report("engine", "False", "InsufficientAvailable", "0/2 Instances serving, need 2")]
+        [
+            _report("router", "True"),
+            _report("engine", "False", "InsufficientAvailable", "0/2 Instances serving, need 2"),
+        ]
     )
     assert (condition.status, condition.reason) == ("False", "InsufficientAvailable")
     assert condition.message == "engine: 0/2 Instances serving, need 2"
@@ -104,7 +117,9 @@ def test_deployment_component(desired: int, status: dict[str, int] | None, reaso
 
 def test_isvc_status_keeps_transition_times() -> None:
     earlier = NOW - timedelta(minutes=5)
-    previous = [Condition(type="Ready", status="True", reason="ComponentsReady", last_transition_time=earlier)]
+    previous = [
+        Condition(type="Ready", status="True", reason="ComponentsReady", last_transition_time=earlier)
+    ]
     lifecycle = {"replicas": 1}
     status = isvc_status(4, [_report("engine", "True")], previous, NOW)
     assert status["observedGeneration"] == 4
@@ -112,5 +127,7 @@ def test_isvc_status_keeps_transition_times() -> None:
     assert by_type["Ready"]["lastTransitionTime"].startswith(earlier.strftime("%Y-%m-%dT%H:%M"))
     assert by_type["EngineReady"]["status"] == "True"
     assert status["components"] == {"engine": {}}
-    with_lifecycle = isvc_status(4, [ComponentReport("engine", _report("engine", "True").condition, lifecycle)], [], NOW)
+    with_lifecycle = isvc_status(
+        4, [ComponentReport("engine", _report("engine", "True").condition, lifecycle)], [], NOW
+    )
     assert with_lifecycle["components"] == {"engine": {"lifecycle": {"replicas": 1}}}
