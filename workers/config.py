@@ -99,6 +99,16 @@ class KubeSettings(_Group):
     """Context inside `kubeconfig`. Unset: the file's current-context, as kubectl does."""
 
 
+class WorkerSettings(_Group):
+    """The worker process's capacity."""
+
+    max_cached_workflows: int = 5000
+    """Workflow runs the worker keeps in memory between their tasks. A run evicted from the cache
+    is replayed from its whole history at its next task, so the cache should hold every Instance
+    the worker looks after (plus their InferenceReplicas and InferenceServices); about 0.1 MiB
+    each. The SDK's own default, 1,000, would make a fleet of 2,000 Instances replay constantly."""
+
+
 class PrometheusSettings(_Group):
     """Where metric-driven decisions (canary analysis, autoscaling) read their figures."""
 
@@ -170,6 +180,9 @@ class Settings(BaseSettings):
 
     kube: KubeSettings = KubeSettings()
     """Kubernetes API server."""
+
+    worker: WorkerSettings = WorkerSettings()
+    """Worker capacity."""
 
     prometheus: PrometheusSettings = PrometheusSettings()
     """Prometheus HTTP API."""

@@ -25,7 +25,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.registry import build_activities
 from workers.client import connect, exit_process, metrics_runtime
-from workers.config import Settings, SettingsError, kube_api_client
+from workers.config import Settings, SettingsError, WorkerSettings, kube_api_client
 from workflows.registry import WORKFLOWS
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ def build_worker(
     graceful_shutdown_timeout: timedelta = GRACEFUL_SHUTDOWN,
     extra_workflows: Sequence[type[Any]] = (),
     activities: Sequence[Callable[..., Any]] | None = None,
+    max_cached_workflows: int = WorkerSettings().max_cached_workflows,
 ) -> Worker:
     """A worker with every registered workflow and activity, ready for `async with` or `run()`.
 
@@ -71,6 +72,7 @@ def build_worker(
         activities=build_activities(kube_api_client) if activities is None else activities,
         activity_executor=executor,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+        max_cached_workflows=max_cached_workflows,
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*_SANDBOX_PASSTHROUGH)
         ),
@@ -131,6 +133,7 @@ async def _poll_until_stopped(
             activity_executor=pool,
             extra_workflows=extra_workflows,
             activities=activities,
+            max_cached_workflows=settings.worker.max_cached_workflows,
         )
         async with worker:
             logger.info(
