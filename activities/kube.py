@@ -78,6 +78,10 @@ def _uid(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+"""The label the EndpointSlice controller puts on every slice of a Service."""
+
+
 class KubeActivities(ObjectActivities):
     """Every Kubernetes activity, bound to one cluster's API client."""
 
@@ -298,7 +302,9 @@ class KubeActivities(ObjectActivities):
                 node = self.rest.get_or_none(f"/api/v1/nodes/{node_name}")
                 if node is not None:
                     nodes[node_name] = node
-            endpoints = self._endpoint_listing(request.namespace, request.isvc)
+            endpoints = self._endpoint_listing(
+                request.namespace, f"{request.isvc}-{request.component}-{request.index}"
+            )
         return instance_pods(
             (request.namespace, request.isvc, request.component, request.index),
             pods,
@@ -308,12 +314,14 @@ class KubeActivities(ObjectActivities):
             endpoints=endpoints,
         )
 
-    def _endpoint_listing(self, namespace: str, isvc: str) -> set[tuple[str, str]] | None:
-        """Pods the InferenceService's Services list as ready; None when no slice says."""
+    def _endpoint_listing(self, namespace: str, service: str) -> set[tuple[str, str]] | None:
+        """Pods the Instance's headless Service lists as ready; None when no slice says.
+
+        Only that Service's slices: the component Service's list every pod of the component."""
         try:
             slices = self.rest.get(
                 collection_path("discovery.k8s.io/v1", "endpointslices", namespace),
-                [("labelSelector", f"{LABEL_ISVC}={isvc}")],
+                [("labelSelector", f"{SERVICE_NAME_LABEL}={service}")],
             )
         except ApiException as error:
             if error.status in (403, 404):

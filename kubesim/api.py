@@ -20,7 +20,7 @@ from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
 from kubesim.patch import apply_patch
 from kubesim.resources import Registry, ResourceType, resource_type_from_crd
-from kubesim.selectors import labels_match, parse_field_selector, parse_label_selector
+from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.store import Object, Store
 from kubesim.timing import Timing, clone, now, random_suffix, timestamp
 from kubesim.validation import validate, validate_update
@@ -97,10 +97,12 @@ class Api:
         limit: int = 0,
         continue_token: str = "",
     ) -> Object:
-        items = self.store.list(rt.key, namespace if rt.namespaced else None)
+        scope = namespace if rt.namespaced else None
         if label_selector:
-            reqs = parse_label_selector(label_selector)
-            items = [o for o in items if labels_match(reqs, o["metadata"].get("labels"))]
+            # The store's label index answers without reading every object of the type.
+            items = self.store.select(rt.key, scope, parse_label_selector(label_selector))
+        else:
+            items = self.store.list(rt.key, scope)
         if field_selector:
             match = parse_field_selector(field_selector, rt.plural, rt.builtin)
             items = [o for o in items if match(o)]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.errors import ApiError
+from kubesim.selectors import Requirement, labels_match
 
 ObjectKey = tuple[str, str]  # (namespace or "", name)
 TypeKey = tuple[str, str]  # (group, plural)
@@ -49,6 +50,11 @@ class Store:
         # Every change with rv <= compacted_rv has left the history.
         self.compacted_rv = first_rv
         self._subscribers: list[Callable[[Change], None]] = []
+        # Secondary indexes, kept in step with every put/remove/restore, so a namespaced list
+        # or a label-selected list reads the matching objects, not the whole type: a fleet of
+        # Instances each listing its own pods by label would otherwise be quadratic.
+        self._by_namespace: dict[TypeKey, dict[str, set[ObjectKey]]] = {}
+        self._by_label: dict[TypeKey, dict[tuple[str, str], set[ObjectKey]]] = {}
 
     # ---- reads -----------------------------------------------------------------------------
 
@@ -58,11 +64,42 @@ class Store:
     def list(self, type_key: TypeKey, namespace: str | None = None) -> builtins.list[Object]:
         bucket = self._objects.get(type_key, {})
         if namespace:
-            items = [obj for key, obj in bucket.items() if key[0] == namespace]
-        else:
-            items = list(bucket.values())
-        items.sort(key=object_key)
-        return items
+            keys = self._by_namespace.get(type_key, {}).get(namespace, ())
+            return [bucket[key] for key in sorted(keys)]
+        return [bucket[key] for key in sorted(bucket)]
+
+    def select(self, type_key: TypeKey, namespace: str | None, reqs: builtins.list[Requirement]
+               ) -> builtins.list[Object]:
+        """The objects (sorted by key) whose labels satisfy `reqs`, in one namespace or all.
+
+        Equality and `in` requirements narrow the candidates through the label index (the
+        smallest set first); every candidate is then checked against all requirements, so
+        set-based operators stay exact.
+        """
+        bucket = self._objects.get(type_key, {})
+        index = self._by_label.get(type_key, {})
+        narrowing: builtins.list[set[ObjectKey]] = []
+        for key, op, values in reqs:
+            if op == "In":
+                found: set[ObjectKey] = set()
+                for value in values:
+                    found |= index.get((key, value), set())
+                narrowing.append(found)
+        if not narrowing:
+            return [obj for obj in self.list(type_key, namespace) if labels_match(reqs, obj["metadata"].get("labels"))]
+        narrowing.sort(key=len)
+        candidates = set(narrowing[0])
+        for other in narrowing[1:]:
+            candidates &= other
+            if not candidates:
+                break
+        return [bucket[key] for key in sorted(candidates)
+                if (not namespace or key[0] == namespace)
+                and labels_match(reqs, bucket[key]["metadata"].get("labels"))]
+
+    def label_count(self, type_key: TypeKey, key: str, value: str) -> int:
+        """How many objects of a type carry the label `key=value` (in every namespace)."""
+        return len(self._by_label.get(type_key, {}).get((key, value), ()))
 
     def type_keys(self) -> builtins.list[TypeKey]:
         return list(self._objects)
@@ -77,6 +114,7 @@ class Store:
         bucket = self._objects.setdefault(type_key, {})
         old = bucket.get(key)
         bucket[key] = obj
+        self._reindex(type_key, key, old, obj)
         self._commit(Change(self.rv, "MODIFIED" if old is not None else "ADDED", type_key, obj, old))
         return obj
 
@@ -87,6 +125,7 @@ class Store:
         old = bucket.pop(key, None)
         if old is None:
             return obj
+        self._reindex(type_key, key, old, None)
         self.rv += 1
         gone = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self.rv)}}
         self._commit(Change(self.rv, "DELETED", type_key, gone, old))
@@ -96,7 +135,37 @@ class Store:
         """Delete every object of a type (a CRD going away takes its objects with it)."""
         removed = [self.remove(type_key, obj) for obj in self.list(type_key)]
         self._objects.pop(type_key, None)
+        self._by_namespace.pop(type_key, None)
+        self._by_label.pop(type_key, None)
         return removed
+
+    def _reindex(self, type_key: TypeKey, key: ObjectKey, old: Object | None, new: Object | None) -> None:
+        """Move `key` from the index entries of its old labels to those of its new ones."""
+        old_labels: dict[str, str] = (old["metadata"].get("labels") or {}) if old is not None else {}
+        new_labels: dict[str, str] = (new["metadata"].get("labels") or {}) if new is not None else {}
+        if old is None or new is None:
+            spaces = self._by_namespace.setdefault(type_key, {})
+            if new is not None:
+                spaces.setdefault(key[0], set()).add(key)
+            else:
+                members = spaces.get(key[0])
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del spaces[key[0]]
+        if old_labels == new_labels and old is not None and new is not None:
+            return
+        index = self._by_label.setdefault(type_key, {})
+        for pair in old_labels.items():
+            if new_labels.get(pair[0]) != pair[1]:
+                holders = index.get(pair)
+                if holders is not None:
+                    holders.discard(key)
+                    if not holders:
+                        del index[pair]
+        for pair in new_labels.items():
+            if old_labels.get(pair[0]) != pair[1]:
+                index.setdefault(pair, set()).add(key)
 
     def _commit(self, change: Change) -> None:
         if len(self._log) == self._log.maxlen:
@@ -150,8 +219,14 @@ class Store:
 
     def restore(self, data: dict[str, Any]) -> None:
         self._objects.clear()
+        self._by_namespace.clear()
+        self._by_label.clear()
         for entry in data.get("objects", []):
             obj = entry["object"]
-            self._objects.setdefault((entry["group"], entry["plural"]), {})[object_key(obj)] = obj
+            type_key, key = (entry["group"], entry["plural"]), object_key(obj)
+            bucket = self._objects.setdefault(type_key, {})
+            self._reindex(type_key, key, bucket.get(key), None)
+            bucket[key] = obj
+            self._reindex(type_key, key, None, obj)
         self.rv = max(self.rv, int(data.get("resourceVersion", self.rv)))
         self.compact()

@@ -16,6 +16,7 @@ Messages (all signals, because a parent workflow can only signal its children):
 | `drain`          | `DrainRequest`     | InferenceReplica      | take out of rotation, keep the pods      |
 | `delete`         | `DeleteRequest`    | InferenceReplica/user | drain, delete the pods, then finish      |
 | `release_held`   | `ReleaseHeldRequest` | InferenceReplica/user | lift a Held retry block               |
+| `set_pause`      | `PauseRequest`     | InferenceReplica      | the component's pause depth, or none     |
 
 Query `status` returns `InstanceStatus`. Whenever the phase, the pod counts or the revisions
 change, the Instance signals `instance_changed` (payload `InstanceStatus`) to its parent
@@ -41,6 +42,7 @@ SIGNAL_RESTART = "restart"
 SIGNAL_DRAIN = "drain"
 SIGNAL_DELETE = "delete"
 SIGNAL_RELEASE_HELD = "release_held"
+SIGNAL_SET_PAUSE = "set_pause"
 QUERY_STATUS = "status"
 PARENT_SIGNAL_INSTANCE_CHANGED = "instance_changed"
 
@@ -78,6 +80,11 @@ class UpdateStrategyType(StrEnum):
     RECREATE_POD = "RecreatePod"
     IN_PLACE_IF_POSSIBLE = "InPlaceIfPossible"
     IN_PLACE_ONLY = "InPlaceOnly"
+
+
+InstancePauseMode = Literal["Recover", "Freeze"]
+"""The InferenceReplica's `spec.pauseMode` while paused (spec reference §5): `Recover` (the
+annotation's `true`: repairs go on) or `Freeze` (repairs stop too). None: not paused."""
 
 
 class RetryBlockState(StrEnum):
@@ -149,6 +156,8 @@ class InstanceSpec(StatusModel):
     of Instance `gang_surge_of`: a failure abandons it (`GangSurgeAbandoned`) instead of retrying."""
     parent_workflow_id: str | None = None
     """Where `instance_changed` goes; defaults to the parent workflow, if any."""
+    pause_mode: InstancePauseMode | None = None
+    """The pause in force when the Instance starts; later changes arrive as `set_pause`."""
 
     restart_policy: RestartPolicy | None = None
     """None picks the default: RecreateInstanceOnPodRestart for multi-pod, None for single-pod."""
@@ -271,6 +280,8 @@ class InstanceStatus(StatusModel):
     """Set when a gang surge target gave up (`GangSurgeAbandoned`) and removed its pods."""
     pod_names: list[str] = Field(default_factory=list)
     updated_at: datetime | None = None
+    pause_mode: InstancePauseMode | None = None
+    """The pause this Instance knows of (`set_pause`); None when not paused."""
 
 
 class UpdateRequest(StatusModel):
@@ -302,3 +313,9 @@ class ReleaseHeldRequest(StatusModel):
     """Lift the Held retry block of `revision` (full hash or its first 8 characters)."""
 
     revision: str
+
+
+class PauseRequest(StatusModel):
+    """The component's pause depth (`Recover` / `Freeze`), or None when it resumes."""
+
+    mode: InstancePauseMode | None = None

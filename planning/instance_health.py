@@ -43,6 +43,8 @@ HOLD_QUOTA = "QuotaExceeded"
 HOLD_UNSCHEDULABLE = "Unschedulable"
 HOLD_POD_GROUP_TERMINATING = "PodGroupTerminating"
 HOLD_NODE_UNKNOWN = "NodeUnknown"
+HOLD_PAUSED = "Paused"
+"""Set by the pause (`planning.instance_pause`), not by the pods: the clock restarts in full on resume."""
 
 
 def is_counting(reason: str) -> bool:

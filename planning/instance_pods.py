@@ -4,12 +4,15 @@ Pure functions of the `InstanceSpec`, the incarnation and the active ordinal. Na
 ARCHITECTURE.md: pods are `{isvc}-{component}-{index}-{leader|worker|default}-{n}`, the
 headless Service is `{isvc}-{component}-{index}` and gives the leader a stable DNS name
 (`hostname`.`subdomain`) that the workers read from `OME_LEADER_ADDRESS` before anything is
-ready, which is why that Service publishes not-ready addresses.
+ready, which is why that Service publishes not-ready addresses. Also: whose object holds the
+PodGroup name (ours, another owner's, or one still terminating).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from models.instance import SERVING_GATE, InstanceSpec
@@ -194,6 +197,60 @@ def render_pod_group(spec: InstanceSpec) -> dict[str, Any] | None:
         group_spec["scheduleTimeoutSeconds"] = int(spec.instance_ready_timeout_seconds)
     metadata = _instance_object_metadata(spec)
     return {"apiVersion": POD_GROUP_API_VERSION, "kind": "PodGroup", "metadata": metadata, "spec": group_spec}
+
+
+class PodGroupStanding(StrEnum):
+    """What holds the Instance's PodGroup name before pods that name the group are created."""
+
+    ABSENT = "Absent"
+    OURS = "Ours"
+    TERMINATING = "Terminating"
+    """Being deleted (a finalizer may hold it): wait until it is gone, then make a fresh one."""
+    TAKEN = "Taken"
+    """Another owner's PodGroup: adopting it would put our gang under someone else's rules."""
+
+
+def pod_group_standing(spec: InstanceSpec, existing: Mapping[str, Any] | None) -> PodGroupStanding:
+    """Classify the object found under the Instance's PodGroup name (spec reference §9).
+
+    Terminating comes first, whoever owns it: the name frees when it goes. Ours means it
+    carries the Instance's labels and either no owner (one made before the uid was known,
+    which the apply then gives our owner reference) or, when the InferenceService uid is
+    known, an owner reference to that uid; without a uid, every owner must be the
+    InferenceService of our name.
+    """
+    if existing is None:
+        return PodGroupStanding.ABSENT
+    metadata = existing.get("metadata") or {}
+    if metadata.get("deletionTimestamp"):
+        return PodGroupStanding.TERMINATING
+    labels = metadata.get("labels") or {}
+    if any(labels.get(key) != value for key, value in instance_selector(spec).items()):
+        return PodGroupStanding.TAKEN
+    owners = metadata.get("ownerReferences") or []
+    if not owners:
+        return PodGroupStanding.OURS
+    if spec.isvc_uid:
+        ours = any(owner.get("uid") == spec.isvc_uid for owner in owners)
+    else:
+        ours = all(
+            owner.get("kind") == "InferenceService" and owner.get("name") == spec.isvc for owner in owners
+        )
+    return PodGroupStanding.OURS if ours else PodGroupStanding.TAKEN
+
+
+def describe_owner(existing: Mapping[str, Any]) -> str:
+    """The owner of a found object as a person would name it: `InferenceService other (uid u-2)`."""
+    metadata = existing.get("metadata") or {}
+    owners = metadata.get("ownerReferences") or []
+    if owners:
+        return ", ".join(
+            f"{owner.get('kind', '?')} {owner.get('name', '?')} (uid {owner.get('uid', '?')})"
+            for owner in owners
+        )
+    labels = metadata.get("labels") or {}
+    shown = ", ".join(f"{key}={value}" for key, value in sorted(labels.items())) or "none"
+    return f"no owner reference (labels: {shown})"
 
 
 def render_headless_service(spec: InstanceSpec) -> dict[str, Any]:

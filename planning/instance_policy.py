@@ -2,10 +2,12 @@
 
 - Phase transitions of spec reference §9, checked so a bug cannot invent one.
 - The readiness clock (§9/§10): `instanceReadyTimeout` from the start of an attempt; holds
-  (quota, room, a terminating PodGroup, an unknown node) stop it and grant a full window
+  (quota, room, a terminating PodGroup, an unknown node, a pause) stop it and grant a full window
   when they end.
 - The retry block (§8/§11): counting failures retried per `updateRetry`, then `Held` until
-  a new revision replaces it or someone releases it; other failures rebuild after back-off.
+  a new revision replaces it or someone releases it; other failures rebuild after back-off,
+  except a Create of a revision the Instance already ran, which waits for its pods.
+- The PodGroup name (§9): re-check pace while it terminates, the message when it is taken.
 - Which update strategy applies to an Instance and a pair of revisions (§7).
 - Force-delete evidence for pods stuck on dead nodes (§15).
 - The exact event messages the spec gives.
@@ -175,6 +177,46 @@ def rebuild_delay_seconds(failures_in_a_row: int) -> float:
     """
     exponent = max(0, failures_in_a_row - 1)
     return float(min(REBUILD_BASE_SECONDS * float(2**exponent), REBUILD_CAP_SECONDS))
+
+
+def keeps_failed_attempt(running_revision: str | None, target_revision: str, pods_created: bool) -> bool:
+    """True when a failed Create keeps its pods and stays Failed until they are ready (§9).
+
+    An Instance that already ran the target revision is not rebuilt after back-off: its pods
+    (kept, not deleted) bring it back to Ready when they come up, and only a restart or a new
+    revision starts a fresh attempt. An attempt that created no pod has nothing to wait for,
+    so it is rebuilt after back-off as any other.
+    """
+    return pods_created and running_revision is not None and running_revision == target_revision
+
+
+# --- PodGroup --------------------------------------------------------------------------
+
+POD_GROUP_NAME_TAKEN = "PodGroupNameTaken"
+POD_GROUP_RECHECK_FIRST_SECONDS = 5.0
+POD_GROUP_RECHECK_CAP_SECONDS = 60.0
+
+
+def pod_group_recheck_seconds(checks: int) -> float:
+    """When to look again at a terminating PodGroup: 5s, 10s, 20s, 40s, then every minute.
+
+    No watcher reports PodGroups, so the Instance polls; a finalizer usually lets go within
+    seconds, and one that holds longer should not cost a read every few seconds.
+    """
+    exponent = max(0, checks - 1)
+    return float(
+        min(POD_GROUP_RECHECK_FIRST_SECONDS * float(2 ** min(exponent, 16)), POD_GROUP_RECHECK_CAP_SECONDS)
+    )
+
+
+def pod_group_taken_message(spec: InstanceSpec, owner: str) -> str:
+    name = spec.instance_name
+    return (
+        f"PodGroup {spec.namespace}/{name} already exists and does not belong to this Instance "
+        f"(found owner: {owner}); its pods would join another gang. Delete that PodGroup "
+        f"(kubectl delete podgroup {name} -n {spec.namespace}) or rename whatever created it; "
+        "the Instance retries after back-off"
+    )[:1000]
 
 
 # --- update strategies -----------------------------------------------------------------

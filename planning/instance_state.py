@@ -14,6 +14,7 @@ from models.instance import (
     DeleteRequest,
     InstanceFailure,
     InstanceOperation,
+    InstancePauseMode,
     InstancePhase,
     InstanceSpec,
     InstanceStatus,
@@ -59,6 +60,11 @@ class InstanceState(BaseModel):
     operation_counter: int = 0
     refused_revision: str | None = None
     """An InPlaceOnly update this Instance refused; not retried until another revision comes."""
+
+    pause_mode: InstancePauseMode | None = None
+    """The component's pause as last told (`set_pause`, or the spec at start); None: not paused."""
+    paused_update: InstanceSpec | None = None
+    """An update that arrived during a pause: it waits here and becomes pending on resume."""
 
     pending_update: InstanceSpec | None = None
     pending_restart: RestartRequest | None = None
@@ -128,6 +134,7 @@ def build_status(state: InstanceState, now: datetime) -> InstanceStatus:
         abandoned=state.abandoned,
         pod_names=sorted(state.members),
         updated_at=now,
+        pause_mode=state.pause_mode,
     )
 
 

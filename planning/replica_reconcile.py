@@ -16,6 +16,12 @@ report; the hold names the revision by its full name for status.
 A new Instance starts on the update revision, except when the partition keeps its index on
 the prior revision, or when the update revision has a retry block (a new Instance must not
 become one more failed attempt at it; it moves with the rest once the block clears).
+
+A multi-pod component under SurgeThenDrain moves a Ready Instance by a replacement at a new
+index (`planning.replica_handover`): the update becomes a `surge_create` with `replaces`,
+and once the replacement serves settled, the source drains (`handover_delete`). Such a
+replacement deletes itself when it fails, so this pass (not the Instance) starts each retry
+attempt of the update revision's block.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from datetime import datetime
 from models.instance import InstancePhase, RetryBlock, RetryBlockState
 from planning.replica_budget import UpdatePolicy
 from planning.replica_facts import InstanceFacts
+from planning.replica_handover import gang_surge_applies, plan_handovers, replacement_indexes
 from planning.replica_hold import HoldDenial, RolloutHold, next_hold
 from planning.replica_scale import ScalePlan, plan_scale
 from planning.replica_update import UpdatePlan, counted, plan_update
@@ -59,6 +66,8 @@ class NewInstance:
     index: int
     revision: str
     """Template hash to start it on."""
+    replaces: int | None = None
+    """Set on a multi-pod surge replacement: the index of the Instance it replaces."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,10 @@ class ReplicaActions:
     create: tuple[NewInstance, ...] = ()
     update: tuple[int, ...] = ()
     delete: tuple[int, ...] = ()
+    surge_create: tuple[NewInstance, ...] = ()
+    """Multi-pod SurgeThenDrain: replacements at new indexes, each with the index it replaces."""
+    handover_delete: tuple[int, ...] = ()
+    """Sources whose replacement serves settled on its revision: drain and delete them."""
     hold: RolloutHold | None = None
     wake_at: datetime | None = None
     retry_attempt: bool = False
@@ -109,8 +122,13 @@ def reconcile(
     now: datetime,
     reserved_indexes: Sequence[int] = (),
     instance_retries: bool = True,
+    update_multi_pod: bool = False,
 ) -> ReplicaActions:
-    """The actions of one pass; pure, so the workflow only carries them out."""
+    """The actions of one pass; pure, so the workflow only carries them out.
+
+    `update_multi_pod`: the update revision's Instances have workers (with the Instances'
+    own pod counts, this says whether an update is a multi-pod surge handover).
+    """
     scale = plan_scale(desired, instances, paused=paused, reserved_indexes=reserved_indexes)
     block = next((b for b in retry_blocks if b.target_revision == update_revision), None)
     # While the update revision has a retry block (backing off, retrying or held), a new
@@ -136,6 +154,9 @@ def reconcile(
         )
         for new in creates
     ]
+    # A surge replacement deletes itself when it fails, so no Instance makes the next
+    # attempt on its own: the pass starts it.
+    gang = policy.surges and (update_multi_pod or any(instance.desired_pods > 1 for instance in instances))
     plan = plan_update(
         staying,
         desired,
@@ -144,7 +165,22 @@ def reconcile(
         now,
         retry_block=block,
         paused=paused,
-        instance_retries=instance_retries,
+        instance_retries=instance_retries and not gang,
+    )
+    by_index = {instance.index: instance for instance in staying}
+    surged = [i for i in plan.start if gang_surge_applies(policy, by_index[i], update_multi_pod)]
+    updates = tuple(i for i in plan.start if i not in surged)
+    used = {instance.index for instance in instances} | set(reserved_indexes) | set(scale.create)
+    floor = max(plan.partition_held) + 1 if plan.partition_held else 0
+    surge_creates = tuple(
+        NewInstance(index=index, revision=update_revision, replaces=source)
+        for source, index in zip(surged, replacement_indexes(used, len(surged), floor), strict=True)
+    )
+    handovers = plan_handovers(
+        [instance for instance in instances if instance.index not in leaving],
+        policy.min_ready_seconds,
+        now,
+        paused,
     )
     denial = plan.denial
     if denial is not None:
@@ -152,14 +188,19 @@ def reconcile(
     hold = previous_hold if plan.paused else next_hold(previous_hold, denial, now)
     if plan.complete:
         hold = None
+    wake_at = plan.wake_at
+    if handovers.wake_at is not None and (wake_at is None or handovers.wake_at < wake_at):
+        wake_at = handovers.wake_at
     return ReplicaActions(
         create=tuple(creates),
-        update=plan.start,
+        update=updates,
         delete=scale.remove,
+        surge_create=surge_creates,
+        handover_delete=handovers.drain,
         hold=hold,
-        wake_at=plan.wake_at,
+        wake_at=wake_at,
         retry_attempt=plan.retry_attempt,
-        rollout_complete=plan.complete and not creates and not scale.remove,
+        rollout_complete=plan.complete and not creates and not scale.remove and not handovers.drain,
         held_by_pause=scale.held_by_pause,
         scale=scale,
         update_plan=plan,

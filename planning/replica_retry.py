@@ -138,6 +138,44 @@ def revision_matches(target_revision: str, requested: str) -> bool:
     return requested == digest or (len(requested) == 8 and digest.startswith(requested))
 
 
+def absorb_abandoned_surge(
+    kept: RetryBlock | None,
+    reported: RetryBlock | None,
+    revision: str,
+    failure_reason: str | None,
+    now: datetime,
+    policy: UpdateRetryPolicy | None,
+) -> RetryBlock | None:
+    """The InferenceReplica's block for `revision` after a gang surge replacement gave up.
+
+    The replacement deletes itself (`GangSurgeAbandoned`), and its block with it, so the
+    InferenceReplica keeps the block and starts the next attempt itself. Each replacement
+    is a new Instance that counts its own attempts from one, so the kept block is the
+    record: a counting failure of the attempt it started is folded into it; the first one
+    with no kept block takes the replacement's block as it is. A failure that is not the
+    revision's fault uses no attempt: a block waiting for that attempt is due again now.
+    """
+    if kept is not None and kept.target_revision != revision:
+        kept = None
+    if is_counting_failure(failure_reason) and failure_reason is not None:
+        if kept is not None and kept.state == RetryBlockState.RETRY_IN_PROGRESS:
+            return record_counting_failure(kept, revision, failure_reason, now, policy).block
+        if kept is None and reported is not None and reported.target_revision == revision:
+            return reported
+        if kept is None:
+            return record_counting_failure(None, revision, failure_reason, now, policy).block
+        return kept.model_copy(update={"last_failure_at": now, "reason": failure_reason})
+    if kept is not None and kept.state == RetryBlockState.RETRY_IN_PROGRESS:
+        return kept.model_copy(
+            update={
+                "state": RetryBlockState.BACKOFF,
+                "attempts_started": max(0, kept.attempts_started - 1),
+                "next_retry_at": now,
+            }
+        )
+    return kept
+
+
 class ReleaseResult(StrEnum):
     RELEASED = "Released"
     NO_BLOCK = "NoBlock"

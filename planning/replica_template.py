@@ -27,6 +27,7 @@ from models.duration import parse_duration
 from models.inferenceservice import ComponentSpec, RunnerSpec
 from models.instance import (
     ForceDeletePolicy,
+    InstancePauseMode,
     InstanceSpec,
     RestartPolicy,
     UpdateRetryPolicy,
@@ -158,6 +159,8 @@ class InstanceIdentity:
     pairing_protocol: str | None = None
     gang_surge_of: int | None = None
     parent_workflow_id: str | None = None
+    pause_mode: InstancePauseMode | None = None
+    """The component's pause when the Instance starts (`spec.pauseMode`); later ones are signals."""
 
 
 def instance_spec(
@@ -203,6 +206,7 @@ def instance_spec(
         gang_scheduling=True,
         gang_surge_of=identity.gang_surge_of,
         parent_workflow_id=identity.parent_workflow_id,
+        pause_mode=identity.pause_mode,
         restart_policy=restart,
         update_strategy_type=update_policy.strategy,
         instance_ready_timeout_seconds=instance_ready_timeout_seconds(effective, cluster),

@@ -16,6 +16,8 @@ the spec changes. Each pass:
    still counts against either budget, which is how `minReadySeconds` paces a rollout.
    An Instance that doesn't serve anyway costs no unavailability, so broken Instances move
    first and are never blocked by the budget they already use.
+   A multi-pod handover (`planning.replica_handover`) holds one slot for the pair: its
+   replacement's, and once the source drains, the source's pods' until they are gone.
 
 Candidates are tried Instances that don't serve first, then from the highest index down, so
 with a partition the Instances that stay behind are the ones never reached.
@@ -207,6 +209,7 @@ def _admit_by_surge(
     limit: int,
 ) -> _Admission:
     live_indexes = {instance.index for instance in instances if not instance.deleting}
+    sources = {instance.replaces for instance in instances if instance.replaces is not None}
     in_use = 0
     explanation = ""
     wake: datetime | None = None
@@ -215,6 +218,13 @@ def _admit_by_surge(
         if instance.replaces is not None and instance.replaces in live_indexes and not instance.deleting:
             # A replacement Instance is itself the extra capacity of its handover.
             slots = max(slots, 1)
+        elif instance.index in sources:
+            # A handover source: while its replacement comes up, the replacement holds the
+            # pair's one slot; once it drains, its own pods hold it until they are gone (§7:
+            # 8 draining pods of an 8-pod gang = 1 slot).
+            slots = instance.surge.slots
+            if instance.deleting and instance.has_pods:
+                slots = max(slots, 1)
         if slots == 0 and _settling(instance, revision, now, policy.min_ready_seconds):
             slots = 1
             wake = _earliest(wake, instance.settles_at(policy.min_ready_seconds))

@@ -4,7 +4,10 @@
   copies the InferenceReplica's totals, revisions, conditions and `rolloutHold`; the
   per-Instance rows stay on the InferenceReplica.
 - `<Component>Ready` per component (§8 last bullet), from the InferenceReplica's counts or,
-  for a Deployment, from the Deployment's status.
+  for a Deployment-mode component, from the Deployment's status
+  (`planning.service_deployment`). Deployment-mode components get no `lifecycle` block
+  (§7 keeps it to OMENative); their totals are the Deployment's, shown by
+  `kubectl get deploy` and the workflow's `status` query.
 - `Ready`: True when every component's condition is True; otherwise False naming the first
   component that isn't, with that component's message, so `kubectl wait --for=condition=Ready`
   works and a failed wait says why.
@@ -12,16 +15,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from models.inferencereplica import Condition, InferenceReplicaStatus
 from models.isvc_status import LifecycleStatus
-from planning.replica_conditions import PlannedCondition, component_condition
-from planning.replica_facts import ReplicaCounts
+from planning.replica_conditions import PlannedCondition
 from planning.replica_status import with_transitions
+from planning.service_deployment import DeploymentObserved, deployment_condition
 
 LIFECYCLE_FIELDS = (
     "observedGeneration",
@@ -53,19 +56,6 @@ def lifecycle_model(status: InferenceReplicaStatus) -> LifecycleStatus:
     return LifecycleStatus.model_validate(lifecycle_status(status))
 
 
-def deployment_counts(deployment_status: Mapping[str, Any] | None) -> ReplicaCounts:
-    """A Deployment's status as counts: its ready pods serve (no serving gate on them)."""
-    status = deployment_status or {}
-    ready = int(status.get("readyReplicas") or 0)
-    return ReplicaCounts(
-        replicas=int(status.get("replicas") or 0),
-        ready=ready,
-        serving=ready,
-        available=int(status.get("availableReplicas") or 0),
-        updated=int(status.get("updatedReplicas") or 0),
-    )
-
-
 @dataclass(frozen=True)
 class ComponentReport:
     """One component's contribution to the InferenceService status."""
@@ -76,12 +66,10 @@ class ComponentReport:
 
 
 def deployment_component_report(
-    name: str, desired: int, deployment_status: Mapping[str, Any] | None
+    name: str, desired: int, observed: DeploymentObserved | None
 ) -> ComponentReport:
-    counts = deployment_counts(deployment_status)
-    # A Deployment update is a plain rolling update: Ready while at least desired - 25% serve.
-    minimum = max(0, desired - -(-desired // 4))
-    return ComponentReport(name=name, condition=component_condition(name, desired, counts, minimum))
+    """A Deployment-mode component: its condition from the Deployment's own status."""
+    return ComponentReport(name=name, condition=deployment_condition(name, desired, observed))
 
 
 def ready_condition(reports: Sequence[ComponentReport]) -> PlannedCondition:

@@ -32,7 +32,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.instance import SIGNAL_PODS_CHANGED
-from models.pods import LABEL_ISVC, InstancePods
+from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
 from planning.pod_summary import InstanceKey, instance_key, instance_pods, listed_pods
 from workers.watch_stream import KindWatch, WatchItem
 from workflows.names import instance_workflow_id
@@ -140,11 +140,14 @@ class PodWatcher:
         ]
         if watch_endpoints:
             self._kinds.append(
+                # Only the Instances' headless Services' slices (they carry the Instance index
+                # label): those are what "listed" reads. A component Service's slices list
+                # every pod of the component and would make each change O(Instances).
                 KindWatch(
                     api_client,
                     SLICES,
                     "/apis/discovery.k8s.io/v1/endpointslices",
-                    LABEL_ISVC,
+                    f"{LABEL_ISVC},{LABEL_INSTANCE_INDEX}",
                     read_timeout_seconds,
                     optional=True,
                 )
@@ -309,11 +312,10 @@ class PodWatcher:
                 if key is not None:
                     self._dirty.add(key)
         else:
-            metadata = obj.get("metadata") or {}
-            namespace, isvc = metadata.get("namespace"), (metadata.get("labels") or {}).get(LABEL_ISVC)
-            self._dirty.update(
-                key for key in self._pods.by_instance if key[0] == namespace and key[1] == isvc
-            )
+            # An Instance's headless Service's slice concerns that Instance alone.
+            key = instance_key(obj)
+            if key is not None:
+                self._dirty.add(key)
 
     def _replace_all(self, kind: str, objects: list[dict[str, Any]]) -> None:
         if kind == PODS:
@@ -332,13 +334,14 @@ class PodWatcher:
         """The current summary of each Instance in `keys` (empty pods when all are gone)."""
         members = {key: self._pods.instance(key) for key in keys}
         nodes = {name: node for (_, name), node in self._objects[NODES].items()}
-        slices_by_isvc: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for (namespace, _), endpoint_slice in self._objects.get(SLICES, {}).items():
-            isvc = ((endpoint_slice.get("metadata") or {}).get("labels") or {}).get(LABEL_ISVC, "")
-            slices_by_isvc.setdefault((namespace, isvc), []).append(endpoint_slice)
+        slices_by_instance: dict[InstanceKey, list[dict[str, Any]]] = {}
+        for endpoint_slice in self._objects.get(SLICES, {}).values():
+            owner = instance_key(endpoint_slice)
+            if owner in members:
+                slices_by_instance.setdefault(owner, []).append(endpoint_slice)
         result = {}
         for key, pods in members.items():
-            slices = slices_by_isvc.get((key[0], key[1]))
+            slices = slices_by_instance.get(key)
             result[key] = instance_pods(
                 key,
                 pods,
@@ -432,8 +435,12 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    # Deployment-mode components' Deployments, for their `<Component>Ready` conditions.
+    from workers.deployment_watch import DeploymentWatcher, TemporalDeploymentSink
+
+    deployments = DeploymentWatcher(kube_api_client(settings), TemporalDeploymentSink(client))
     logger.info("watcher starting temporal=%s", settings.temporal.address)
-    await watcher.run(stop)
+    await asyncio.gather(watcher.run(stop), deployments.run(stop))
     logger.info("watcher stopped")
 
 

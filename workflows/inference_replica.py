@@ -31,8 +31,10 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.inferencereplica import InferenceReplicaStatus
-    from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
+    from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus, UpdateRequest
+    from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
     from planning import replica_events as events
+    from planning.replica_lifecycle import lifecycle_digest
     from planning.replica_revisions import observe_template
     from workflows import search_attributes
     from workflows.names import INFERENCE_REPLICA
@@ -65,6 +67,7 @@ class InferenceReplicaWorkflow(ReplicaInstances):
     @workflow.signal(name=PARENT_SIGNAL_INSTANCE_CHANGED)
     def instance_changed(self, status: InstanceStatus) -> None:
         state = self.state
+        self.note_report(status)
         state.launched.pop(status.index, None)
         if status.deleted or status.abandoned:
             state.instances.pop(status.index, None)
@@ -137,6 +140,29 @@ class InferenceReplicaWorkflow(ReplicaInstances):
 
     # --- one pass -------------------------------------------------------------------
 
+    async def resend_lifecycle(self) -> None:
+        """Send running Instances a lifecycle-only change (no new revision, no pod moves)."""
+        state, config = self.state, self.state.config
+        current = lifecycle_digest(self.instance_spec(0, config.revision_hash))
+        if current == state.lifecycle_digest:
+            return
+        # The first pass only remembers it: every Instance started with these settings.
+        told = state.lifecycle_digest != ""
+        state.lifecycle_digest = current
+        if not told:
+            return
+        targets = {index: status.target_revision for index, status in state.instances.items()}
+        targets.update(state.launched)
+        targets.update(state.requested_updates)
+        sends = [
+            self.signal_instance(
+                index, INSTANCE_UPDATE, UpdateRequest(spec=self.instance_spec(index, revision))
+            )
+            for index, revision in sorted(targets.items())
+            if index not in state.removing
+        ]
+        await self.send_all(sends)
+
     async def pass_once(self) -> bool:
         """One pass; True when the InferenceReplica is gone and the workflow ends."""
         state, config = self.state, self.state.config
@@ -156,6 +182,7 @@ class InferenceReplicaWorkflow(ReplicaInstances):
             source = "scale" if config.transient_replicas is not None else "minReplicas"
             await self.record(events.scaled(config.component, state.last_desired, desired, source))
         state.last_desired = desired
+        await self.resend_lifecycle()
         await self.act(desired, now)
         await self.write_spec(desired)
         await self.publish(now)

@@ -15,7 +15,28 @@ InferenceReplicas report with `replica_changed`; their totals and conditions go 
 `status.components.<c>.lifecycle` and the `<Component>Ready` conditions
 (`planning.service_status`).
 
-Signals: `pause`, `resume`, `scale`, `release_held`, `reset_instances`, `delete`. Query `status`.
+A Deployment-mode component's `<Component>Ready` comes from its Deployment's status
+(`planning.service_deployment`). How the workflow learns of it: event-driven, by the
+watcher (`workers.deployment_watch`), which watches the product's Deployments and signals
+`deployment_changed` with the Deployment's counts whenever they change, the same
+level-triggered way pods reach Instances; no polling while nothing changes. The workflow
+also reads the Deployment right after applying it (so the status starts from the truth,
+and a watcher signal older than that read is dropped by resourceVersion), and re-reads it
+when no news came for a while: while a Deployment has not converged (rolled out, every
+desired pod available) after 15 s, doubling to 5 minutes; once converged only on the
+5-minute safety timer. That bounds the cost of a lost signal, or of running without the
+watcher, to one GET per Deployment per back-off step, and a Deployment stuck unconverged
+settles at one read per 5 minutes.
+
+Signals: `pause`, `resume`, `scale`, `release_held`, `reset_instances`, `delete`, and from
+the watcher `deployment_changed`. Query `status`.
+
+A `scale` is checked by the next pass (`planning.service_scale`): a component that does
+not exist or does not run (`MultiNode`), or replicas that are not a whole number within
+`[minReplicas, maxReplicas]`, are refused with a Warning Event `ScaleRejected` on the
+InferenceService (`kubectl describe isvc`, `kubectl get events`) and the refusal stays in
+the `status` query's `last_rejected_request` (signals have no reply; these are the two
+places an operator looks). Handlers only record; the loop acts.
 
 This module holds admission, the messages and the loop; the components' objects and
 InferenceReplica children live in `workflows.service_components`, the phase and status in
@@ -37,8 +58,9 @@ with workflow.unsafe.imports_passed_through():
     from models.inferenceservice import InferenceService
     from models.isvc_status import InferenceServiceStatus
     from models.runtime import ServingRuntimeSpec
-    from planning.replica_scale import ScaleRequestError, validate_scale_request
+    from planning.pause_signal import on_pause, on_resume
     from planning.replica_template import ClusterLifecycle
+    from planning.service_deployment import DeploymentObserved
     from workflows import search_attributes
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.service_calls import (
@@ -46,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         CONTINUED_STATE_KEY,
         QUERY_STATUS,
         SIGNAL_DELETE,
+        SIGNAL_DEPLOYMENT_CHANGED,
         SIGNAL_PAUSE,
         SIGNAL_RELEASE_HELD,
         SIGNAL_REPLICA_CHANGED,
@@ -62,10 +85,14 @@ with workflow.unsafe.imports_passed_through():
         ServiceStatusView,
     )
     from workflows.service_components import ServiceComponents
+    from workflows.service_pause_events import record_pause_events
     from workflows.service_projection import identity
 
 SAFETY_RECHECK = timedelta(minutes=5)
-"""Every change arrives as a message; the timer only re-reads a runtime that was missing."""
+"""Every change arrives as a message; the timer only re-reads a runtime that was missing and
+the Deployments of Deployment-mode components (a lost watcher signal is repaired by then)."""
+DEPLOYMENT_RECHECK = timedelta(seconds=15)
+"""First re-read of a Deployment still converging with no news; doubles up to SAFETY_RECHECK."""
 
 
 def _same_spec(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -104,6 +131,8 @@ class InferenceServiceWorkflow(ServiceComponents):
             self.state = ServiceState(manifest=manifest, cluster=cluster)
         self.lock = asyncio.Lock()
         self.seq = 0
+        # Set when the wait for news timed out: the next pass re-reads the Deployments.
+        self.recheck = False
 
     # --- the spec -------------------------------------------------------------------
 
@@ -130,9 +159,11 @@ class InferenceServiceWorkflow(ServiceComponents):
             state = self.state
             _, _, _, warnings = self._admit(manifest)
             changed = not state.admitted or not _same_spec(manifest, state.manifest)
-            if state.transient:
-                # A transient scale lasts until the next apply sets the count again.
+            if state.transient or state.scale_requests:
+                # A transient scale lasts until the next apply sets the count again; one
+                # received before this apply and not yet taken is overridden by it too.
                 state.transient = {}
+                state.scale_requests = []
                 self.seq += 1
             if changed:
                 state.manifest = manifest
@@ -155,22 +186,31 @@ class InferenceServiceWorkflow(ServiceComponents):
     # --- user signals ---------------------------------------------------------------
 
     @workflow.signal(name=SIGNAL_PAUSE)
-    def pause(self) -> None:
-        self.state.paused = True
+    def pause(self, mode: Any = None) -> None:
+        """No input (or `"true"`) pauses fleet changes; `"freeze"` stops repairs too (§5).
+        Any other value is refused, and a freeze is never downgraded: the Event says why."""
+        state = self.state
+        outcome = on_pause(state.pause_depth, mode)
+        state.pause = outcome.mode
+        state.paused = outcome.mode is not None
+        state.pause_events.append(outcome.event)
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_RESUME)
     def resume(self) -> None:
-        self.state.paused = False
+        """Removes either depth; without a pause it is refused (Event `ResumeRefused`)."""
+        state = self.state
+        outcome = on_resume(state.pause_depth)
+        state.pause = outcome.mode
+        state.paused = outcome.mode is not None
+        state.pause_events.append(outcome.event)
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_SCALE)
     def scale(self, request: ScaleRequest) -> None:
-        try:
-            self.state.transient[request.component] = validate_scale_request(request.replicas)
-        except ScaleRequestError as error:
-            workflow.logger.warning("scale ignored: %s", error)
-            return
+        # Checked by the next pass against the components as planned then; a refusal becomes
+        # a ScaleRejected Event and `last_rejected_request` (`take_scale_requests`).
+        self.state.scale_requests.append(request)
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_RELEASE_HELD)
@@ -193,6 +233,11 @@ class InferenceServiceWorkflow(ServiceComponents):
         self.state.replicas[report.component] = report
         self.seq += 1
 
+    @workflow.signal(name=SIGNAL_DEPLOYMENT_CHANGED)
+    def deployment_changed(self, observed: DeploymentObserved) -> None:
+        if self.observe(observed):
+            self.seq += 1
+
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> ServiceStatusView:
         namespace, name = identity(self.state.manifest)
@@ -205,6 +250,8 @@ class InferenceServiceWorkflow(ServiceComponents):
             deleting=self.state.deleting,
             transient_replicas=dict(self.state.transient),
             status=InferenceServiceStatus.model_validate(self.status_body()),
+            deployments=dict(self.state.deployments),
+            last_rejected_request=self.state.last_rejected,
         )
 
     # --- main loop ------------------------------------------------------------------
@@ -236,14 +283,27 @@ class InferenceServiceWorkflow(ServiceComponents):
                 workflow.continue_as_new({CONTINUED_STATE_KEY: state.model_dump(mode="json")})
             await self.wait_for_news(seen)
 
+    def recheck_interval(self) -> timedelta:
+        """How long to wait for news before re-reading: Deployments still converging are
+        re-read with a back-off (15 s doubling to 5 minutes) in case a watcher signal was lost."""
+        if self.deployments_converged():
+            return SAFETY_RECHECK
+        step = DEPLOYMENT_RECHECK * int(2 ** min(self.state.deployment_rechecks, 5))
+        return min(step, SAFETY_RECHECK)
+
     async def wait_for_news(self, seen: int) -> None:
+        interval = self.recheck_interval()
         try:
-            await workflow.wait_condition(lambda: self.seq != seen, timeout=SAFETY_RECHECK)
+            await workflow.wait_condition(lambda: self.seq != seen, timeout=interval)
         except TimeoutError:
-            pass
+            self.recheck = True
+            if interval < SAFETY_RECHECK:
+                self.state.deployment_rechecks += 1
 
     async def reconcile(self) -> bool:
         state = self.state
+        if state.pause_events:
+            await record_pause_events(state, self.ref())
         if state.deleting:
             return await self.tear_down()
         isvc = InferenceService.model_validate(state.manifest)
@@ -253,9 +313,13 @@ class InferenceServiceWorkflow(ServiceComponents):
             if state.runtime_missing is None:
                 await self.write_components(isvc)
                 state.applied_generation = state.generation
+        recheck, self.recheck = self.recheck, False
         if state.runtime_missing is None:
+            self.take_scale_requests(isvc)
+            await self.keep_deployments(isvc, recheck)
             await self.configure_replicas(isvc)
             await self.pass_on_requests()
+        await self.record_rejections()
         await self.finish_retired()
         await self.write_status()
         return False

@@ -27,17 +27,20 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_PODS_CHANGED,
         SIGNAL_RELEASE_HELD,
         SIGNAL_RESTART,
+        SIGNAL_SET_PAUSE,
         SIGNAL_UPDATE,
         DeleteRequest,
         DrainRequest,
         InstancePhase,
         InstanceSpec,
         InstanceStatus,
+        PauseRequest,
         ReleaseHeldRequest,
         RestartRequest,
         UpdateRequest,
     )
     from models.pods import InstancePods
+    from planning.instance_pause import hold_update, pending_may_rebuild
     from planning.instance_state import InstanceState, build_status, newer_observation
     from workflows import search_attributes
     from workflows.instance_lifecycle import InstanceLifecycle
@@ -52,7 +55,8 @@ class InstanceWorkflow(InstanceLifecycle):
 
     @workflow.init
     def __init__(self, arg: InstanceSpec | InstanceState) -> None:
-        state = arg if isinstance(arg, InstanceState) else InstanceState(spec=arg)
+        # A new Instance learns the pause in force from its spec; later changes are signals.
+        state = arg if isinstance(arg, InstanceState) else InstanceState(spec=arg, pause_mode=arg.pause_mode)
         self.state = state
         self.pods_seq = 0
         self.inbox_seq = 0
@@ -70,7 +74,25 @@ class InstanceWorkflow(InstanceLifecycle):
 
     @workflow.signal(name=SIGNAL_UPDATE)
     def update(self, request: UpdateRequest) -> None:
+        if hold_update(self.state.pause_mode):
+            # No update starts during a pause (§5): it waits, and the newest one goes on resume.
+            self.state.paused_update = request.spec
+            return
         self.state.pending_update = request.spec
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_SET_PAUSE)
+    def set_pause(self, request: PauseRequest) -> None:
+        state = self.state
+        if request.mode == state.pause_mode:
+            return
+        state.pause_mode = request.mode
+        if hold_update(state.pause_mode):
+            # An update that has not started yet waits too; one already running finishes.
+            if state.pending_update is not None:
+                state.paused_update, state.pending_update = state.pending_update, None
+        elif state.paused_update is not None:
+            state.pending_update, state.paused_update = state.paused_update, None
         self.inbox_seq += 1
 
     @workflow.signal(name=SIGNAL_RESTART)
@@ -134,7 +156,8 @@ class InstanceWorkflow(InstanceLifecycle):
             state.pending_drain = False
             await self.take_out_of_rotation("DrainRequested")
         await self.absorb_releases()
-        if state.phase in (P.CREATING, P.PENDING):
+        # A Pending Instance (restart policy None, its pods lost) is not rebuilt during a pause.
+        if state.phase == P.CREATING or (state.phase == P.PENDING and pending_may_rebuild(state.pause_mode)):
             return await self.create_instance()
         if state.phase == P.READY:
             if await self.handle_ready():

@@ -1,21 +1,33 @@
 """What the Instance does in each phase: create, watch a ready Instance, recover, update,
 restart, delete (spec reference §9, §11, §15). A mixin of `InstanceWorkflow`; the pod-level
 steps it composes live in `workflows/instance_ops.py`.
+
+Under a pause (`set_pause`, spec reference §5; the rules are `planning.instance_pause`) no
+update starts, an in-flight single-pod SurgeThenDrain holds before its old pod drains,
+repairs stop at `Freeze`, and a lost Instance under restart policy None rests `Pending`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from models.instance import DeleteRequest, InstanceFailure, InstancePhase, RestartPolicy
+    from models.instance import DeleteRequest, InstanceFailure, InstancePhase
     from models.kube_ops import DeleteObjectInput, ObjectRef, PatchObjectInput
     from planning import instance_policy as policy
-    from planning.instance_health import assess_ready
+    from planning.instance_health import HOLD_PAUSED, assess_ready, levels
+    from planning.instance_pause import (
+        PodFailureAction,
+        hold_update,
+        on_pod_failure,
+        repairs_allowed,
+        retry_timers_run,
+        surge_may_drain,
+    )
     from planning.instance_pods import (
-        POD_GROUP_API_VERSION,
         in_place_image_patches,
         in_place_possible,
         render_pods,
@@ -23,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance_policy import UpdatePlan
     from planning.instance_state import current_levels
     from workflows import kube_calls
-    from workflows.instance_ops import InstanceOperations
+    from workflows.instance_ops import InstanceOperations, Outcome
 
 P = InstancePhase
 
@@ -75,9 +87,11 @@ class InstanceLifecycle(InstanceOperations):
         state = self.state
         wakes: list[datetime] = []
         block = state.retry_block
-        if block is not None and block.state == "Backoff" and block.next_retry_at is not None:
+        # A retry or rebuild the pause holds back is no reason to wake (it would only spin).
+        timers = retry_timers_run(state.pause_mode, state.phase)
+        if timers and block is not None and block.state == "Backoff" and block.next_retry_at is not None:
             wakes.append(block.next_retry_at)
-        if state.rebuild_at is not None:
+        if timers and state.rebuild_at is not None:
             wakes.append(state.rebuild_at)
         available_at = current_levels(state, workflow.now()).next_available_at
         if available_at is not None:
@@ -113,7 +127,7 @@ class InstanceLifecycle(InstanceOperations):
         if outcome == "interrupted":
             return False
         if isinstance(outcome, InstanceFailure):
-            await self.fail_attempt(outcome, members, keep_pods=False)
+            await self.fail_create(outcome, members)
             self.set_phase(P.FAILED)
             return False
         self.commit_ready(members)
@@ -132,6 +146,7 @@ class InstanceLifecycle(InstanceOperations):
         self.adopt_pending_update()
         if (
             state.spec.revision != state.running_revision
+            and not hold_update(state.pause_mode)
             and state.spec.revision != self.state.refused_revision
             and not policy.blocks_attempt(state.retry_block, state.spec.revision, now)
             and (state.rebuild_at is None or state.rebuild_at <= now)
@@ -143,15 +158,23 @@ class InstanceLifecycle(InstanceOperations):
         check = assess_ready(self.observed(), state.members, state.restart_baseline, now)
         if not check.failed_pods:
             return False
+        restart_policy = state.spec.effective_restart_policy
+        if on_pod_failure(state.pause_mode, restart_policy, check.lost_all) == PodFailureAction.WAIT:
+            # Frozen (§5): no repair starts; the failure is looked at again on resume.
+            return False
         fresh = await self.refresh_pods()
         check = assess_ready(fresh.pods, state.members, state.restart_baseline, workflow.now())
         if not check.failed_pods or check.failure is None:
             return True
+        action = on_pod_failure(state.pause_mode, restart_policy, check.lost_all)
+        if action == PodFailureAction.WAIT:
+            return False
         state.last_failure = check.failure
-        if state.spec.effective_restart_policy == RestartPolicy.RECREATE_INSTANCE_ON_POD_RESTART:
+        if action == PodFailureAction.RESTART:
             await self.restart_instance(check.failure.reason)
-        elif check.lost_all:
-            # Restart policy None: the kubelet restarts containers; a lost Instance is rebuilt.
+        elif action == PodFailureAction.PENDING:
+            # Restart policy None: the kubelet restarts containers; a lost Instance is rebuilt
+            # (not during a pause: it rests Pending until resume).
             self.set_phase(P.PENDING)
         else:
             state.restart_baseline = {
@@ -197,14 +220,24 @@ class InstanceLifecycle(InstanceOperations):
             return True
         previous = state.spec.revision
         self.adopt_pending_update()
-        if state.spec.revision != previous or policy.retry_due(state.retry_block, now):
+        if state.spec.revision != previous:
             self.set_phase(P.CREATING)
             return True
-        if state.retry_block is None and state.rebuild_at is not None and state.rebuild_at <= now:
+        # Recreating a Failed Instance is a repair: it goes on at `true`, not at `freeze` (§5).
+        repair = repairs_allowed(state.pause_mode)
+        if repair and policy.retry_due(state.retry_block, now):
+            self.set_phase(P.CREATING)
+            return True
+        if repair and state.retry_block is None and state.rebuild_at is not None and state.rebuild_at <= now:
             state.rebuild_at = None
             self.set_phase(P.CREATING)
             return True
-        if state.retry_block is None and state.last_failure is not None and state.last_failure.counting:
+        if (
+            repair
+            and state.retry_block is None
+            and state.last_failure is not None
+            and state.last_failure.counting
+        ):
             # Released: the hold is gone, so the revision gets a fresh attempt now.
             state.last_failure = state.last_failure.model_copy(update={"counting": False})
             self.set_phase(P.CREATING)
@@ -265,7 +298,14 @@ class InstanceLifecycle(InstanceOperations):
         self.begin("Update", "Surge")
         ordinal = policy.next_ordinal(state.active_ordinal)
         members: dict[str, str] = {}
-        outcome = await self.bring_up(render_pods(self.render_spec(), state.incarnation, ordinal), members)
+        manifests = render_pods(self.render_spec(), state.incarnation, ordinal)
+        outcome = await self.bring_up(manifests, members)
+        if outcome == "ok":
+            held = await self.hold_surge_while_paused(manifests, members)
+            if held is None:
+                # Deletion proceeds: the main loop drains and deletes every pod, the new one too.
+                return
+            outcome = held
         if outcome != "ok":
             # The old pod still serves: drop the surge pod and stay Ready on the old revision.
             await self.delete_pods(members, "abandon surge")
@@ -278,6 +318,34 @@ class InstanceLifecycle(InstanceOperations):
         await self.teardown(dict(state.members), spec.drain_seconds, "surge replaced the pod")
         state.active_ordinal = ordinal
         self.commit_ready(members)
+
+    async def hold_surge_while_paused(
+        self, manifests: list[dict[str, Any]], members: dict[str, str]
+    ) -> Outcome | None:
+        """Paused (§5): stop before the old pod drains; both pods serve until resume.
+
+        None when a delete came meanwhile. A surge pod that stopped serving during the pause is
+        brought up again before the old pod may drain, so the Instance never serves nothing.
+        """
+        state = self.state
+        outcome: Outcome = "ok"
+        while outcome == "ok" and not surge_may_drain(state.pause_mode):
+            self.progress("SurgeDrain", waiting=HOLD_PAUSED)
+            await self.report()
+            await workflow.wait_condition(
+                lambda: surge_may_drain(state.pause_mode) or state.pending_delete is not None
+            )
+            if state.pending_delete is not None:
+                return None
+            if not levels(self.observed(), members, self.spec.pod_count, 0.0, workflow.now()).serving:
+                # Pods gone meanwhile are created again on their names, the rest waited for.
+                fresh = await self.refresh_pods()
+                present = {pod.name: pod.uid for pod in fresh.pods if not pod.terminating}
+                for name, uid in members.items():
+                    if present.get(name) != uid:
+                        members[name] = ""
+                outcome = await self.bring_up(manifests, members)
+        return outcome
 
     async def update_by_recreate(self) -> None:
         """RecreatePod (or a multi-pod update on its own names): drain first, then recreate."""
@@ -318,18 +386,7 @@ class InstanceLifecycle(InstanceOperations):
         drain = spec.drain_seconds if request.drain_seconds is None else request.drain_seconds
         await self.teardown(targets, drain, f"delete: {request.reason}")
         if state.pod_group_crd:
-            await kube_calls.delete_object(
-                DeleteObjectInput(
-                    ref=ObjectRef(
-                        api_version=POD_GROUP_API_VERSION,
-                        kind="PodGroup",
-                        name=spec.instance_name,
-                        namespace=spec.namespace,
-                        plural="podgroups",
-                    )
-                ),
-                summary=f"delete PodGroup {spec.instance_name}",
-            )
+            await self.delete_own_pod_group()
         await kube_calls.delete_object(
             DeleteObjectInput(
                 ref=ObjectRef(

@@ -40,13 +40,17 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.pods import InstancePods, PodSummary
     from planning import instance_policy as policy
-    from planning.instance_health import HOLD_QUOTA, assess_bring_up, levels, restart_counts
-    from planning.instance_pods import (
-        render_headless_service,
-        render_pod_group,
+    from planning.instance_health import (
+        HOLD_POD_GROUP_TERMINATING,
+        HOLD_QUOTA,
+        assess_bring_up,
+        levels,
+        restart_counts,
     )
+    from planning.instance_pause import is_paused, readiness_holds
+    from planning.instance_pods import POD_GROUP_LABEL, PodGroupStanding, render_headless_service
     from planning.instance_state import InstanceState, build_status, newer_observation, report_fingerprint
-    from workflows import kube_calls, search_attributes
+    from workflows import instance_gang, kube_calls, search_attributes
 
 P = InstancePhase
 Outcome = InstanceFailure | Literal["ok", "interrupted"]
@@ -59,6 +63,10 @@ class InstanceOperations:
     pods_seq: int
     inbox_seq: int
     last_report: tuple[object, ...] | None
+    ready_counts: tuple[dict[str, str], dict[str, int]] | None = None
+    """The members `bring_up` last saw ready and their restart counts at that moment.
+    `commit_ready` starts the restart baseline from them: a container that restarts later in
+    the operation (while the old pod of a surge drains, say) must still count as a restart."""
 
     # --- small helpers --------------------------------------------------------------
 
@@ -193,7 +201,11 @@ class InstanceOperations:
     # --- setup ----------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        """The Instance's headless Service, and its PodGroup when the CRD exists."""
+        """The Instance's headless Service, and whether the PodGroup CRD exists.
+
+        The PodGroup itself is made by `bring_up`, before the pods that name it: a PodGroup
+        of an earlier Instance on this name may still be terminating then, or taken.
+        """
         spec = self.spec
         try:
             await kube_calls.apply_object(
@@ -212,18 +224,27 @@ class InstanceOperations:
             found = await kube_calls.crd_exists(CrdExistsInput(), summary="check the PodGroup CRD")
             self.state.pod_group_crd = found.exists
             self.state.gang_unavailable = not found.exists
-        group = render_pod_group(spec)
-        if self.state.pod_group_crd and group is not None:
-            try:
-                await kube_calls.apply_object(
-                    ApplyObjectInput(manifest=group, plural="podgroups"),
-                    summary=f"apply PodGroup {spec.instance_name} (minMember {spec.pod_count})",
-                )
-            except ActivityError as error:
-                # Schedule without the gang rather than not at all, and report it.
-                self.state.pod_group_crd = False
-                self.state.gang_unavailable = True
-                await self.event("PodGroupFailed", f"PodGroup {spec.instance_name}: {error.cause or error}")
+
+    def needs_pod_group(self) -> bool:
+        spec = self.spec
+        return spec.multi_pod and spec.gang_scheduling and bool(self.state.pod_group_crd)
+
+    async def settle_pod_group(self, manifests: list[dict[str, Any]]) -> PodGroupStanding | InstanceFailure:
+        """`instance_gang.settle_pod_group`; if the PodGroup cannot be read or written, the
+        pods schedule without the gang rather than not at all, and an event says so."""
+        spec = self.spec
+        try:
+            return await instance_gang.settle_pod_group(spec)
+        except ActivityError as error:
+            self.state.pod_group_crd = False
+            self.state.gang_unavailable = True
+            for manifest in manifests:
+                manifest["metadata"]["labels"].pop(POD_GROUP_LABEL, None)
+            await self.event("PodGroupFailed", f"PodGroup {spec.instance_name}: {error.cause or error}")
+            return PodGroupStanding.ABSENT
+
+    async def delete_own_pod_group(self) -> None:
+        await instance_gang.delete_own_pod_group(self.spec)
 
     # --- bringing pods up -----------------------------------------------------------
 
@@ -272,13 +293,22 @@ class InstanceOperations:
         clock = policy.ReadinessClock(started)
         first_seen: dict[str, datetime] = {}
         created_seq = self.pods_seq
+        group_settled = not self.needs_pod_group()
+        group_checks = 0
         while True:
             since = self.mark()
             if self.interrupted(spec.revision):
                 return "interrupted"
-            quota_hold = False
+            quota_hold = group_hold = False
             missing = [by_name[n] for n, uid in members.items() if not uid]
-            if missing:
+            if missing and not group_settled:
+                standing = await self.settle_pod_group(list(by_name.values()))
+                if isinstance(standing, InstanceFailure):
+                    return standing
+                group_checks += 1
+                group_hold = standing == PodGroupStanding.TERMINATING
+                group_settled = not group_hold
+            if missing and not group_hold:
                 created = await self.create_pods(missing, members)
                 if isinstance(created, InstanceFailure):
                     return created
@@ -301,15 +331,21 @@ class InstanceOperations:
                     members[name] = ""
                 continue
             first_seen = check.first_seen
-            if check.failure is not None:
+            # Stuck and unschedulable graces keep running during a pause but fire only on resume (§5).
+            if check.failure is not None and not is_paused(self.state.pause_mode):
                 return check.failure
-            holds = check.holds + ([HOLD_QUOTA] if quota_hold else [])
+            holds = ([HOLD_POD_GROUP_TERMINATING] if group_hold else []) + check.holds
+            holds += [HOLD_QUOTA] if quota_hold else []
+            # A pause stops the readiness clock too, and shows as the operation's `waiting` (§5).
+            holds = readiness_holds(self.state.pause_mode) + holds
             clock = clock.observe(holds, now)
             deadline = clock.deadline(spec.instance_ready_timeout_seconds)
             self.progress("CreatePods", deadline, clock.hold)
             counts = levels(self.observed(), members, spec.pod_count, spec.min_ready_seconds, now)
             if counts.ready and all(members.values()):
+                at_ready = (dict(members), restart_counts(self.observed(), members))
                 if self.state.draining or await self.start_serving(members):
+                    self.ready_counts = at_ready
                     return "ok"
                 continue
             if deadline is not None and now >= deadline:
@@ -326,6 +362,8 @@ class InstanceOperations:
             wakes = [t for t in (check.wake_at, deadline) if t is not None]
             if quota_hold or occupied:
                 wakes.append(now + QUOTA_RECHECK)
+            if group_hold:
+                wakes.append(now + timedelta(seconds=policy.pod_group_recheck_seconds(group_checks)))
             await self.wait_for_news(
                 self.next_force_delete(occupied, now, min(wakes) if wakes else None), since
             )
@@ -358,7 +396,11 @@ class InstanceOperations:
         state.members = dict(members)
         state.running_spec = state.spec
         state.running_revision = state.spec.revision
-        state.restart_baseline = restart_counts(self.observed(), members)
+        seen_ready, self.ready_counts = self.ready_counts, None
+        if seen_ready is not None and seen_ready[0] == members:
+            state.restart_baseline = dict(seen_ready[1])
+        else:
+            state.restart_baseline = restart_counts(self.observed(), members)
         counts = levels(self.observed(), members, state.spec.pod_count, 0.0, now)
         state.ready_since = counts.ready_since or now
         state.failures_in_a_row = 0
@@ -461,6 +503,22 @@ class InstanceOperations:
         return {pod.name: pod.uid for pod in fresh.pods}
 
     # --- failure --------------------------------------------------------------------
+
+    async def fail_create(self, failure: InstanceFailure, members: dict[str, str]) -> None:
+        """A failed Create: rebuilt after back-off, unless the Instance already ran the target.
+
+        Then (§9 "already ran target → stays Failed until pods ready") the revision is not at
+        fault, so the failure does not count toward holding it, and the pods are kept: the
+        Instance returns to Ready when they come up, without rebuilding meanwhile.
+        """
+        state = self.state
+        created = any(members.values())
+        if policy.keeps_failed_attempt(state.running_revision, state.spec.revision, created):
+            state.members = dict(members)
+            failure = failure.model_copy(update={"counting": False})
+            await self.fail_attempt(failure, members, keep_pods=True)
+            return
+        await self.fail_attempt(failure, members, keep_pods=False)
 
     async def fail_attempt(self, failure: InstanceFailure, members: dict[str, str], keep_pods: bool) -> None:
         """Record a failed attempt: retry block or rebuild back-off, events, phase Failed."""

@@ -8,49 +8,146 @@ in the order the plan lists them, and folds every request it sends into the work
 once so a second pass before the Instance answers neither repeats it nor spends the budget
 twice.
 
+Multi-pod SurgeThenDrain handovers (`planning.replica_handover`) live here too: which
+replacement was started for which Instance is known only to this workflow
+(`state.gang_surges`), so its facts, retry blocks and status rows are overlaid with it, and a
+replacement that gave up leaves its retry block with this workflow (`state.gang_blocks`).
+
 Imported by the workflow module inside `workflow.unsafe.imports_passed_through()`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from models.inferencereplica import InferenceReplicaStatus
 from models.inferenceservice import ComponentSpec
 from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
 from models.instance import SIGNAL_RELEASE_HELD as INSTANCE_RELEASE_HELD
 from models.instance import SIGNAL_RESTART as INSTANCE_RESTART
 from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
 from models.instance import DeleteRequest as InstanceDeleteRequest
-from models.instance import InstanceSpec, RestartRequest, RetryBlockState, UpdateRequest
+from models.instance import (
+    InstanceSpec,
+    InstanceStatus,
+    RestartRequest,
+    RetryBlock,
+    RetryBlockState,
+    UpdateRequest,
+)
 from models.instance import ReleaseHeldRequest as InstanceReleaseRequest
 from models.kube_ops import DeleteObjectInput
 from planning import replica_events as events
-from planning.replica_reconcile import reconcile
+from planning.replica_conditions import PlannedCondition
+from planning.replica_facts import InstanceFacts
+from planning.replica_handover import (
+    GANG_SURGE_COMPLETED,
+    GangSurge,
+    cleaning_up,
+    handover_rows,
+    settle_surges,
+    with_handovers,
+)
+from planning.replica_reconcile import aggregate_blocks, reconcile
 from planning.replica_reset import ResetRequestError, parse_reset_request, plan_reset
-from planning.replica_retry import ReleaseResult, release_held
+from planning.replica_retry import (
+    ReleaseResult,
+    absorb_abandoned_surge,
+    current_blocks,
+    release_held,
+    start_retry_attempt,
+)
 from planning.replica_revisions import complete_rollout, history_limit, trim_history
 from planning.replica_template import InstanceIdentity, instance_spec
 from workflows import kube_calls
 from workflows.names import INSTANCE, instance_workflow_id
-from workflows.replica_projection import ReplicaProjection
+from workflows.replica_pause import ReplicaPause
 
 
-class ReplicaInstances(ReplicaProjection):
+class ReplicaInstances(ReplicaPause):
     """Acts on the Instance children; the workflow subclass decides when."""
 
     wake_at: datetime | None
     """When the last plan said its decision can change (e.g. a back-off ends); None: no need."""
+    ended_indexes: frozenset[int] = frozenset()
+    """Indexes whose Instance reported its end in this run: its workflow may still be closing,
+    so a start at that index that finds it running is tried again (`start_instance`)."""
+    start_again: bool = False
+
+    # --- handovers --------------------------------------------------------------------
+
+    def note_report(self, status: InstanceStatus) -> None:
+        """Called by `instance_changed` before the report is folded into the state.
+
+        A surge replacement that gave up deletes itself and its retry block with it: the
+        block stays here, so the next replacement is the next attempt, not a first one. Its
+        record stays until its last report says its pods are gone (`GangSurgeTargetCleanup`).
+        """
+        state = self.state
+        if status.deleted or status.abandoned:
+            self.ended_indexes = self.ended_indexes | {status.index}
+        surge = state.gang_surges.get(status.index)
+        if surge is None:
+            return
+        if status.abandoned and not surge.abandoned:
+            kept = next((b for b in state.gang_blocks if b.target_revision == surge.revision), None)
+            failure = status.last_failure
+            block = absorb_abandoned_surge(
+                kept,
+                status.retry_block,
+                surge.revision,
+                failure.reason if failure is not None else None,
+                workflow.now(),
+                state.config.cluster.update_retry,
+            )
+            others = [b for b in state.gang_blocks if b.target_revision != surge.revision]
+            state.gang_blocks = others + ([block] if block is not None else [])
+            state.gang_surges[status.index] = replace(surge, abandoned=True)
+        if status.deleted:
+            del state.gang_surges[status.index]
+
+    def facts(self) -> list[InstanceFacts]:
+        return with_handovers(super().facts(), self.state.gang_surges)
+
+    def retry_blocks(self) -> list[RetryBlock]:
+        """The Instances' blocks and those kept from surge replacements that gave up."""
+        state = self.state
+        ready_on = {s.running_revision for s in state.instances.values() if s.ready and s.running_revision}
+        blocks = aggregate_blocks([*super().retry_blocks(), *state.gang_blocks])
+        return current_blocks(blocks, state.config.revision_hash, {r for r in ready_on if r})
+
+    def build_status(self, now: datetime) -> tuple[InferenceReplicaStatus, PlannedCondition]:
+        status, component = super().build_status(now)
+        if not self.state.gang_surges:
+            return status, component
+        rows = handover_rows(status.instance_statuses, self.state.gang_surges)
+        return status.model_copy(update={"instance_statuses": rows}), component
+
+    def settle_handovers(self) -> None:
+        """Forget handovers that ended, and kept blocks that no longer matter."""
+        state = self.state
+        state.gang_surges = settle_surges(state.gang_surges, set(state.instances) | set(state.launched))
+        ready_on = {s.running_revision for s in state.instances.values() if s.ready and s.running_revision}
+        state.gang_blocks = current_blocks(
+            state.gang_blocks, state.config.revision_hash, {r for r in ready_on if r}
+        )
+
+    # --- one pass ---------------------------------------------------------------------
 
     async def act(self, desired: int, now: datetime) -> None:
         state, config = self.state, self.state.config
+        # The Instances hear of a pause change before this pass starts or updates anything.
+        await self.tell_pause()
         policy = self.policy()
         current = state.revisions.record(state.revisions.current)
+        self.settle_handovers()
         blocks = self.retry_blocks()
         actions = reconcile(
             desired=desired,
@@ -63,8 +160,10 @@ class ReplicaInstances(ReplicaProjection):
             previous_hold=state.hold,
             paused=config.paused,
             now=now,
-            reserved_indexes=state.removing,
+            reserved_indexes=[*state.removing, *cleaning_up(state.gang_surges)],
+            update_multi_pod=config.effective.is_multi_pod,
         )
+        self.start_again = False
         # Every start and signal of the pass goes out in one workflow task (the commands are
         # issued in the plan's order); awaiting each in turn would cost a task per Instance.
         sends: list[Awaitable[None]] = [
@@ -74,14 +173,30 @@ class ReplicaInstances(ReplicaProjection):
             state.requested_updates[index] = config.revision_hash
             spec = self.instance_spec(index, config.revision_hash)
             sends.append(self.signal_instance(index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
+        for new in actions.surge_create:
+            source = new.replaces if new.replaces is not None else new.index
+            state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)
+            sends.append(self.start_instance(new.index, new.revision, gang_surge_of=source))
         for index in actions.delete:
             sends.append(
                 self.signal_instance(index, INSTANCE_DELETE, InstanceDeleteRequest(reason="ScaleDown"))
             )
             state.removing.append(index)
+        sends += self.finish_handovers(actions.handover_delete)
         await self.send_all(sends)
+        if actions.retry_attempt and any(new.index in state.gang_surges for new in actions.surge_create):
+            # This pass started the attempt the kept block waited for (unless the start must
+            # be tried again: then the block is still due).
+            state.gang_blocks = [
+                start_retry_attempt(b) if b.target_revision == config.revision_hash else b
+                for b in state.gang_blocks
+            ]
         state.hold = actions.hold
         self.wake_at = actions.wake_at
+        if self.start_again:
+            # An ended Instance's workflow was still closing: try its index again shortly.
+            retry = now + timedelta(seconds=1)
+            self.wake_at = retry if self.wake_at is None else min(self.wake_at, retry)
         if actions.rollout_complete and not state.launched and not state.requested_updates:
             state.revisions = complete_rollout(state.revisions)
         limit, _ = history_limit(config.history_limit_annotation, config.cluster.revision_history_limit)
@@ -106,7 +221,23 @@ class ReplicaInstances(ReplicaProjection):
             )
             await self.record(events.retry_held(config.namespace, config.ir_name, config.component, named))
 
-    def instance_spec(self, index: int, revision_hash: str) -> InstanceSpec:
+    def finish_handovers(self, sources: tuple[int, ...]) -> list[Awaitable[None]]:
+        """Drain and delete each source whose replacement serves (`GangSurgeCompleted`)."""
+        state = self.state
+        sends: list[Awaitable[None]] = []
+        for source in sources:
+            request = InstanceDeleteRequest(reason=GANG_SURGE_COMPLETED)
+            sends.append(self.signal_instance(source, INSTANCE_DELETE, request))
+            state.removing.append(source)
+            # The replacement is a plain Instance from now on: a later failure of it is
+            # retried like any other, not abandoned as a surge that never took over.
+            for index, surge in state.gang_surges.items():
+                if surge.source == source:
+                    plain = UpdateRequest(spec=self.instance_spec(index, surge.revision))
+                    sends.append(self.signal_instance(index, INSTANCE_UPDATE, plain))
+        return sends
+
+    def instance_spec(self, index: int, revision_hash: str, gang_surge_of: int | None = None) -> InstanceSpec:
         config = self.state.config
         component = self.state.specs.get(revision_hash, config.component_spec)
         identity = InstanceIdentity(
@@ -118,17 +249,21 @@ class ReplicaInstances(ReplicaProjection):
             revision_name=self.names().get(revision_hash, config.revision_name),
             isvc_uid=config.isvc_uid,
             pairing_protocol=config.pairing_protocol,
+            gang_surge_of=gang_surge_of,
             parent_workflow_id=workflow.info().workflow_id,
+            pause_mode=config.effective_pause_mode,
         )
         return instance_spec(identity, ComponentSpec.model_validate(component), config.cluster, self.policy())
 
-    async def start_instance(self, index: int, revision_hash: str) -> None:
+    async def start_instance(self, index: int, revision_hash: str, gang_surge_of: int | None = None) -> None:
         config = self.state.config
         workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
+        # Recorded before the start, so a pass while it is in flight counts it already.
+        self.state.launched[index] = revision_hash
         try:
             await workflow.start_child_workflow(
                 INSTANCE,
-                self.instance_spec(index, revision_hash),
+                self.instance_spec(index, revision_hash, gang_surge_of),
                 id=workflow_id,
                 # The Instance must outlive this run's continue-as-new; deletion is a signal.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
@@ -136,9 +271,15 @@ class ReplicaInstances(ReplicaProjection):
                 static_summary=f"Instance {index} of {config.ir_name} ({self.names().get(revision_hash)})",
             )
         except WorkflowAlreadyStartedError:
+            if index in self.ended_indexes:
+                # The Instance that had this index reported its end but its workflow has not
+                # closed yet: nothing was started, so the next pass starts it again.
+                self.state.launched.pop(index, None)
+                self.state.gang_surges.pop(index, None)
+                self.start_again = True
+                return
             # Started by an earlier run of this workflow: it reports to us by workflow ID.
-            pass
-        self.state.launched[index] = revision_hash
+        self.ended_indexes = self.ended_indexes - {index}
 
     async def signal_instance(self, index: int, name: str, payload: Any) -> None:
         config = self.state.config
@@ -164,6 +305,9 @@ class ReplicaInstances(ReplicaProjection):
             )
             if outcome.result == ReleaseResult.RELEASED and block is not None:
                 event = events.retry_block_released(config.namespace, config.ir_name, config.component, shown)
+                state.gang_blocks = [
+                    b for b in state.gang_blocks if b.target_revision != block.target_revision
+                ]
                 await self.send_all(
                     [
                         self.signal_instance(

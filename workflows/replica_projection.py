@@ -136,7 +136,9 @@ class ReplicaProjection:
             update={
                 "replicas": desired,
                 "paused": config.paused,
-                "pause_mode": "Recover" if config.paused else None,
+                # Unpaused, the default `Recover` is written out: an apply merges, so a `Freeze`
+                # left out would linger on the object after resume.
+                "pause_mode": config.effective_pause_mode or "Recover",
             }
         )
         manifest = render_inference_replica(spec, config.isvc, config.namespace, config.isvc_uid)
@@ -146,7 +148,7 @@ class ReplicaProjection:
         result = await kube_calls.apply_object(
             ApplyObjectInput(manifest=manifest, plural="inferencereplicas"),
             summary=f"write InferenceReplica {config.ir_name}: {desired} Instance(s) of {config.revision_name}"
-            + (" (paused)" if config.paused else ""),
+            + (f" (paused, {config.effective_pause_mode})" if config.paused else ""),
         )
         state.ir_uid = result.ref.uid or state.ir_uid
         state.written_spec = fingerprint

@@ -18,11 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.inferencereplica import Condition, InferenceReplicaSpec, InferenceReplicaStatus
 from models.inferenceservice import ComponentSpec
-from models.instance import InstanceStatus
+from models.instance import InstancePauseMode, InstanceStatus, RetryBlock
 from models.isvc_status import InferenceServiceStatus
+from planning.pause_signal import PlannedPauseEvent, replica_pause_mode
+from planning.replica_handover import GangSurge
 from planning.replica_hold import RolloutHold as PlannedHold
 from planning.replica_revisions import RevisionState
 from planning.replica_template import ClusterLifecycle
+from planning.service_deployment import DeploymentObserved
+from planning.service_pause import PauseMode
 
 API_VERSION = "ome.io/v1beta1"
 
@@ -38,6 +42,8 @@ QUERY_STATUS = "status"
 # Between the workflows.
 SIGNAL_CONFIGURE = "configure"
 SIGNAL_REPLICA_CHANGED = "replica_changed"
+SIGNAL_DEPLOYMENT_CHANGED = "deployment_changed"
+"""From the watcher (`workers.deployment_watch`): a Deployment-mode component's Deployment changed."""
 
 ADMISSION_DENIED = "AdmissionDenied"
 """`ApplicationError.type` of a refused manifest, on the update and on a direct start."""
@@ -63,7 +69,20 @@ class ScaleRequest(_Message):
     """`scale`: a transient Instance count, until the autoscaler or the next apply sets one."""
 
     component: str = "engine"
-    replicas: int
+    replicas: Any = None
+    """Checked by the workflow (`planning.service_scale`), not on decoding: a refused value
+    (`-3`, `2.5`, `"three"`) is answered with a `ScaleRejected` Event naming it, which a
+    payload that fails to decode could not be."""
+
+
+class RejectedRequest(_Message):
+    """A user's request the workflow refused: in the `status` query and as a Warning Event."""
+
+    signal: str
+    request: dict[str, Any]
+    reason: str
+    message: str
+    at: datetime | None = None
 
 
 class ReleaseHeldRequest(_Message):
@@ -98,6 +117,8 @@ class ReplicaConfig(_Message):
     revision_name: str
     pairing_protocol: str | None = None
     paused: bool = False
+    pause_mode: InstancePauseMode | None = None
+    """`spec.pauseMode` while paused: `Recover` (annotation `true`) or `Freeze`; told to every Instance."""
     transient_replicas: int | None = None
     history_limit_annotation: str | None = None
     cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)
@@ -110,6 +131,13 @@ class ReplicaConfig(_Message):
     @property
     def ir_name(self) -> str:
         return f"{self.isvc}-{self.component}"
+
+    @property
+    def effective_pause_mode(self) -> InstancePauseMode | None:
+        """The pause in force: `pause_mode`, and `Recover` for a parent that sent only `paused`."""
+        if not self.paused:
+            return None
+        return self.pause_mode or "Recover"
 
 
 class ReplicaState(_Message):
@@ -127,7 +155,14 @@ class ReplicaState(_Message):
     """Updates signalled whose report does not show the target yet: index -> revision hash."""
     removing: list[int] = Field(default_factory=list)
     """Instances told to delete that have not reported their end."""
+    instances_told_pause: InstancePauseMode | None = None
+    """The pause every Instance was last told (`set_pause`); a change of `config.pause_mode` is news."""
     revisions: RevisionState = Field(default_factory=RevisionState)
+    gang_surges: dict[int, GangSurge] = Field(default_factory=dict)
+    """Multi-pod surge handovers in flight (`planning.replica_handover`): replacement index ->
+    the Instance it replaces; no Instance reports this, only this workflow knows it."""
+    gang_blocks: list[RetryBlock] = Field(default_factory=list)
+    """Retry blocks kept from surge replacements that gave up and deleted themselves."""
     hold: PlannedHold | None = None
     announced_held: list[str] = Field(default_factory=list)
     pending_resets: list[str] = Field(default_factory=list)
@@ -145,6 +180,8 @@ class ReplicaState(_Message):
     """Fingerprint of the conditions' statuses and reasons and the phase last published."""
     status_written_at: datetime | None = None
     """When the status was last written: large components pace their writes from it."""
+    lifecycle_digest: str = ""
+    """`planning.replica_lifecycle.lifecycle_digest` of the settings the Instances were last sent."""
 
 
 class ReplicaReport(_Message):
@@ -173,6 +210,22 @@ class ServiceState(_Message):
     runtime_missing: str | None = None
     modes: dict[str, str] = Field(default_factory=dict)
     paused: bool = False
+    pause: PauseMode | None = None
+    """The pause depth (`true` / `freeze`); `paused` is True whenever it is set."""
+    pause_events: list[PlannedPauseEvent] = Field(default_factory=list)
+    """(reason, message, type) of pause/resume outcomes the next pass records as Events."""
+
+    @property
+    def pause_depth(self) -> PauseMode | None:
+        """The pause in force; a pause carried from before depths existed is `true`."""
+        if not self.paused:
+            return None
+        return self.pause or PauseMode.RECOVER
+
+    @property
+    def replica_pause_mode(self) -> InstancePauseMode | None:
+        """`spec.pauseMode` of each InferenceReplica: `Recover`, `Freeze`, or None."""
+        return replica_pause_mode(self.pause_depth)
     transient: dict[str, int] = Field(default_factory=dict)
     sent_configs: dict[str, str] = Field(default_factory=dict)
     """Fingerprint of the last `configure` sent to each InferenceReplica."""
@@ -187,6 +240,17 @@ class ServiceState(_Message):
     conditions: list[Condition] = Field(default_factory=list)
     written_status: str = ""
     cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)
+    deployments: dict[str, DeploymentObserved] = Field(default_factory=dict)
+    """Each Deployment-mode component's Deployment as last read or reported by the watcher."""
+    deployment_replicas: dict[str, int] = Field(default_factory=dict)
+    """The replica count last written to each Deployment-mode component's Deployment."""
+    deployment_rechecks: int = 0
+    """Re-reads in a row of Deployments still converging with nothing new: the back-off step."""
+    scale_requests: list[ScaleRequest] = Field(default_factory=list)
+    """`scale` signals received, checked and applied (or refused) by the next pass."""
+    last_rejected: RejectedRequest | None = None
+    unrecorded_rejections: list[RejectedRequest] = Field(default_factory=list)
+    """Refusals whose Warning Event the next pass records."""
 
 
 class ServiceStatusView(_Message):
@@ -200,6 +264,12 @@ class ServiceStatusView(_Message):
     deleting: bool
     transient_replicas: dict[str, int] = Field(default_factory=dict)
     status: InferenceServiceStatus
+    deployments: dict[str, DeploymentObserved] = Field(default_factory=dict)
+    """Totals of the Deployment-mode components' Deployments (the InferenceService status
+    keeps its `lifecycle` blocks for OMENative components, spec reference §7)."""
+    last_rejected_request: RejectedRequest | None = None
+    """The last request refused (a `scale` out of range, to an unknown component, ...), with
+    the same message as its `ScaleRejected` Warning Event."""
 
 
 # --- the InferenceService object -----------------------------------------------------------

@@ -8,25 +8,50 @@
 a Service; and for OMENative a PodDisruptionBudget. A component the spec drops drains its
 Instances before its objects go; deletion drains every component first.
 
+A Deployment is read right after each apply, kept at its count (a `scale` re-applies it),
+and its observations (those reads, the watcher's `deployment_changed` signals, the
+re-check reads) are kept newest by resourceVersion for `planning.service_deployment`.
+`scale` requests are checked here (`planning.service_scale`) and `release_held` /
+`reset_instances` passed on; a refused one is remembered for the `status` query and
+recorded as a Warning Event on the InferenceService.
+
 Imported by the workflow module inside `workflow.unsafe.imports_passed_through()`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 from models.inferenceservice import InferenceService
-from models.kube_ops import ApplyObjectInput, DeleteObjectInput, ObjectRef, ReadObjectInput
+from models.kube_ops import ApplyObjectInput, DeleteObjectInput, ObjectRef, ReadObjectInput, RecordEventInput
 from models.resolution import inference_replica_spec
 from planning.replica_budget import update_policy
 from planning.replica_revisions import REVISION_HISTORY_ANNOTATION
 from planning.service_components import ComponentPlan, multinode_message, plan_components
+from planning.service_deployment import DeploymentObserved, converged, newer, observe_deployment
 from planning.service_objects import render_deployment, render_pdb, render_service, service_name
+from planning.service_scale import (
+    REQUEST_REJECTED,
+    SCALE_REJECTED,
+    ScalableComponent,
+    check_scale,
+    forward_refusal,
+)
 from workflows import kube_calls, search_attributes
 from workflows.names import INFERENCE_REPLICA, irep_workflow_id
-from workflows.service_calls import API_VERSION, SIGNAL_CONFIGURE, SIGNAL_DELETE, ReplicaConfig, isvc_object
-from workflows.service_projection import ServiceProjection, identity
+from workflows.service_calls import (
+    API_VERSION,
+    SIGNAL_CONFIGURE,
+    SIGNAL_DELETE,
+    SIGNAL_SCALE,
+    RejectedRequest,
+    ReplicaConfig,
+    isvc_object,
+)
+from workflows.service_projection import ServiceProjection, identity, runs_deployment
 
 
 class ServiceComponents(ServiceProjection):
@@ -90,13 +115,7 @@ class ServiceComponents(ServiceProjection):
                     summary=f"apply PodDisruptionBudget {name} (maxUnavailable {pdb['spec']['maxUnavailable']})",
                 )
             else:
-                replicas = state.transient.get(plan.name, plan.min_replicas)
-                await kube_calls.apply_object(
-                    ApplyObjectInput(
-                        manifest=render_deployment(plan, isvc.name, isvc.namespace, uid, replicas)
-                    ),
-                    summary=f"apply Deployment {name} ({replicas} replica(s), revision {plan.revision_name})",
-                )
+                await self.write_deployment(isvc, plan)
             await kube_calls.apply_object(
                 ApplyObjectInput(manifest=render_service(plan, isvc.name, isvc.namespace, uid)),
                 summary=f"apply Service {name} (serving pods of {plan.name})",
@@ -104,10 +123,124 @@ class ServiceComponents(ServiceProjection):
         components = ",".join(plan.name for plan in self.plans(isvc))
         workflow.upsert_search_attributes([search_attributes.COMPONENT.value_set(components)])
 
+    # --- Deployment-mode components ------------------------------------------------------
+
+    def deployment_plans(self, isvc: InferenceService) -> list[ComponentPlan]:
+        return [plan for plan in self.plans(isvc) if runs_deployment(plan.mode)]
+
+    def deployment_desired(self, plan: ComponentPlan) -> int:
+        return self.state.transient.get(plan.name, plan.min_replicas)
+
+    async def write_deployment(self, isvc: InferenceService, plan: ComponentPlan) -> None:
+        """Apply the component's Deployment, then read it: its status starts from the truth."""
+        replicas = self.deployment_desired(plan)
+        name = service_name(isvc.name, plan.name)
+        await kube_calls.apply_object(
+            ApplyObjectInput(
+                manifest=render_deployment(plan, isvc.name, isvc.namespace, self.state.isvc_uid, replicas)
+            ),
+            summary=f"apply Deployment {name} ({replicas} replica(s), revision {plan.revision_name})",
+        )
+        self.state.deployment_replicas[plan.name] = replicas
+        await self.read_deployment(isvc, plan.name, "after apply")
+
+    async def read_deployment(self, isvc: InferenceService, component: str, why: str) -> None:
+        name = service_name(isvc.name, component)
+        ref = ObjectRef(api_version="apps/v1", kind="Deployment", name=name, namespace=isvc.namespace)
+        found = await kube_calls.read_object(
+            ReadObjectInput(ref=ref), summary=f"read Deployment {name} status ({why})"
+        )
+        observed = observe_deployment(found.object) if found.found and found.object is not None else None
+        if observed is None:
+            observed = DeploymentObserved(
+                namespace=isvc.namespace, isvc=isvc.name, component=component, exists=False
+            )
+        self.observe(observed)
+
+    def observe(self, observed: DeploymentObserved) -> bool:
+        """Keep a Deployment observation unless an older one; True when something changed."""
+        state = self.state
+        held = state.deployments.get(observed.component)
+        if not runs_deployment(state.modes.get(observed.component)) or not newer(observed, held):
+            return False
+        state.deployments[observed.component] = observed
+        if observed.same_state(held):
+            return False
+        state.deployment_rechecks = 0
+        return True
+
+    async def keep_deployments(self, isvc: InferenceService, recheck: bool) -> None:
+        """Bring each Deployment to its count (a `scale`, or an apply ending one); on a
+        re-check pass, read the Deployments in case a watcher signal was lost."""
+        for plan in self.deployment_plans(isvc):
+            if self.state.deployment_replicas.get(plan.name) != self.deployment_desired(plan):
+                await self.write_deployment(isvc, plan)
+            elif recheck:
+                await self.read_deployment(isvc, plan.name, "re-check")
+
+    def deployments_converged(self) -> bool:
+        state = self.state
+        return all(
+            converged(state.deployment_replicas.get(component, 0), state.deployments.get(component))
+            for component, mode in state.modes.items()
+            if runs_deployment(mode)
+        )
+
+    # --- scale requests ---------------------------------------------------------------
+
+    def take_scale_requests(self, isvc: InferenceService) -> None:
+        """Apply the `scale` signals received since the last pass, or record why not."""
+        state = self.state
+        requests, state.scale_requests = state.scale_requests, []
+        if not requests:
+            return
+        components: dict[str, ScalableComponent] = {
+            plan.name: ScalableComponent(plan.mode, plan.min_replicas, plan.max_replicas)
+            for plan in self.plans(isvc)
+        }
+        for request in requests:
+            verdict = check_scale(request.component, request.replicas, components)
+            if verdict.replicas is not None:
+                state.transient[request.component] = verdict.replicas
+                continue
+            self.reject(SIGNAL_SCALE, request.model_dump(mode="json"), SCALE_REJECTED, verdict.message)
+
+    def reject(self, signal: str, request: dict[str, Any], reason: str, message: str) -> None:
+        """Remember a refused request for the `status` query and its Event for this pass."""
+        workflow.logger.warning("%s", message)
+        rejected = RejectedRequest(
+            signal=signal, request=request, reason=reason, message=message, at=workflow.now()
+        )
+        self.state.last_rejected = rejected
+        self.state.unrecorded_rejections.append(rejected)
+
+    async def record_rejections(self) -> None:
+        """A Warning Event per refused request, on the InferenceService (`kubectl describe`)."""
+        state = self.state
+        rejections, state.unrecorded_rejections = state.unrecorded_rejections, []
+        for rejected in rejections:
+            try:
+                await kube_calls.record_event(
+                    RecordEventInput(
+                        involved=self.ref(),
+                        reason=rejected.reason,
+                        message=rejected.message[:1000],
+                        type="Warning",
+                        action=rejected.signal,
+                    ),
+                    summary=f"event {rejected.reason}: {rejected.message[:160]}",
+                )
+            except ActivityError as error:  # the status query still shows it
+                workflow.logger.warning("event %s not recorded: %s", rejected.reason, error)
+
+    # --- retiring components ------------------------------------------------------------
+
     async def retire(self, isvc: InferenceService, component: str, mode: str) -> None:
         """A component the spec dropped (or moved to another mode): its Instances drain first."""
         state = self.state
         del state.modes[component]
+        state.deployments.pop(component, None)
+        state.deployment_replicas.pop(component, None)
         if mode == "OMENative" and component in state.sent_configs:
             del state.sent_configs[component]
             state.retiring[component] = mode
@@ -163,6 +296,7 @@ class ServiceComponents(ServiceProjection):
             if rollout is not None and plan.name != "router"
             else None,
             paused=state.paused,
+            pause_mode=state.replica_pause_mode,
             transient_replicas=state.transient.get(plan.name),
             history_limit_annotation=annotations.get(REVISION_HISTORY_ANNOTATION),
             cluster=state.cluster,
@@ -203,9 +337,11 @@ class ServiceComponents(ServiceProjection):
         namespace, name = identity(state.manifest)
         forwards, state.forwards = state.forwards, []
         for component, signal, payload in forwards:
-            if component not in state.sent_configs:
-                workflow.logger.warning(
-                    "%s ignored: component %r does not run on OMENative", signal, component
+            refusal = forward_refusal(signal, component, state.modes)
+            if refusal is not None or component not in state.sent_configs:
+                message = refusal or f"{signal} refused: component {component} has no InferenceReplica yet"
+                self.reject(
+                    signal, {"component": component, "value": payload["value"]}, REQUEST_REJECTED, message
                 )
                 continue
             handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))

@@ -1,9 +1,12 @@
 """The InferenceService workflow's projection: its object reference, phase and status.
 
 `ServiceProjection` is the base of `workflows.inference_service.InferenceServiceWorkflow`.
-It turns the carried `ServiceState` (the InferenceReplicas' reports, the runtime lookup, the
-components' modes) into `status` (`planning.service_status`), the one-word phase shown in the
-UI and the `status` query, and writes the status subresource when it changed.
+It turns the carried `ServiceState` (the InferenceReplicas' reports, the Deployment-mode
+components' Deployments as last observed, the runtime lookup, the components' modes) into
+`status` (`planning.service_status`), the one-word phase shown in the UI and the `status`
+query, and writes the status subresource when it changed. A Deployment-mode component's
+`<Component>Ready` comes from its Deployment's status (`planning.service_deployment`) and
+counts toward `Ready` exactly as an InferenceReplica's does.
 
 Imported by the workflow module inside `workflow.unsafe.imports_passed_through()`.
 """
@@ -19,9 +22,21 @@ from models.inferencereplica import Condition
 from models.kube_ops import ObjectRef, PatchStatusInput
 from models.runtime import ServingRuntimeSpec
 from planning.replica_conditions import PlannedCondition
-from planning.service_status import ComponentReport, isvc_status, lifecycle_status
+from planning.service_deployment import DeploymentObserved, rolling_out
+from planning.service_status import (
+    ComponentReport,
+    deployment_component_report,
+    isvc_status,
+    lifecycle_status,
+)
 from workflows import kube_calls, search_attributes
 from workflows.service_calls import API_VERSION, ServiceState
+
+
+def runs_deployment(mode: str | None) -> bool:
+    """Whether a component in `mode` runs as a plain Deployment (RawDeployment and the like:
+    anything that is neither an InferenceReplica nor the MultiNode mode left alone)."""
+    return mode is not None and mode not in ("OMENative", "MultiNode")
 
 
 def identity(manifest: dict[str, Any]) -> tuple[str, str]:
@@ -60,12 +75,24 @@ class ServiceProjection:
         reports = [report for report in state.replicas.values() if not report.deleted]
         if any(report.phase == "Failed" for report in reports):
             return "Failed"
-        if any(report.phase == "Updating" for report in reports):
+        deployments = self.deployment_targets()
+        if any(report.phase == "Updating" for report in reports) or any(
+            rolling_out(desired, observed) for _, desired, observed in deployments
+        ):
             return "Updating"
         ready = next((c for c in state.conditions if c.type == "Ready"), None)
         if ready is not None and ready.status == "True":
             return "Ready"
-        return "Creating" if state.applied_generation == 0 or not reports else "Progressing"
+        return "Creating" if state.applied_generation == 0 or not (reports or deployments) else "Progressing"
+
+    def deployment_targets(self) -> list[tuple[str, int, DeploymentObserved | None]]:
+        """(component, replicas written, latest observation) of each Deployment-mode component."""
+        state = self.state
+        return [
+            (component, state.deployment_replicas[component], state.deployments.get(component))
+            for component, mode in sorted(state.modes.items())
+            if runs_deployment(mode) and component in state.deployment_replicas
+        ]
 
     # --- status ---------------------------------------------------------------------
 
@@ -85,6 +112,10 @@ class ServiceProjection:
                     lifecycle=lifecycle_status(report.status),
                 )
             )
+        for component, desired, observed in self.deployment_targets():
+            reports.append(deployment_component_report(component, desired, observed))
+        # One order whatever runs each component, so conditions don't move between passes.
+        reports.sort(key=lambda report: report.name)
         blocking = None
         if state.runtime_missing is not None:
             blocking = PlannedCondition("RuntimeResolved", "False", "RuntimeNotFound", state.runtime_missing)

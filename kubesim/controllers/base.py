@@ -2,7 +2,9 @@
 it runs a full, idempotent reconcile of what it owns.
 
 Full resyncs keep each controller short and obviously correct; kubesim clusters hold hundreds
-of objects, not millions, and a no-op write never reaches the store, so loops settle.
+of objects, not millions, and a no-op write never reaches the store, so loops settle. A
+controller whose full pass would cost objects x objects per change (the endpoint controller)
+overrides `on_change` to record which keys changed and reconciles only those.
 """
 
 from __future__ import annotations

@@ -1,18 +1,43 @@
 """Endpoints and EndpointSlices for Services with a selector: Ready pods are `addresses`
 (`ready: true` in a slice), the others `notReadyAddresses`; terminating pods are never ready.
 This is what turns a pod's `ome.io/serving` readiness gate into traffic.
+
+Like kube-controller-manager's endpoint and endpointslice controllers, this one works per
+Service and per change, so a fleet of thousands of pods costs work in proportion to what
+changed rather than services x pods per change:
+
+- a pod change marks only the Services whose selector matches the pod's old or new labels,
+  found through a reverse index of selectors (each Service is filed under one of its
+  selector's label pairs, the rarest one, since a matching pod must carry every pair);
+- a Service's pods come from the store's label index, and after the first pass only the
+  pods that changed are re-evaluated;
+- EndpointSlices hold at most `max_endpoints_per_slice` (100, `--max-endpoints-per-slice`)
+  endpoints, named `<service>-<random suffix>`; a changed pod rewrites only its own slice and
+  new pods fill slices with room before a new slice is created (the documented controller
+  logic: no active rebalancing); a Service without endpoints keeps one empty slice;
+- Endpoints hold at most 1000 addresses (ready ones first) and carry
+  `endpoints.kubernetes.io/over-capacity: truncated` when some were left out.
+
+Everything is recomputed for every Service on start (state may have been restored from a
+file) and for one Service when it, or a slice or Endpoints it owns, changes under us.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 from kubesim.controllers.base import Controller
+from kubesim.controllers.slices import SlicePacker
 from kubesim.errors import ApiError
-from kubesim.selectors import labels_match, requirements_from_selector
-from kubesim.store import Object
+from kubesim.selectors import Requirement, labels_match, requirements_from_selector
+from kubesim.store import Change, Object, ObjectKey
 from kubesim.subresources import pod_is_ready
-from kubesim.timing import clone
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+log = logging.getLogger("kubesim.controllers")
 
 PODS = ("", "pods")
 SERVICES = ("", "services")
@@ -21,8 +46,16 @@ SLICES = ("discovery.k8s.io", "endpointslices")
 NODES = ("", "nodes")
 MANAGED_BY = "endpoints.kubernetes.io/managed-by"
 SLICE_MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
+SLICE_CONTROLLER = "endpointslice-controller.k8s.io"
 SERVICE_NAME = "kubernetes.io/service-name"
+HEADLESS = "service.kubernetes.io/headless"
+OVER_CAPACITY = "endpoints.kubernetes.io/over-capacity"
 ZONE = "topology.kubernetes.io/zone"
+# The endpoints controller's cap on one Endpoints object (kube-controller-manager's maxCapacity).
+MAX_ENDPOINTS_ADDRESSES = 1000
+MAX_ENDPOINTS_PER_SLICE = 100
+
+Pair = tuple[str, str, str]  # (namespace, label key, label value)
 
 
 def _target_port(port: Object, pod: Object) -> int | None:
@@ -36,32 +69,159 @@ def _target_port(port: Object, pod: Object) -> int | None:
     return None
 
 
+def _publishable(pod: Object) -> bool:
+    status = pod.get("status") or {}
+    return bool(status.get("podIP")) and status.get("phase") not in ("Succeeded", "Failed")
+
+
+def _labels(svc: Object) -> dict[str, str]:
+    """The Service's labels, plus the headless marker the real controllers add."""
+    labels = dict(svc["metadata"].get("labels") or {})
+    if (svc.get("spec") or {}).get("clusterIP") == "None":
+        labels[HEADLESS] = ""
+    return labels
+
+
 class EndpointsController(Controller):
     name = "endpoint-controller"
-    watches = (PODS, SERVICES)
+    watches = (PODS, SERVICES, ENDPOINTS, SLICES)
+    max_endpoints_per_slice = MAX_ENDPOINTS_PER_SLICE
+    max_endpoints_addresses = MAX_ENDPOINTS_ADDRESSES
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(cluster)
+        self._resync_all = True
+        # Services to sync, each with the names of its pods that changed (None: all of them).
+        self._pending: dict[ObjectKey, set[str] | None] = {}
+        # The reverse selector index: Services filed under one pair of their selector.
+        self._reqs: dict[ObjectKey, list[Requirement]] = {}
+        self._pairs: dict[ObjectKey, list[Pair]] = {}
+        self._filed_under: dict[ObjectKey, Pair] = {}
+        self._filed: dict[Pair, set[ObjectKey]] = {}
+        self._pair_use: dict[Pair, int] = {}
+        # Each synced Service's publishable matching pods by name (what Endpoints list).
+        self._members: dict[ObjectKey, dict[str, Object]] = {}
+        self.slices = SlicePacker(self)
+
+    # ---- change tracking -------------------------------------------------------------------
+
+    def on_change(self, change: Change) -> None:
+        if change.type_key == PODS:
+            self._pod_changed(change)
+        elif change.type_key == SERVICES:
+            key = (change.obj["metadata"]["namespace"], change.obj["metadata"]["name"])
+            self._file(key, None if change.type == "DELETED" else change.obj)
+            self._mark(key, None)
+        elif change.type_key in (ENDPOINTS, SLICES) and change.type == "DELETED" and not self._reconciling:
+            # Someone else removed what we publish: put it back (our own deletions are expected).
+            meta = change.obj["metadata"]
+            labels = meta.get("labels") or {}
+            if change.type_key == ENDPOINTS and labels.get(MANAGED_BY) == "endpoint-controller":
+                self._mark((meta["namespace"], meta["name"]), None)
+            elif change.type_key == SLICES and labels.get(SLICE_MANAGED_BY) == SLICE_CONTROLLER:
+                if labels.get(SERVICE_NAME):
+                    self._mark((meta["namespace"], labels[SERVICE_NAME]), None)
+
+    def _pod_changed(self, change: Change) -> None:
+        meta = change.obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        new_labels = meta.get("labels") or {}
+        old_labels = ((change.old or {}).get("metadata") or {}).get("labels") or {}
+        for labels in (old_labels, new_labels) if old_labels != new_labels else (new_labels,):
+            for pair in labels.items():
+                for key in self._filed.get((namespace, *pair), ()):
+                    if labels_match(self._reqs[key], labels):
+                        self._mark(key, name)
+
+    def _mark(self, key: ObjectKey, pod: str | None) -> None:
+        if pod is None:
+            self._pending[key] = None
+        else:
+            names = self._pending.setdefault(key, set())
+            if names is not None:
+                names.add(pod)
+        self.poke()
+
+    def _file(self, key: ObjectKey, svc: Object | None) -> None:
+        """(Re)file a Service in the reverse selector index under its rarest selector pair."""
+        old = self._filed_under.pop(key, None)
+        if old is not None:
+            self._filed[old].discard(key)
+            if not self._filed[old]:
+                del self._filed[old]
+        self._reqs.pop(key, None)
+        for used in self._pairs.pop(key, []):
+            self._pair_use[used] -= 1
+            if not self._pair_use[used]:
+                del self._pair_use[used]
+        selector = ((svc or {}).get("spec") or {}).get("selector") or {}
+        if not selector:
+            return
+        pairs = [(key[0], k, str(v)) for k, v in sorted(selector.items())]
+        # Rarest first by the pods carrying the label now, then by how many selectors use it:
+        # a Service per Instance is filed under its index label, not the shared ones.
+        best = min(pairs, key=lambda p: (self.store.label_count(PODS, p[1], p[2]), self._pair_use.get(p, 0), p))
+        for pair in pairs:
+            self._pair_use[pair] = self._pair_use.get(pair, 0) + 1
+        self._pairs[key] = pairs
+        self._reqs[key] = requirements_from_selector({"matchLabels": selector})
+        self._filed_under[key] = best
+        self._filed.setdefault(best, set()).add(key)
+
+    # ---- reconcile -------------------------------------------------------------------------
 
     def reconcile(self) -> None:
-        services = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in self.store.list(SERVICES)}
-        pods_by_ns: dict[str, list[Object]] = {}
-        for pod in self.store.list(PODS):
-            pods_by_ns.setdefault(pod["metadata"]["namespace"], []).append(pod)
-        zones = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in self.store.list(NODES)}
-        for (ns, _name), svc in services.items():
-            selector = (svc.get("spec") or {}).get("selector")
-            if not selector:
-                continue
-            reqs = requirements_from_selector({"matchLabels": selector})
-            pods = [p for p in pods_by_ns.get(ns, []) if labels_match(reqs, p["metadata"].get("labels"))
-                    and (p.get("status") or {}).get("podIP")
-                    and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-            self._endpoints(svc, pods)
-            self._slice(svc, pods, zones)
-        self._remove_orphans(services)
+        if self._resync_all:
+            self._resync_all = False
+            for svc in self.store.list(SERVICES):
+                key = (svc["metadata"]["namespace"], svc["metadata"]["name"])
+                self._file(key, svc)
+                self._pending[key] = None
+            for ep in self.store.list(ENDPOINTS):  # orphans of Services deleted while we were down
+                if (ep["metadata"].get("labels") or {}).get(MANAGED_BY) == "endpoint-controller":
+                    self._pending.setdefault((ep["metadata"]["namespace"], ep["metadata"]["name"]), None)
+        pending, self._pending = self._pending, {}
+        for key, changed in pending.items():
+            try:
+                self._sync(key, changed)
+            except Exception:  # one bad Service must not starve the others
+                log.exception("%s: syncing service %s/%s failed", self.name, *key)
+                self._mark(key, None)
+                self.wake_in(0.5)
 
-    def _endpoints(self, svc: Object, pods: list[Object]) -> None:
+    def _sync(self, key: ObjectKey, changed: set[str] | None) -> None:
+        namespace, name = key
+        svc = self.store.get(SERVICES, namespace, name)
+        reqs = self._reqs.get(key)
+        if svc is None or reqs is None:
+            # Gone or selector-less: no Endpoints of ours (slices go with their owner, or stay
+            # for a selector-less Service, as the real controller leaves them).
+            self._members.pop(key, None)
+            self._drop_endpoints(namespace, name)
+            return
+        members = self._members.get(key)
+        if members is None or changed is None:
+            members = {p["metadata"]["name"]: p for p in self.store.select(PODS, namespace, reqs) if _publishable(p)}
+            self._members[key] = members
+            changed = None
+        else:
+            for pod_name in changed:
+                pod = self.store.get(PODS, namespace, pod_name)
+                if pod is not None and _publishable(pod) and labels_match(reqs, pod["metadata"].get("labels")):
+                    members[pod_name] = pod
+                else:
+                    members.pop(pod_name, None)
+        self._endpoints(svc, members)
+        self.slices.sync(svc, members, changed)
+
+    # ---- Endpoints (the legacy object) -----------------------------------------------------
+
+    def _endpoints(self, svc: Object, members: dict[str, Object]) -> None:
         rt = self.api.type_of(*ENDPOINTS)
         ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
-        ready, not_ready = [], []
+        ready: list[Object] = []
+        not_ready: list[Object] = []
+        pods = [members[n] for n in sorted(members)]
         for pod in pods:
             address = {"ip": pod["status"]["podIP"], "nodeName": pod["spec"].get("nodeName"),
                        "targetRef": {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
@@ -70,6 +230,12 @@ class EndpointsController(Controller):
                 ready.append(address)
             else:
                 not_ready.append(address)
+        # Over capacity, ready addresses are kept first, as the real controller prioritises them.
+        cap = self.max_endpoints_addresses
+        truncated = len(ready) + len(not_ready) > cap
+        if truncated:
+            ready = ready[:cap]
+            not_ready = not_ready[:cap - len(ready)]
         ports = []
         for port in (svc.get("spec") or {}).get("ports") or []:
             number = _target_port(port, pods[0]) if pods else None
@@ -83,79 +249,70 @@ class EndpointsController(Controller):
             subset["addresses"] = ready
         if not_ready:
             subset["notReadyAddresses"] = not_ready
-        if subset and ports:
-            subset["ports"] = ports
-        labels = {**(svc["metadata"].get("labels") or {}), MANAGED_BY: "endpoint-controller"}
-        body: Object = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name, "namespace": ns,
-                                                                             "labels": labels}}
-        if subset and ports:
-            body["subsets"] = [subset]
-        self._put(rt, ns, name, body)
-
-    def _slice(self, svc: Object, pods: list[Object], zones: dict[str, Any]) -> None:
-        rt = self.api.type_of(*SLICES)
-        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
-        endpoints = []
-        for pod in pods:
-            terminating = bool(pod["metadata"].get("deletionTimestamp"))
-            ready = pod_is_ready(pod)
-            entry: Object = {
-                "addresses": [pod["status"]["podIP"]],
-                "conditions": {"ready": ready and not terminating, "serving": ready, "terminating": terminating},
-                "nodeName": pod["spec"].get("nodeName"),
-                "targetRef": {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
-                              "uid": pod["metadata"]["uid"]},
-            }
-            zone = zones.get(pod["spec"].get("nodeName"))
-            if zone:
-                entry["zone"] = zone
-            endpoints.append(entry)
-        ports = []
-        for port in (svc.get("spec") or {}).get("ports") or []:
-            number = _target_port(port, pods[0]) if pods else None
-            if number is not None:
-                ports.append({"name": port.get("name", ""), "port": number, "protocol": port.get("protocol", "TCP")})
-        body: Object = {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": f"{name}-slice",
-                "namespace": ns,
-                "labels": {**(svc["metadata"].get("labels") or {}), SERVICE_NAME: name,
-                           SLICE_MANAGED_BY: "endpointslice-controller.k8s.io"},
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": name,
-                                     "uid": svc["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}],
-            },
-            "addressType": "IPv4",
-            "endpoints": endpoints,
-            "ports": ports,
-        }
-        self._put(rt, ns, f"{name}-slice", body)
-
-    def _put(self, rt: Any, ns: str, name: str, body: Object) -> None:
+        subsets = [{**subset, "ports": ports}] if subset and ports else None
+        labels = {**_labels(svc), MANAGED_BY: "endpoint-controller"}
         current = self.store.get(rt.key, ns, name)
+        annotations = dict(((current or {}).get("metadata") or {}).get("annotations") or {})
+        annotations.pop(OVER_CAPACITY, None)
+        if truncated:
+            annotations[OVER_CAPACITY] = "truncated"
         try:
             if current is None:
+                body: Object = {"apiVersion": "v1", "kind": "Endpoints",
+                                "metadata": {"name": name, "namespace": ns, "labels": labels}}
+                if annotations:
+                    body["metadata"]["annotations"] = annotations
+                if subsets:
+                    body["subsets"] = subsets
                 self.api.create(rt, ns, body, "endpoint-controller")
-            else:
-                merged = clone(current)
-                merged["metadata"]["labels"] = body["metadata"]["labels"]
-                for key in ("subsets", "endpoints", "ports", "addressType"):
-                    if key in body:
-                        merged[key] = body[key]
-                    else:
-                        merged.pop(key, None)
-                self.api.write(rt, merged, "endpoint-controller")
+                return
+            meta = current["metadata"]
+            if (current.get("subsets") == subsets and meta.get("labels") == labels
+                    and (meta.get("annotations") or {}) == annotations):
+                return  # nothing to say: no write, not even a no-op one
+            new_meta = {**meta, "labels": labels, "annotations": annotations}
+            if not annotations:
+                new_meta.pop("annotations")
+            merged = {k: v for k, v in current.items() if k != "subsets"}
+            merged["metadata"] = new_meta
+            if subsets:
+                merged["subsets"] = subsets
+            self.api.write(rt, merged, "endpoint-controller")
         except ApiError:
             return  # the namespace is terminating; nothing to publish
 
-    def _remove_orphans(self, services: dict[tuple[str, str], Object]) -> None:
-        rt = self.api.type_of(*ENDPOINTS)
-        for ep in self.store.list(ENDPOINTS):
-            key = (ep["metadata"]["namespace"], ep["metadata"]["name"])
-            managed = (ep["metadata"].get("labels") or {}).get(MANAGED_BY) == "endpoint-controller"
-            if managed and (key not in services or not (services[key].get("spec") or {}).get("selector")):
-                try:
-                    self.api.delete(rt, key[0], key[1])
-                except ApiError:
-                    continue
+    def _drop_endpoints(self, namespace: str, name: str) -> None:
+        ep = self.store.get(ENDPOINTS, namespace, name)
+        if ep is None or (ep["metadata"].get("labels") or {}).get(MANAGED_BY) != "endpoint-controller":
+            return
+        try:
+            self.api.delete(self.api.type_of(*ENDPOINTS), namespace, name)
+        except ApiError:
+            return
+
+    def slice_labels(self, svc: Object) -> dict[str, str]:
+        return {**_labels(svc), SERVICE_NAME: svc["metadata"]["name"], SLICE_MANAGED_BY: SLICE_CONTROLLER}
+
+    def endpoint_for(self, svc: Object, pod: Object) -> tuple[tuple[Any, ...], Object]:
+        """A pod's slice endpoint and the port mapping it needs (slices group by ports)."""
+        ns = svc["metadata"]["namespace"]
+        terminating = bool(pod["metadata"].get("deletionTimestamp"))
+        ready = pod_is_ready(pod)
+        node_name = pod["spec"].get("nodeName")
+        entry: Object = {
+            "addresses": [pod["status"]["podIP"]],
+            "conditions": {"ready": ready and not terminating, "serving": ready, "terminating": terminating},
+            "nodeName": node_name,
+            "targetRef": {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
+                          "uid": pod["metadata"]["uid"]},
+        }
+        node = self.store.get(NODES, "", node_name) if node_name else None
+        zone = ((node or {}).get("metadata", {}).get("labels") or {}).get(ZONE)
+        if zone:
+            entry["zone"] = zone
+        ports = []
+        for port in (svc.get("spec") or {}).get("ports") or []:
+            number = _target_port(port, pod)
+            if number is not None:
+                ports.append((port.get("name", ""), number, port.get("protocol", "TCP")))
+        return tuple(ports), entry

@@ -62,19 +62,21 @@ def instance_pod(
     }
 
 
-def headless_service(namespace: str, port: int = 8080) -> dict[str, Any]:
-    """The engine's headless Service `chat-engine`, selecting every pod of InferenceService chat."""
+def headless_service(namespace: str, port: int = 8080, index: int = 0) -> dict[str, Any]:
+    """Instance `index`'s headless Service `chat-engine-<index>`, selecting that Instance's pods,
+    labelled (and so its EndpointSlices) with the Instance's labels as the product makes it."""
+    labels = {
+        "ome.io/inferenceservice": "chat",
+        "ome.io/component": "engine",
+        "ome.io/instance-index": str(index),
+    }
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            "name": "chat-engine",
-            "namespace": namespace,
-            "labels": {"ome.io/inferenceservice": "chat"},
-        },
+        "metadata": {"name": f"chat-engine-{index}", "namespace": namespace, "labels": labels},
         "spec": {
             "clusterIP": "None",
-            "selector": {"ome.io/inferenceservice": "chat"},
+            "selector": dict(labels),
             "ports": [{"name": "http", "port": port}],
         },
     }

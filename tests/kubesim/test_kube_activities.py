@@ -206,7 +206,10 @@ def test_apply_twice_changes_nothing_and_keeps_foreign_labels(kube: KubeActiviti
     obj = run(kube.read_object, ReadObjectInput(ref=ref)).object
     assert obj is not None
     assert obj["spec"]["ports"][0]["port"] == 9090
-    assert obj["metadata"]["labels"] == {"ome.io/inferenceservice": "chat", "team": "search"}
+    assert obj["metadata"]["labels"] == {
+        **headless_service(namespace)["metadata"]["labels"],
+        "team": "search",
+    }
     # An object read back (resourceVersion, uid, status and all) applies as a no-op.
     assert run(kube.apply_object, ApplyObjectInput(manifest=obj)).action == "unchanged"
 
@@ -219,7 +222,7 @@ def test_apply_twice_changes_nothing_and_keeps_foreign_labels(kube: KubeActiviti
             label_selector="ome.io/inferenceservice=chat",
         ),
     )
-    assert [item["metadata"]["name"] for item in listed.items] == ["chat-engine"]
+    assert [item["metadata"]["name"] for item in listed.items] == ["chat-engine-0"]
 
     assert run(kube.delete_object, DeleteObjectInput(ref=ref)).deleted
     assert not run(kube.delete_object, DeleteObjectInput(ref=ref)).deleted
@@ -379,7 +382,7 @@ def test_everything_ends_right_with_injected_faults(
         names = [p["metadata"]["name"] for p in pods]
         for _ in range(3):
             run_retrying(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace)))
-        target = ObjectRef(api_version="v1", kind="Service", name="chat-engine", namespace=namespace)
+        target = ObjectRef(api_version="v1", kind="Service", name="chat-engine-0", namespace=namespace)
         counts = [
             run_retrying(
                 kube.record_event,

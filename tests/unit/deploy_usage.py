@@ -64,9 +64,11 @@ from planning.instance_pods import (
 from planning.replica_budget import update_policy
 from planning.replica_template import ClusterLifecycle, InstanceIdentity, instance_spec
 from planning.service_components import plan_components
+from planning.service_deployment import DeploymentObserved
 from planning.service_objects import render_deployment, render_inference_replica, render_pdb, render_service
 from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.kubesim.activity_objects import WAIT_SECONDS, wait_for
+from workers.deployment_watch import DeploymentWatcher
 from workers.watcher import PodWatcher
 
 T = TypeVar("T")
@@ -330,16 +332,23 @@ async def product_requests() -> Usage:
             summaries.append(summary)
             return True
 
+        async def deployment_sink(workflow_id: str, observed: DeploymentObserved) -> bool:
+            return True
+
         watcher = PodWatcher(logged_client(sim, log), sink)
+        deployments = DeploymentWatcher(logged_client(sim, log), deployment_sink)
         await watcher.start()
+        await deployments.start()
         try:
             async with asyncio.timeout(WAIT_SECONDS):
                 await watcher.wait_synced()
+                await deployments.wait_synced()
             await asyncio.to_thread(
                 exercise_activities, KubeActivities(logged_client(sim, log)), sim, summaries
             )
         finally:
             await watcher.stop()
+            await deployments.stop()
         counted: dict[tuple[str, str], int] = sim.counters()["requests"]
     finally:
         sim.stop()

@@ -29,6 +29,7 @@ from models.kube_ops import (
     KUBE_LIST_INSTANCE_PODS,
     KUBE_PATCH_OBJECT,
     KUBE_PODS_GONE,
+    KUBE_READ_OBJECT,
     KUBE_RECORD_EVENT,
     KUBE_SET_SERVING,
     ApplyObjectInput,
@@ -50,6 +51,8 @@ from models.kube_ops import (
     PatchObjectResult,
     PodsGoneInput,
     PodsGoneResult,
+    ReadObjectInput,
+    ReadObjectResult,
     RecordEventInput,
     RecordEventResult,
     SetServingInput,
@@ -271,6 +274,11 @@ class FakeCluster:
                 deleted=self.objects.pop(f"{arg.ref.kind}/{arg.ref.name}", None) is not None
             )
 
+        @activity.defn(name=KUBE_READ_OBJECT)
+        async def read_object(arg: ReadObjectInput) -> ReadObjectResult:
+            found = self.objects.get(f"{arg.ref.kind}/{arg.ref.name}")
+            return ReadObjectResult(found=found is not None, object=found)
+
         @activity.defn(name=KUBE_PATCH_OBJECT)
         async def patch_object(arg: PatchObjectInput) -> PatchObjectResult:
             pod = self.pods.get(arg.ref.name)
@@ -301,6 +309,7 @@ class FakeCluster:
             pods_gone,
             apply_object,
             delete_object,
+            read_object,
             patch_object,
             record_event,
             crd_exists,

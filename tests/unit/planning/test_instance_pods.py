@@ -9,9 +9,12 @@ import pytest
 
 from models.instance import InstanceSpec
 from planning.instance_pods import (
+    PodGroupStanding,
+    describe_owner,
     in_place_image_patches,
     in_place_possible,
     leader_address,
+    pod_group_standing,
     pod_names,
     render_headless_service,
     render_pod_group,
@@ -263,3 +266,54 @@ def test_in_place_patches_name_every_pod_with_images_and_revision() -> None:
 def test_workers_need_a_spec() -> None:
     with pytest.raises(ValueError, match="worker_pod_spec must be set when worker_count is 2"):
         spec(worker_count=2)
+
+
+# --- whose PodGroup holds the name ---------------------------------------------------------
+
+OURS_LABELS = {"ome.io/inferenceservice": "chat", "ome.io/component": "engine", "ome.io/instance-index": "1"}
+OUR_OWNER = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": "chat", "uid": "u-1"}
+
+
+def found_group(**metadata: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "chat-engine-1", "namespace": "prod", "labels": dict(OURS_LABELS)}
+    meta.update(metadata)
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": meta}
+
+
+@pytest.mark.parametrize(
+    ("uid", "found", "standing"),
+    [
+        ("u-1", None, PodGroupStanding.ABSENT),
+        ("u-1", found_group(ownerReferences=[OUR_OWNER]), PodGroupStanding.OURS),
+        (None, found_group(), PodGroupStanding.OURS),
+        (None, found_group(ownerReferences=[OUR_OWNER]), PodGroupStanding.OURS),
+        # Terminating wins whoever owns it: the name frees when it goes.
+        ("u-1", found_group(deletionTimestamp="2026-01-01T00:00:00Z"), PodGroupStanding.TERMINATING),
+        (
+            "u-1",
+            found_group(labels={}, deletionTimestamp="2026-01-01T00:00:00Z"),
+            PodGroupStanding.TERMINATING,
+        ),
+        # An InferenceService of the same name recreated: the old owner's uid is not ours.
+        ("u-1", found_group(ownerReferences=[{**OUR_OWNER, "uid": "u-0"}]), PodGroupStanding.TAKEN),
+        ("u-1", found_group(), PodGroupStanding.OURS),  # made before the uid was known
+        (None, found_group(ownerReferences=[{**OUR_OWNER, "name": "other"}]), PodGroupStanding.TAKEN),
+        (
+            None,
+            found_group(ownerReferences=[{"kind": "Job", "name": "chat", "uid": "j"}]),
+            PodGroupStanding.TAKEN,
+        ),
+        ("u-1", found_group(labels={}, ownerReferences=[OUR_OWNER]), PodGroupStanding.TAKEN),
+        (None, found_group(labels={**OURS_LABELS, "ome.io/instance-index": "2"}), PodGroupStanding.TAKEN),
+    ],
+)
+def test_pod_group_standing(
+    uid: str | None, found: dict[str, Any] | None, standing: PodGroupStanding
+) -> None:
+    assert pod_group_standing(gang(isvc_uid=uid), found) == standing
+
+
+def test_describe_owner_names_owner_or_labels() -> None:
+    assert describe_owner(found_group(ownerReferences=[OUR_OWNER])) == "InferenceService chat (uid u-1)"
+    assert describe_owner(found_group(labels={"team": "x"})) == "no owner reference (labels: team=x)"
+    assert describe_owner(found_group(labels={})) == "no owner reference (labels: none)"

@@ -26,8 +26,11 @@ from planning.instance_policy import (
     force_delete_due_at,
     force_delete_evidence,
     in_place_refused_message,
+    keeps_failed_attempt,
     next_ordinal,
     plan_update,
+    pod_group_recheck_seconds,
+    pod_group_taken_message,
     rebuild_delay_seconds,
     record_counting_failure,
     release_matches,
@@ -321,3 +324,30 @@ def test_readiness_deadline_always_grants_a_full_window(
             assert deadline is None
         else:
             assert deadline is not None and deadline >= at(window_start + timeout) - timedelta(microseconds=1)
+
+
+@pytest.mark.parametrize(
+    ("running", "target", "pods_created", "keeps"),
+    [
+        ("rev-1", "rev-1", True, True),  # a rebuild of a revision it ran: wait for its pods
+        ("rev-1", "rev-1", False, False),  # nothing was created: nothing to wait for
+        (None, "rev-1", True, False),  # a first create: rebuilt after back-off
+        ("rev-1", "rev-2", True, False),  # a new revision: its own fault may be the cause
+    ],
+)
+def test_keeps_failed_attempt(running: str | None, target: str, pods_created: bool, keeps: bool) -> None:
+    assert keeps_failed_attempt(running, target, pods_created) is keeps
+
+
+@pytest.mark.parametrize(
+    ("checks", "seconds"), [(0, 5.0), (1, 5.0), (2, 10.0), (3, 20.0), (4, 40.0), (5, 60.0), (500, 60.0)]
+)
+def test_pod_group_recheck_backs_off_to_a_minute(checks: int, seconds: float) -> None:
+    assert pod_group_recheck_seconds(checks) == seconds
+
+
+def test_pod_group_taken_message_names_group_owner_and_fix() -> None:
+    message = pod_group_taken_message(spec(), "InferenceService other (uid u-2)")
+    assert message.startswith("PodGroup ns/chat-engine-0 already exists and does not belong to this Instance")
+    assert "(found owner: InferenceService other (uid u-2))" in message
+    assert "kubectl delete podgroup chat-engine-0 -n ns" in message

@@ -7,7 +7,9 @@ from datetime import timedelta
 import pytest
 
 from models.inferencereplica import Condition, InferenceReplicaStatus, RolloutHold
+from models.pods import LABEL_COMPONENT, LABEL_ISVC
 from planning.replica_conditions import PlannedCondition
+from planning.service_deployment import observe_deployment
 from planning.service_status import (
     ComponentReport,
     deployment_component_report,
@@ -104,15 +106,29 @@ def test_rollout_in_flight_is_unknown() -> None:
 @pytest.mark.parametrize(
     ("desired", "status", "reason"),
     [
-        (2, {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}, "Ready"),
-        (4, {"replicas": 4, "readyReplicas": 3}, "MinimumAvailable"),
-        (4, {"replicas": 4, "readyReplicas": 1}, "InsufficientAvailable"),
+        (2, {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2}, "Ready"),
+        (
+            4,
+            {"replicas": 4, "readyReplicas": 3, "availableReplicas": 3, "updatedReplicas": 4},
+            "MinimumAvailable",
+        ),
+        (4, {"replicas": 4, "readyReplicas": 1, "availableReplicas": 1}, "InsufficientAvailable"),
         (2, None, "InsufficientAvailable"),
         (0, None, "NoReplicas"),
     ],
 )
 def test_deployment_component(desired: int, status: dict[str, int] | None, reason: str) -> None:
-    assert deployment_component_report("router", desired, status).condition.reason == reason
+    observed = None
+    if status is not None:
+        deployment = {
+            "metadata": {"labels": {LABEL_ISVC: "chat", LABEL_COMPONENT: "router"}, "generation": 1},
+            "spec": {"replicas": desired},
+            "status": {"observedGeneration": 1, **status},
+        }
+        observed = observe_deployment(deployment)
+    report = deployment_component_report("router", desired, observed)
+    assert (report.condition.type, report.condition.reason) == ("RouterReady", reason)
+    assert report.lifecycle is None, "§7: the lifecycle block is for OMENative components only"
 
 
 def test_isvc_status_keeps_transition_times() -> None:
