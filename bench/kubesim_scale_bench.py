@@ -90,8 +90,10 @@ async def bring_up(pods: int) -> dict[str, Any]:
         api.create(pods_rt, NS, {"metadata": {"name": f"model-engine-{index}-0", "labels": labels}, "spec": {
             "containers": [{"name": "engine", "image": "engine:1"}],
             "readinessGates": [{"conditionType": SERVING}]}}, "bench")
-        _timed(spent, "instance list pods",
-               lambda labels=labels: api.list(pods_rt, NS, ",".join(f"{k}={v}" for k, v in labels.items())))()
+        # The Instance lists its own pods by label right after creating them.
+        listed = time.thread_time()
+        api.list(pods_rt, NS, ",".join(f"{k}={v}" for k, v in labels.items()))
+        spent["instance list pods"] += time.thread_time() - listed
         if index % WAVE == WAVE - 1:
             await asyncio.sleep(0)
     serving: set[str] = set()

@@ -153,10 +153,31 @@ def _allocatable(view: NodeView) -> dict[str, int]:
     return resource_list(mapping(view.node.get("status")).get("allocatable"))
 
 
+# pod_requests of placed pods, by the identity of their spec: stored objects are never mutated
+# in place and a status update shares the old spec dict, so a node's sum is not re-parsed from
+# every pod's quantities for every pod scheduled (quadratic in a fleet bring-up). Each entry
+# holds its spec, so an id is never reused while cached.
+_REQUESTS_CACHE: dict[tuple[int, bool], tuple[object, dict[str, int]]] = {}
+_REQUESTS_CACHE_MAX = 100_000
+
+
+def _cached_requests(pod: Mapping[str, Any], non_zero: bool) -> dict[str, int]:
+    spec = pod.get("spec")
+    key = (id(spec), non_zero)
+    hit = _REQUESTS_CACHE.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    if len(_REQUESTS_CACHE) >= _REQUESTS_CACHE_MAX:
+        _REQUESTS_CACHE.clear()
+    requests = pod_requests(pod, non_zero)
+    _REQUESTS_CACHE[key] = (spec, requests)
+    return requests
+
+
 def _requested_on(view: NodeView, non_zero: bool = False) -> dict[str, int]:
     total: dict[str, int] = {}
     for other in view.pods:
-        for resource, amount in pod_requests(other, non_zero).items():
+        for resource, amount in _cached_requests(other, non_zero).items():
             total[resource] = total.get(resource, 0) + amount
     return total
 

@@ -247,6 +247,7 @@ class InferenceServiceWorkflow(ServiceComponents):
             generation=self.state.generation,
             phase=self.phase(),
             paused=self.state.paused,
+            pause=self.state.pause_depth.value if self.state.pause_depth is not None else None,
             deleting=self.state.deleting,
             transient_replicas=dict(self.state.transient),
             status=InferenceServiceStatus.model_validate(self.status_body()),

@@ -528,7 +528,9 @@ class InstanceOperations:
         await self.event(
             "InstanceFailed", policy.instance_failed_message(spec, failure.reason, failure.message)
         )
-        if spec.gang_surge_of is not None:
+        # A gang surge target gives up only until it first serves: once it has taken over
+        # (its source drained), a later failure is its own, handled like any Instance's.
+        if spec.gang_surge_of is not None and state.running_revision is None:
             await self.event("GangSurgeAbandoned", policy.gang_surge_abandoned_message(spec, failure.reason))
             state.abandoned = True
             state.pending_delete = DeleteRequest(reason="GangSurgeAbandoned", drain_seconds=0.0)

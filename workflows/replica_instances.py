@@ -74,8 +74,6 @@ from workflows.replica_pause import ReplicaPause
 class ReplicaInstances(ReplicaPause):
     """Acts on the Instance children; the workflow subclass decides when."""
 
-    wake_at: datetime | None
-    """When the last plan said its decision can change (e.g. a back-off ends); None: no need."""
     ended_indexes: frozenset[int] = frozenset()
     """Indexes whose Instance reported its end in this run: its workflow may still be closing,
     so a start at that index that finds it running is tried again (`start_instance`)."""

@@ -64,6 +64,9 @@ class ReplicaProjection:
     """Facts and projections over `self.state`; the workflow subclass owns the messages."""
 
     state: ReplicaState
+    wake_at: datetime | None
+    """When the last plan said its decision can change (a back-off ends, a paced status
+    write is due); None: no need."""
 
     async def send_all(self, sends: Sequence[Awaitable[object]]) -> None:
         """Await `sends` together, so their commands leave in one workflow task, in order."""
@@ -222,7 +225,9 @@ class ReplicaProjection:
         body = status.to_manifest()
         fingerprint = digest(body)
         phase = self.phase(status)
-        key = digest([condition_key([*status.conditions, component]), phase])
+        key = digest(
+            [condition_key(status.conditions), (component.type, component.status, component.reason), phase]
+        )
         decision = decide_publish(
             changed=fingerprint != state.written_status or key != state.published_key,
             urgent=key != state.published_key,

@@ -226,6 +226,7 @@ class ServiceState(_Message):
     def replica_pause_mode(self) -> InstancePauseMode | None:
         """`spec.pauseMode` of each InferenceReplica: `Recover`, `Freeze`, or None."""
         return replica_pause_mode(self.pause_depth)
+
     transient: dict[str, int] = Field(default_factory=dict)
     sent_configs: dict[str, str] = Field(default_factory=dict)
     """Fingerprint of the last `configure` sent to each InferenceReplica."""
@@ -261,6 +262,8 @@ class ServiceStatusView(_Message):
     generation: int
     phase: str
     paused: bool
+    pause: str | None = None
+    """The pause depth in force: `true` (updates held, repairs go on) or `freeze` (repairs stop too)."""
     deleting: bool
     transient_replicas: dict[str, int] = Field(default_factory=dict)
     status: InferenceServiceStatus
