@@ -17,6 +17,8 @@ Phases and messages: see `models/instance.py`. The operations live in
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -131,8 +133,8 @@ class InstanceWorkflow(InstanceLifecycle):
                 search_attributes.PHASE.value_set(self.state.phase.value),
             ]
         )
-        await self.prepare()
-        await self.report()
+        # The Instance's Service and its first report to the parent go out in one workflow task.
+        await asyncio.gather(self.prepare(), self.report())
         while True:
             finished = await self.step()
             await self.report()

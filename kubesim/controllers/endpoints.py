@@ -186,7 +186,7 @@ class EndpointsController(Controller):
                 self._sync(key, changed)
             except Exception:  # one bad Service must not starve the others
                 log.exception("%s: syncing service %s/%s failed", self.name, *key)
-                self._mark(key, None)
+                self._pending[key] = None  # retried in full after a pause, not in a hot loop
                 self.wake_in(0.5)
 
     def _sync(self, key: ObjectKey, changed: set[str] | None) -> None:
