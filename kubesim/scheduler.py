@@ -119,6 +119,11 @@ def _live_pods(pod: Mapping[str, Any], pods: Sequence[JSON]) -> dict[str, list[J
     return by_node
 
 
+def live_pods_by_node(pods: Sequence[JSON]) -> dict[str, list[JSON]]:
+    """Non-terminal pods per node name: what `schedule_pod` sees on each node."""
+    return _live_pods({}, pods)
+
+
 def _views(nodes: Sequence[JSON], by_node: Mapping[str, list[JSON]]) -> list[NodeView]:
     views = [
         NodeView(node=node, name=name_of(node), labels=labels_of(node), pods=tuple(by_node.get(name_of(node), ())))
@@ -361,11 +366,17 @@ def schedule_pod(
     nodes: Sequence[JSON],
     pods: Sequence[JSON],
     namespace_labels: Callable[[str], Mapping[str, str]] = default_namespace_labels,
+    by_node: Mapping[str, list[JSON]] | None = None,
 ) -> ScheduleResult:
-    """Pick a node for `pod` among `nodes`, given every pod in the cluster (any namespace)."""
+    """Pick a node for `pod` among `nodes`, given every pod in the cluster (any namespace).
+
+    `by_node`, when given, is `live_pods_by_node(pods)` kept up to date by a caller placing
+    many unbound pods in a row, so each placement does not walk every pod again; it must
+    not hold `pod` itself (an unbound pod never is).
+    """
     if sequence(mapping(pod.get("spec")).get("schedulingGates")):
         return ScheduleResult(node_name=None, message=SCHEDULING_GATED_MESSAGE, reason="SchedulingGated")
-    views = _views(nodes, _live_pods(pod, pods))
+    views = _views(nodes, _live_pods(pod, pods) if by_node is None else by_node)
     try:
         filters = _Filters(pod, views, namespace_labels)
         rejections = {view.name: filters.check(view) for view in views}

@@ -123,7 +123,10 @@ class AffinityFilter:
         self.existing_anti_counts: dict[Pair, int] = {}
         for view in views:
             for existing in view.pods:
-                for term in _terms(existing, "podAntiAffinity", required=True):
+                # Parse an existing pod's own terms only when it has an affinity at all.
+                own = _terms(existing, "podAntiAffinity", required=True) if mapping(
+                    mapping(existing.get("spec")).get("affinity")) else []
+                for term in own:
                     if term.matches(pod, namespace_labels):
                         _bump(self.existing_anti_counts, view.labels, term.topology_key, 1)
                 if self.affinity_terms and all(t.matches(existing, namespace_labels) for t in self.affinity_terms):
@@ -180,6 +183,10 @@ def affinity_scores(
         for existing in view.pods:
             process(preferred, existing, view.labels, 1)
             process(preferred_anti, existing, view.labels, -1)
+            # Most pods have no affinity of their own: skip parsing three empty term lists
+            # for each of them on every pod scheduled (quadratic over a fleet bring-up).
+            if not mapping(mapping(existing.get("spec")).get("affinity")):
+                continue
             process(_terms(existing, "podAffinity", required=True), pod, view.labels, 1, HARD_POD_AFFINITY_WEIGHT)
             process(_terms(existing, "podAffinity", required=False), pod, view.labels, 1)
             process(_terms(existing, "podAntiAffinity", required=False), pod, view.labels, -1)

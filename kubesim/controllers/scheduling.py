@@ -13,7 +13,7 @@ from typing import Any
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
 from kubesim.events import record_event
-from kubesim.scheduler import ScheduleResult, schedule_pod
+from kubesim.scheduler import ScheduleResult, live_pods_by_node, schedule_pod
 from kubesim.store import Change, Object
 from kubesim.subresources import bind_pod
 from kubesim.timing import timestamp
@@ -65,9 +65,12 @@ class Scheduling(Controller):
         nodes = self.store.list(NODES)
         pods_rt = self.api.type_of(*PODS)
         live = {p["metadata"]["uid"] for p in pending}
+        position = {p["metadata"]["uid"]: i for i, p in enumerate(pods)}
         self._last = {uid: v for uid, v in self._last.items() if uid in live}
+        # Pods per node, built once per pass and extended by each binding below.
+        by_node = live_pods_by_node(pods)
         for pod in pending:
-            result = self.schedule(pod, nodes, pods, namespace_labels=self._namespace_labels)
+            result = self.schedule(pod, nodes, pods, namespace_labels=self._namespace_labels, by_node=by_node)
             if result.node_name:
                 try:
                     bound = bind_pod(self.api, pod, result.node_name)
@@ -77,7 +80,9 @@ class Scheduling(Controller):
                              f"Successfully assigned {pod['metadata'].get('namespace')}/{pod['metadata']['name']} "
                              f"to {result.node_name}", "default-scheduler")
                 # The next pod must see this one's resources as taken.
-                pods = [bound if p["metadata"]["uid"] == bound["metadata"]["uid"] else p for p in pods]
+                # (store.list returned a fresh list: replacing one entry in place is safe.)
+                pods[position[bound["metadata"]["uid"]]] = bound
+                by_node.setdefault(result.node_name, []).append(bound)
                 self._last.pop(pod["metadata"]["uid"], None)
                 continue
             self._unschedulable(pods_rt, pod, result)

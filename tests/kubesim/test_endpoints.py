@@ -1,6 +1,7 @@
 """The endpoint controller at scale and to the Kubernetes contract: EndpointSlices of at most
 100 endpoints, stable under single-pod changes; Endpoints capped with the over-capacity
-annotation; only the Services a change concerns are touched; the store's label index."""
+annotation; only the Services a change concerns are touched. Also the other fleet-scale
+paths: the store's label index and the scheduler's per-pass pods-per-node index."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kubesim.cluster import Cluster
 from kubesim.controllers.endpoints import (
@@ -17,9 +20,12 @@ from kubesim.controllers.endpoints import (
     OVER_CAPACITY,
     EndpointsController,
 )
+from kubesim.scheduler import live_pods_by_node, schedule_pod
 from kubesim.selectors import parse_label_selector
 from kubesim.store import Store
 from kubesim.timing import Timing
+from tests.kubesim.scheduler_pods import bind, instance_pod
+from tests.kubesim.test_scheduler_properties import clusters
 
 pytestmark = pytest.mark.kubesim
 
@@ -229,3 +235,25 @@ def test_store_label_index_follows_writes_and_restores() -> None:
     assert [o["metadata"]["name"] for o in restored.select(pods, None, parse_label_selector("i=1"))] == ["z"]
     assert [o["metadata"]["name"] for o in restored.list(pods, "b")] == ["z"]
     assert restored.label_count(pods, "app", "m") == 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters(), gpus=st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=8))
+def test_scheduler_pods_per_node_index_places_like_a_full_walk(
+    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]], gpus: list[int]
+) -> None:
+    """The scheduling loop passes a pods-per-node index it extends per binding: the same
+    placements as walking every pod for every pod."""
+    nodes, existing = cluster
+    placed = list(existing)
+    by_node = live_pods_by_node(placed)
+    for index, count in enumerate(gpus):
+        pod = instance_pod(index=index, gpus=count, spread="Preferred")
+        walked = schedule_pod(pod, nodes, placed)
+        indexed = schedule_pod(pod, nodes, placed, by_node=by_node)
+        assert (indexed.node_name, indexed.message, indexed.scores) == (walked.node_name, walked.message,
+                                                                       walked.scores)
+        if walked.node_name:
+            bound = bind(pod, walked.node_name)
+            placed.append(bound)
+            by_node.setdefault(walked.node_name, []).append(bound)

@@ -6,9 +6,9 @@
 Each scenario runs on a Temporal dev server (real time, real persistence: the histories are the
 ones production writes, workflow-task boundaries and all) with the real worker
 (`workers.worker.build_worker`), the real Kubernetes activities against a fresh kubesim with
-fast timing, and the pod watcher in-process. When the scenario is over, every execution that
-ran on its task queue (children and continued-as-new runs included, found through visibility)
-has its history written to `tests/replay/histories/<scenario>__<workflow-type>__<n>.json`,
+fast timing, and the watcher's pod and Deployment watches in-process. When the scenario is
+over, every execution that ran on its task queue (children and continued-as-new runs included,
+found through visibility) has its history written to `tests/replay/histories/<scenario>__<workflow-type>__<n>.json`,
 `n` counting that type's executions in (workflow id, start time) order. A file is the SDK's
 history JSON (`WorkflowHistory.to_json()`) plus a top-level `workflowId`. A scenario's old files are removed first,
 so a rerun replaces them exactly.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import sys
 import tempfile
@@ -33,13 +34,13 @@ from typing import Any
 from uuid import uuid4
 
 import kubernetes
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
-from models.instance import DeleteRequest, InstancePhase, UpdateRequest
+from models.instance import QUERY_STATUS, DeleteRequest, InstancePhase, InstanceStatus, UpdateRequest
 from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.fixtures.temporal import start_dev_server
 from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
@@ -47,6 +48,7 @@ from tests.workflows.service_harness import (
     FAST_CLUSTER,
     IMAGE_1,
     IMAGE_2,
+    NAME,
     NAMESPACE,
     Story,
     eventually,
@@ -55,6 +57,7 @@ from tests.workflows.service_harness import (
     with_image,
 )
 from workers.client import exit_process
+from workers.deployment_watch import DeploymentWatcher, TemporalDeploymentSink
 from workers.watcher import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
 from workflows.service_calls import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
@@ -133,8 +136,9 @@ async def instance_surge_update(env: WorkflowEnvironment, sim: KubeSim, task_que
 async def service_story(
     env: WorkflowEnvironment, sim: KubeSim, task_queue: str, cluster: dict[str, Any]
 ) -> AsyncIterator[Story]:
-    """The spec 003 example's namespace and runtime, a worker, and the real watcher (rather than
-    the workflow tests' polling relay: its signals are the ones production histories carry)."""
+    """The spec 003 example's namespace and runtime, a worker, and the real watcher process's two
+    watches, pods and Deployments, as `workers.watcher.main` runs them (rather than the workflow
+    tests' polling relay: their signals are the ones production histories carry)."""
     api = sim.api_client()
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
@@ -145,11 +149,14 @@ async def service_story(
         "ome.io", "v1beta1", NAMESPACE, "servingruntimes", runtime_manifest()
     )
     watcher = PodWatcher(sim.api_client(), TemporalSignalSink(env.client))
+    deployments = DeploymentWatcher(sim.api_client(), TemporalDeploymentSink(env.client))
     await watcher.start()
+    await deployments.start()
     try:
         async with build_worker(env.client, task_queue, sim.api_client()):
             yield Story(env.client, task_queue, sim, core, custom, None, cluster)
     finally:
+        await deployments.stop()
         await watcher.stop()
 
 
@@ -226,8 +233,12 @@ async def _replica_running(s: Story) -> bool:
     """Whether this scenario's InferenceReplica runs. A query before it starts would reach the
     previous scenario's closed run of the same id, whose task queue nobody polls any more, and
     hang until the server's query timeout."""
+    return await _running(s.irep())
+
+
+async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
     try:
-        return (await s.irep().describe()).status == WorkflowExecutionStatus.RUNNING
+        return (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             return False
@@ -272,6 +283,187 @@ async def service_held_release(env: WorkflowEnvironment, sim: KubeSim, task_queu
         await _delete_service(s)
 
 
+# --- Newer code paths: freeze and gang surge, Deployment mode, lifecycle-only changes -------
+
+
+async def _instance(s: Story, index: int) -> InstanceStatus | None:
+    """Instance `index`'s status, None unless this scenario's run of it is running (see
+    `_replica_running`: an earlier scenario's run of the same id would hang the query)."""
+    handle = s.client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-{index}")
+    if not await _running(handle):
+        return None
+    status: InstanceStatus = await handle.query(QUERY_STATUS, result_type=InstanceStatus)
+    return status
+
+
+def _live(s: Story) -> list[Any]:
+    return [p for p in s.pods() if p.metadata.deletion_timestamp is None]
+
+
+def _gang_serving(s: Story) -> dict[int, str]:
+    """Index -> image of every Instance whose leader and worker both serve."""
+    pods: dict[int, list[str]] = {}
+    for pod in s.serving_pods():
+        pods.setdefault(int(pod.metadata.labels["ome.io/instance-index"]), []).append(
+            pod.spec.containers[0].image
+        )
+    return {index: images[0] for index, images in pods.items() if len(images) >= 2}
+
+
+async def _frozen(s: Story, indexes: list[int]) -> bool:
+    statuses = [await _instance(s, index) for index in indexes]
+    return all(status is not None and status.pause_mode == "Freeze" for status in statuses)
+
+
+async def _update_waiting(s: Story) -> bool:
+    """A new revision is the update target while every pod stays on the old image."""
+    lifecycle = (await s.status()).status.components["engine"].lifecycle
+    return (
+        lifecycle is not None
+        and lifecycle.update_revision != lifecycle.current_revision
+        and _live_images(s) == {IMAGE_1}
+    )
+
+
+async def _lost_unrepaired(s: Story, pod: str) -> bool:
+    """Instance 0 knows its worker is gone, still frozen, and nothing has put it back."""
+    status = await _instance(s, 0)
+    return (
+        status is not None
+        and status.pause_mode == "Freeze"
+        and status.total_pods == 1
+        and not status.serving
+        and pod not in {p.metadata.name for p in s.pods()}
+    )
+
+
+async def _gang_replaced(s: Story, first: set[str]) -> list[int] | None:
+    """The indexes of the two Instances once both serve the new image on none of the old pods
+    and the rollout is recorded complete."""
+    serving = _gang_serving(s)
+    live = _live(s)
+    if len(serving) != 2 or set(serving.values()) != {IMAGE_2} or len(live) != 4:
+        return None
+    if {p.metadata.uid for p in live} & first:
+        return None
+    lifecycle = (await s.status()).status.components["engine"].lifecycle
+    if lifecycle is None or lifecycle.current_revision != lifecycle.update_revision:
+        return None
+    return sorted(serving)
+
+
+async def _gang_surge_of(s: Story, index: int) -> int | None:
+    """The `gang_surge_of` Instance `index` was started with: the history holds the start input."""
+    handle = s.client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-{index}")
+    started = (await handle.fetch_history()).events[0].workflow_execution_started_event_attributes
+    spec = json.loads(started.input.payloads[0].data)
+    source = spec.get("gangSurgeOf")
+    return None if source is None else int(source)
+
+
+async def service_gang_surge_freeze(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest(
+            leader={},
+            worker={"size": 1},
+            lifecycle={"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}},
+        )
+        await _accepted(s, manifest)
+        await until(
+            lambda: sorted(_gang_serving(s)) == [0, 1], "Instances 0 and 1 serving, leader and worker"
+        )
+        first = {p.metadata.uid for p in _live(s)}
+        await s.handle().signal("pause", "freeze")
+        await until(lambda: _frozen(s, [0, 1]), "both Instances frozen")
+        await _accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: _update_waiting(s), "the image change held back by the freeze")
+        (worker,) = [
+            p.metadata.name
+            for p in _live(s)
+            if p.metadata.labels["ome.io/instance-index"] == "0" and "-worker-" in p.metadata.name
+        ]
+        s.core.delete_namespaced_pod(worker, NAMESPACE, grace_period_seconds=0)
+        await until(lambda: _lost_unrepaired(s, worker), "Instance 0 short of its worker, not repaired")
+        await s.handle().signal("resume")
+        indexes = await until(lambda: _gang_replaced(s, first), "both Instances replaced on the new image")
+        surged = {index: await _gang_surge_of(s, index) for index in indexes}
+        if all(source is None for source in surged.values()):
+            raise RuntimeError(f"no replacement was a gang surge target (index: source {surged})")
+        print(f"         serving at indexes {indexes}, replacing (index: source) {surged}", flush=True)
+        await _delete_service(s)
+
+
+def _router(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` plus a RawDeployment router (1..3 replicas) beside its OMENative engine."""
+    changed = copy.deepcopy(manifest)
+    changed["spec"]["router"] = {
+        "minReplicas": 1,
+        "maxReplicas": 3,
+        "runner": {"name": "router", "image": "ome/router:1"},
+        "annotations": {"ome.io/deploymentMode": "RawDeployment"},
+    }
+    return changed
+
+
+async def _router_available(s: Story, count: int) -> bool:
+    """RouterReady=True from a Deployment with `count` available pods, the service Ready."""
+    view = await s.status()
+    router, ready = view.status.condition("RouterReady"), view.status.condition("Ready")
+    deployment = view.deployments.get("router")
+    return (
+        router is not None
+        and (router.status, router.reason) == ("True", "Ready")
+        and ready is not None
+        and ready.status == "True"
+        and deployment is not None
+        and deployment.available_replicas == count
+    )
+
+
+async def _rejected(s: Story, reason: str) -> bool:
+    rejected = (await s.status()).last_rejected_request
+    return rejected is not None and rejected.reason == reason
+
+
+async def service_deployment_scale(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        await _accepted(s, _router(isvc_manifest(minReplicas=1, maxReplicas=1)))
+        await until(lambda: _router_available(s, 1), "a Ready engine Instance and a Ready router Deployment")
+        await s.handle().signal("scale", ScaleRequest(component="router", replicas=7))
+        await until(lambda: _rejected(s, "ScaleRejected"), "the out-of-range scale refused (ScaleRejected)")
+        await s.handle().signal("scale", ScaleRequest(component="router", replicas=2))
+        await until(lambda: _router_available(s, 2), "RouterReady from a Deployment of two available pods")
+        await _delete_service(s)
+
+
+async def _ready_at(s: Story, generation: int) -> Any:
+    """The engine's lifecycle once Ready with two Instances and `generation` reported."""
+    view = await s.status()
+    lifecycle = view.status.components["engine"].lifecycle
+    ready = view.status.condition("Ready")
+    if ready is None or ready.status != "True" or lifecycle is None or lifecycle.ready_replicas != 2:
+        return None
+    return lifecycle if lifecycle.observed_generation == generation else None
+
+
+async def _recreated(s: Story, index: int) -> bool:
+    status = await _instance(s, index)
+    return status is not None and status.incarnation == 2 and await _ready_at(s, 2) is not None
+
+
+async def service_lifecycle_change(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        await _accepted(s, isvc_manifest())
+        before = await until(lambda: _ready_at(s, 1), "two Ready engine Instances")
+        await _accepted(s, isvc_manifest(lifecycle={"restartPolicy": "RecreateInstanceOnPodRestart"}))
+        after = await until(lambda: _ready_at(s, 2), "Ready at generation 2")
+        if after.update_revision != before.update_revision:
+            raise RuntimeError(f"a lifecycle-only change made revision {after.update_revision}")
+        sim.kill_pod(NAMESPACE, f"{NAME}-engine-1-default-0")
+        await until(lambda: _recreated(s, 1), "Instance 1 recreated whole after its container died")
+        await _delete_service(s)
+
+
 SCENARIOS = [
     Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
     Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
@@ -290,6 +482,21 @@ SCENARIOS = [
         "service_held_release",
         service_held_release,
         "an unpullable image held, release_held (unknown and real revision), fixed image, reset, delete",
+    ),
+    Scenario(
+        "service_gang_surge_freeze",
+        service_gang_surge_freeze,
+        "leader+worker Instances: freeze, image change held, a pod lost unrepaired, resume, gang surge, delete",
+    ),
+    Scenario(
+        "service_deployment_scale",
+        service_deployment_scale,
+        "an OMENative engine and a RawDeployment router: scale refused, scale 1 -> 2, delete",
+    ),
+    Scenario(
+        "service_lifecycle_change",
+        service_lifecycle_change,
+        "restartPolicy changed alone (no new revision), a killed container recreates its Instance, delete",
     ),
 ]
 
