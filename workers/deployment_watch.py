@@ -32,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.pods import LABEL_ISVC
 from planning.service_deployment import DeploymentObserved, observe_deployment
+from workers.watch_loop import WatchLoop
 from workers.watch_stream import KindWatch, WatchItem
 from workflows.names import isvc_workflow_id
 from workflows.service_calls import SIGNAL_DEPLOYMENT_CHANGED
@@ -68,8 +69,10 @@ def _key(obj: dict[str, Any]) -> Key:
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
 
-class DeploymentWatcher:
+class DeploymentWatcher(WatchLoop):
     """Watches one cluster's product Deployments; `start()`/`stop()` or `run()`."""
+
+    name = "deployment-watcher"
 
     def __init__(
         self,
@@ -80,10 +83,9 @@ class DeploymentWatcher:
         read_timeout_seconds: float = 90.0,
     ) -> None:
         self.sink = sink
-        self.coalesce_seconds = coalesce_seconds
         self.signals_sent = 0
         self.signal_failures = 0
-        self._watch = KindWatch(
+        watch = KindWatch(
             api_client,
             DEPLOYMENTS,
             "/apis/apps/v1/deployments",
@@ -91,84 +93,20 @@ class DeploymentWatcher:
             read_timeout_seconds,
             optional=True,
         )
+        super().__init__([watch], coalesce_seconds, logger)
         self._current: dict[Key, DeploymentObserved] = {}
         self._last_sent: dict[Key, DeploymentObserved] = {}
         self._dirty: set[Key] = set()
-        self._queue: asyncio.Queue[WatchItem] | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._synced = asyncio.Event()
-        self._retry_delay = 0.5
 
-    async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[WatchItem] = asyncio.Queue()
-        self._queue = queue
-
-        def post(item: WatchItem) -> None:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-            except RuntimeError:
-                pass  # the loop closed while the thread was still delivering: we are stopping
-
-        self._watch.start(post)
-        self._task = asyncio.create_task(self._loop(), name="deployment-watcher")
-
-    async def stop(self) -> None:
-        self._watch.stop()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-        await asyncio.to_thread(self._watch.join, 5.0)
-
-    async def wait_synced(self) -> None:
-        """Wait until the Deployments were listed once and the first pass was sent."""
-        await self._synced.wait()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await self.start()
-        try:
-            await stop.wait()
-        finally:
-            await self.stop()
-
-    async def _loop(self) -> None:
-        assert self._queue is not None
-        queue = self._queue
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                if self._dirty:
-                    try:
-                        self._apply(await asyncio.wait_for(queue.get(), self._retry_delay))
-                    except TimeoutError:
-                        await self._flush()
-                        continue
-                else:
-                    self._apply(await queue.get())
-                # Coalesce: a rollout writes a Deployment's status many times within moments.
-                deadline = loop.time() + self.coalesce_seconds
-                while (remaining := deadline - loop.time()) > 0:
-                    try:
-                        self._apply(await asyncio.wait_for(queue.get(), remaining))
-                    except TimeoutError:
-                        break
-                await self._flush()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # A bug in one pass must not end the watcher: the next event re-evaluates.
-                logger.exception("deployment watcher pass failed")
+    def _has_dirty(self) -> bool:
+        return bool(self._dirty)
 
     def _apply(self, item: WatchItem) -> None:
         if item.type == "BOOKMARK":
             return
         if item.type == "DISABLED":
             logger.info("deployment watch disabled reason=%s: workflows re-read Deployments", item.reason)
-            self._synced.set()
+            self._synced_event.set()
             return
         if item.type == "RESYNC":
             seen: dict[Key, DeploymentObserved] = {}
@@ -199,12 +137,10 @@ class DeploymentWatcher:
         ]
         results = await asyncio.gather(*(self._send(key, observed) for key, observed in pending))
         self._dirty.update(key for (key, _), ok in zip(pending, results, strict=True) if not ok)
-        # Back off while Temporal is unavailable, reset once signals go through again.
-        self._retry_delay = min(self._retry_delay * 2, 30.0) if self._dirty else 0.5
         for key, observed in list(self._current.items()):
             if not observed.exists and key not in self._dirty:
                 del self._current[key]
-        self._synced.set()
+        self._after_flush(bool(self._dirty))
 
     async def _send(self, key: Key, observed: DeploymentObserved) -> bool:
         """Signal one InferenceService; True when handled (delivered or no such workflow)."""

@@ -54,7 +54,9 @@ class WatchLoop(abc.ABC):
 
     def _after_flush(self, failed: bool) -> None:
         """Back off while signals fail, reset once they go through; the first pass marks synced."""
-        self._retry_delay = min(self._retry_delay * 2, LONGEST_RETRY_SECONDS) if failed else FIRST_RETRY_SECONDS
+        self._retry_delay = (
+            min(self._retry_delay * 2, LONGEST_RETRY_SECONDS) if failed else FIRST_RETRY_SECONDS
+        )
         self._synced_event.set()
 
     # --- lifecycle ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
 from planning.pod_summary import InstanceKey, instance_key, instance_pods, listed_pods
+from workers.watch_loop import WatchLoop
 from workers.watch_stream import KindWatch, WatchItem
 from workflows.names import instance_workflow_id
 
@@ -115,8 +116,10 @@ class PodIndex:
         return [self.by_name[name] for name in self.by_instance.get(key, ())]
 
 
-class PodWatcher:
+class PodWatcher(WatchLoop):
     """Watches one cluster and signals Instance workflows; `start()`/`stop()` or `run()`."""
+
+    name = "pod-watcher"
 
     def __init__(
         self,
@@ -131,15 +134,14 @@ class PodWatcher:
     ) -> None:
         self.sink = sink
         self.cluster = cluster
-        self.coalesce_seconds = coalesce_seconds
         self.stats = WatcherStats()
         self._semaphore = asyncio.Semaphore(max_concurrent_signals)
-        self._kinds = [
+        kinds = [
             KindWatch(api_client, PODS, "/api/v1/pods", LABEL_ISVC, read_timeout_seconds),
             KindWatch(api_client, NODES, "/api/v1/nodes", "", read_timeout_seconds),
         ]
         if watch_endpoints:
-            self._kinds.append(
+            kinds.append(
                 # Only the Instances' headless Services' slices (they carry the Instance index
                 # label): those are what "listed" reads. A component Service's slices list
                 # every pod of the component and would make each change O(Instances).
@@ -152,6 +154,7 @@ class PodWatcher:
                     optional=True,
                 )
             )
+        super().__init__(kinds, coalesce_seconds, logger)
         self._pods = PodIndex()
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {
             kind.name: {} for kind in self._kinds
@@ -163,92 +166,16 @@ class PodWatcher:
         self._resource_version = ""
         self._dirty: set[InstanceKey] = set()
         self._last_sent: dict[InstanceKey, InstancePods] = {}
-        self._queue: asyncio.Queue[WatchItem] | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._synced_event = asyncio.Event()
-        self._retry_delay = 0.5
-
-    # --- lifecycle -------------------------------------------------------------------------
-
-    async def start(self) -> None:
-        """Start the watch threads and the signalling task on the running loop."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[WatchItem] = asyncio.Queue()
-        self._queue = queue
-
-        def post(item: WatchItem) -> None:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-            except RuntimeError:
-                pass  # the loop closed while a thread was still delivering: we are stopping
-
-        for kind in self._kinds:
-            kind.start(post)
-        self._task = asyncio.create_task(self._loop(), name="pod-watcher")
-
-    async def stop(self) -> None:
-        """Stop the threads and the task; in-flight signals finish or are cancelled."""
-        for kind in self._kinds:
-            kind.stop()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-        await asyncio.gather(*(asyncio.to_thread(kind.join, 5.0) for kind in self._kinds))
-
-    async def wait_synced(self) -> None:
-        """Wait until every kind has been listed once and the first pass was sent."""
-        await self._synced_event.wait()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Run until `stop` is set (the process entry point)."""
-        await self.start()
-        try:
-            await stop.wait()
-        finally:
-            await self.stop()
 
     # --- applying events ---------------------------------------------------------------------
 
-    def _all_synced(self) -> bool:
+    def _ready(self) -> bool:
         # Summaries need every kind: a pod judged before the nodes are listed would look
         # bound to a missing node, which is evidence for force-deletion.
         return self._synced == {kind.name for kind in self._kinds}
 
-    async def _loop(self) -> None:
-        assert self._queue is not None
-        queue = self._queue
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                if self._dirty and self._all_synced():
-                    # Failed signals are waiting: retry them after the back-off, or sooner.
-                    try:
-                        self._apply(await asyncio.wait_for(queue.get(), self._retry_delay))
-                    except TimeoutError:
-                        await self._flush()
-                        continue
-                else:
-                    self._apply(await queue.get())
-                # Coalesce: a rollout or a node failure changes many pods within milliseconds.
-                deadline = loop.time() + self.coalesce_seconds
-                while (remaining := deadline - loop.time()) > 0:
-                    try:
-                        self._apply(await asyncio.wait_for(queue.get(), remaining))
-                    except TimeoutError:
-                        break
-                while not queue.empty():
-                    self._apply(queue.get_nowait())
-                if self._all_synced():
-                    await self._flush()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # A bug in one pass must not end the watcher: the next event re-evaluates.
-                logger.exception("watcher pass failed cluster=%s", self.cluster)
+    def _has_dirty(self) -> bool:
+        return bool(self._dirty)
 
     def _apply(self, item: WatchItem) -> None:
         store = self._objects[item.kind]
@@ -365,11 +292,9 @@ class PodWatcher:
         results = await asyncio.gather(*(self._send(key, summary) for key, summary in pending))
         failed = [key for (key, _), ok in zip(pending, results, strict=True) if not ok]
         self._dirty.update(failed)
-        # Back off while Temporal is unavailable, reset once signals go through again.
-        self._retry_delay = min(self._retry_delay * 2, 30.0) if failed else 0.5
         if not self._synced_event.is_set():
-            self._synced_event.set()
             logger.info("initial pass done cluster=%s instances=%d", self.cluster, len(self._last_sent))
+        self._after_flush(bool(failed))
 
     async def _send(self, key: InstanceKey, summary: InstancePods) -> bool:
         """Signal one Instance; True when handled (delivered or no such workflow)."""
