@@ -133,8 +133,12 @@ class InstanceWorkflow(InstanceLifecycle):
                 search_attributes.PHASE.value_set(self.state.phase.value),
             ]
         )
-        # The Instance's Service and its first report to the parent go out in one workflow task.
-        await asyncio.gather(self.prepare(), self.report())
+        # The Instance's Service, its first report to the parent, and (for a create) the pod
+        # list the create starts from go out in one workflow task.
+        first = [self.prepare(), self.report()]
+        if self.state.phase in (P.CREATING, P.PENDING):
+            first.append(self.list_ahead())
+        await asyncio.gather(*first)
         while True:
             finished = await self.step()
             await self.report()

@@ -67,6 +67,10 @@ class InstanceOperations:
     """The members `bring_up` last saw ready and their restart counts at that moment.
     `commit_ready` starts the restart baseline from them: a container that restarts later in
     the operation (while the old pod of a surge drains, say) must still count as a restart."""
+    listed_at: tuple[int, int] | None = None
+    """`mark()` right after a pod list taken ahead of need (the run's first task lists a
+    creating Instance's pods beside its Service); `live_pods` uses that list while nothing
+    has arrived since, instead of listing again."""
 
     # --- small helpers --------------------------------------------------------------
 
@@ -134,12 +138,16 @@ class InstanceOperations:
         """Where the observations and requests stand; take it *before* looking at them."""
         return (self.pods_seq, self.inbox_seq)
 
-    async def wait_for_news(self, until: datetime | None, since: tuple[int, int]) -> None:
+    async def wait_for_news(
+        self, until: datetime | None, since: tuple[int, int], report: bool = True
+    ) -> None:
         """Sleep until a pod observation or a request newer than `since` arrives, `until`, or
         the safety re-list. `since` is the mark taken before the caller looked, so news that
         came in while it was busy (during an activity, say) wakes it at once instead of being
-        waited for a second time."""
-        await self.report()
+        waited for a second time. The parent hears the latest first, unless the wait is a
+        moment's (`report=False`) and the caller reports right after it anyway."""
+        if report:
+            await self.report()
         pods_seq, inbox_seq = since
         now = workflow.now()
         safety = now + timedelta(seconds=self.spec.safety_recheck_seconds)
@@ -388,7 +396,9 @@ class InstanceOperations:
                 return True
             if not counts.ready or self.interrupted(spec.revision):
                 return False
-            await self.wait_for_news(None, since)
+            # Only until the kubelet marks the pods Ready with the gate: the step after this
+            # reports the Instance serving, so a report of the moment between is not needed.
+            await self.wait_for_news(None, since, report=False)
 
     def commit_ready(self, members: dict[str, str]) -> None:
         state = self.state
@@ -499,8 +509,16 @@ class InstanceOperations:
 
     async def live_pods(self) -> dict[str, str]:
         """Every pod of this Instance that exists now, whatever its incarnation or ordinal."""
+        listed_at, self.listed_at = self.listed_at, None
+        if listed_at is not None and listed_at == self.mark() and self.state.pods is not None:
+            return {pod.name: pod.uid for pod in self.state.pods.pods}
         fresh = await self.refresh_pods()
         return {pod.name: pod.uid for pod in fresh.pods}
+
+    async def list_ahead(self) -> None:
+        """List the pods now for a create that comes next (see `listed_at`)."""
+        await self.refresh_pods()
+        self.listed_at = self.mark()
 
     # --- failure --------------------------------------------------------------------
 
