@@ -72,6 +72,15 @@ def deployment_component_report(
     return ComponentReport(name=name, condition=deployment_condition(name, desired, observed))
 
 
+DELETING = PlannedCondition(
+    "Ready",
+    "False",
+    "Deleting",
+    "the InferenceService is being deleted: every Instance drains before its pods go",
+)
+"""`Ready` while a delete runs, whatever the components still report."""
+
+
 def ready_condition(reports: Sequence[ComponentReport]) -> PlannedCondition:
     if not reports:
         return PlannedCondition(
@@ -99,12 +108,13 @@ def isvc_status(
     """The status subresource to patch onto the InferenceService object.
 
     `blocking` is a condition that keeps the whole service from running (its runtime is
-    missing, say); it is listed and makes `Ready` False with its reason and message.
+    missing, say); it is listed and makes `Ready` False with its reason and message. A
+    blocking condition of type `Ready` (the service is being deleted) is `Ready` itself.
     """
     ready = ready_condition(reports)
     if blocking is not None:
         ready = PlannedCondition("Ready", "False", blocking.reason, blocking.message)
-    extra = [blocking] if blocking is not None else []
+    extra = [blocking] if blocking is not None and blocking.type != "Ready" else []
     planned = [ready, *(report.condition for report in reports), *extra]
     conditions = with_transitions(previous_conditions, planned, now, generation)
     components: dict[str, Any] = {}

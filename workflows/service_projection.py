@@ -24,6 +24,7 @@ from models.runtime import ServingRuntimeSpec
 from planning.replica_conditions import PlannedCondition
 from planning.service_deployment import DeploymentObserved, rolling_out
 from planning.service_status import (
+    DELETING,
     ComponentReport,
     deployment_component_report,
     isvc_status,
@@ -116,8 +117,8 @@ class ServiceProjection:
             reports.append(deployment_component_report(component, desired, observed))
         # One order whatever runs each component, so conditions don't move between passes.
         reports.sort(key=lambda report: report.name)
-        blocking = None
-        if state.runtime_missing is not None:
+        blocking = DELETING if state.deleting else None
+        if blocking is None and state.runtime_missing is not None:
             blocking = PlannedCondition("RuntimeResolved", "False", "RuntimeNotFound", state.runtime_missing)
         waiting = [c for c in state.sent_configs if c not in state.replicas]
         if blocking is None and waiting:

@@ -114,7 +114,9 @@ async def test_restart_policy_none_lost_pod_waits_pending_during_a_pause(
     await finish(handle)
 
 
-async def test_pause_during_surge_then_drain_keeps_both_pods_serving_until_resume(harness: Harness) -> None:
+async def paused_mid_surge(harness: Harness) -> Any:
+    """A Ready Instance whose SurgeThenDrain to engine:2 is under way (the new pod held not
+    ready) when a `Recover` pause arrives; its handle."""
     handle = await harness.start(harness.spec())
     await harness.until(handle, ready_at())
 
@@ -126,6 +128,11 @@ async def test_pause_during_surge_then_drain_keeps_both_pods_serving_until_resum
     await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2")))
     await harness.until(handle, lambda s: s.phase == P.UPDATING and POD1 in harness.cluster.pods)
     await set_pause(handle, "Recover")
+    return handle
+
+
+async def test_pause_during_surge_then_drain_keeps_both_pods_serving_until_resume(harness: Harness) -> None:
+    handle = await paused_mid_surge(harness)
     # Still coming up: the pause holds the readiness clock and shows as the operation's wait.
     status = await harness.until(
         handle, lambda s: s.operation is not None and s.operation.waiting == "Paused"
@@ -260,17 +267,7 @@ async def test_deletion_proceeds_during_a_paused_surge(harness: Harness) -> None
 async def test_a_surge_pod_lost_during_the_pause_serves_again_before_the_old_one_drains(
     harness: Harness,
 ) -> None:
-    handle = await harness.start(harness.spec())
-    await harness.until(handle, ready_at())
-
-    def hold_new_pod(cluster: FakeCluster) -> None:
-        if POD1 in cluster.pods:
-            cluster.pods[POD1].containers_ready = False
-
-    harness.cluster.on_change = hold_new_pod
-    await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2")))
-    await harness.until(handle, lambda s: s.phase == P.UPDATING and POD1 in harness.cluster.pods)
-    await set_pause(handle, "Recover")
+    handle = await paused_mid_surge(harness)
     await harness.until(handle, lambda s: s.operation is not None and s.operation.waiting == "Paused")
     harness.cluster.on_change = None
     harness.cluster.pods[POD1].containers_ready = True

@@ -11,6 +11,7 @@ from models.pods import LABEL_COMPONENT, LABEL_ISVC
 from planning.replica_conditions import PlannedCondition
 from planning.service_deployment import observe_deployment
 from planning.service_status import (
+    DELETING,
     ComponentReport,
     deployment_component_report,
     isvc_status,
@@ -147,3 +148,10 @@ def test_isvc_status_keeps_transition_times() -> None:
         4, [ComponentReport("engine", _report("engine", "True").condition, lifecycle)], [], NOW
     )
     assert with_lifecycle["components"] == {"engine": {"lifecycle": {"replicas": 1}}}
+
+
+def test_a_deleting_service_is_not_ready_because_it_is_being_deleted() -> None:
+    body = isvc_status(3, [], [], NOW, DELETING)
+    (ready,) = body["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "Deleting")
+    assert "being deleted" in ready["message"]
