@@ -156,12 +156,23 @@ class InferenceReplicaWorkflow(ReplicaInstances):
         targets.update(state.requested_updates)
         sends = [
             self.signal_instance(
-                index, INSTANCE_UPDATE, UpdateRequest(spec=self.instance_spec(index, revision))
+                index,
+                INSTANCE_UPDATE,
+                UpdateRequest(
+                    spec=self.instance_spec(index, revision, gang_surge_of=self.surging_for(index))
+                ),
             )
             for index, revision in sorted(targets.items())
             if index not in state.removing
         ]
         await self.send_all(sends)
+
+    def surging_for(self, index: int) -> int | None:
+        """The source Instance `index` is still a gang surge target for; None once it took over."""
+        surge = self.state.gang_surges.get(index)
+        if surge is None or surge.source in self.state.removing:
+            return None
+        return surge.source
 
     async def pass_once(self) -> bool:
         """One pass; True when the InferenceReplica is gone and the workflow ends."""
