@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
@@ -278,14 +277,6 @@ class ReplicaInstances(ReplicaPause):
                 return
             # Started by an earlier run of this workflow: it reports to us by workflow ID.
         self.ended_indexes = self.ended_indexes - {index}
-
-    async def signal_instance(self, index: int, name: str, payload: Any) -> None:
-        config = self.state.config
-        workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
-        try:
-            await workflow.get_external_workflow_handle(workflow_id).signal(name, payload)
-        except Exception as error:  # noqa: BLE001 - an Instance that already ended needs nothing
-            workflow.logger.warning("signal %s to %s failed: %s", name, workflow_id, error)
 
     # --- requests -------------------------------------------------------------------
 

@@ -13,9 +13,11 @@ An Instance started later learns it from its `InstanceSpec` (`pause_mode`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 
-from models.instance import SIGNAL_SET_PAUSE, InstancePauseMode, PauseRequest
+from models.instance import SIGNAL_SET_PAUSE, PauseRequest
 from planning.instance_pause import instances_to_tell
 from workflows.names import instance_workflow_id
 from workflows.replica_projection import ReplicaProjection
@@ -30,14 +32,14 @@ class ReplicaPause(ReplicaProjection):
             state.instances_told_pause, mode, [*state.instances, *state.launched], state.removing
         )
         state.instances_told_pause = mode
-        await self.send_all([self._set_pause(index, mode) for index in indexes])
+        request = PauseRequest(mode=mode)
+        await self.send_all([self.signal_instance(index, SIGNAL_SET_PAUSE, request) for index in indexes])
 
-    async def _set_pause(self, index: int, mode: InstancePauseMode | None) -> None:
+    async def signal_instance(self, index: int, name: str, payload: Any) -> None:
+        """Signal Instance `index`; one that already ended needs nothing, so a failure is logged."""
         config = self.state.config
         workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
         try:
-            await workflow.get_external_workflow_handle(workflow_id).signal(
-                SIGNAL_SET_PAUSE, PauseRequest(mode=mode)
-            )
+            await workflow.get_external_workflow_handle(workflow_id).signal(name, payload)
         except Exception as error:  # noqa: BLE001 - an Instance that already ended needs nothing
-            workflow.logger.warning("signal %s to %s failed: %s", SIGNAL_SET_PAUSE, workflow_id, error)
+            workflow.logger.warning("signal %s to %s failed: %s", name, workflow_id, error)
