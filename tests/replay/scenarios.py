@@ -1,0 +1,481 @@
+"""The scenarios `tests/replay/record_histories.py` records: each drives the product's
+workflows through one story (create, update, pause, gang surge, ...) on a dev server with the
+real worker, activities and watcher, so the histories it leaves are the ones production writes.
+The table in tests/replay/README.md lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import kubernetes
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+
+from kubesim.handle import KubeSim
+from models.instance import QUERY_STATUS, DeleteRequest, InstancePhase, InstanceStatus, UpdateRequest
+from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
+from tests.workflows.service_harness import (
+    FAST_CLUSTER,
+    IMAGE_1,
+    IMAGE_2,
+    NAME,
+    NAMESPACE,
+    Story,
+    eventually,
+    isvc_manifest,
+    runtime_manifest,
+    with_image,
+)
+from workers.deployment_watch import DeploymentWatcher, TemporalDeploymentSink
+from workers.watcher import PodWatcher, TemporalSignalSink
+from workers.worker import build_worker
+from workflows.service_calls import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
+
+BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
+HOLD_AT_ONCE = {"drain_seconds": 0.2, "stuck_pod_grace_seconds": 1, "update_retry": None}
+"""As in tests/workflows/test_replica_operations.py: no updateRetry, so the first failure that is
+the revision's fault holds it; a 1 s stuck-pod grace turns an unpullable image into a failure."""
+P = InstancePhase
+WAIT = 90.0
+"""Generous real-time bound for any one step: the machine is shared, a stall is not a failure
+of the workflow until this long."""
+
+
+async def until(probe: Callable[[], Any], what: str, within: float = WAIT) -> Any:
+    """`eventually`, printing how long the step took: a slow step shows which one to look at."""
+    began = time.monotonic()
+    found = await eventually(probe, what, within=within)
+    print(f"  {time.monotonic() - began:5.1f}s  {what}", flush=True)
+    return found
+
+
+@dataclass
+class Scenario:
+    name: str
+    run: Callable[[WorkflowEnvironment, KubeSim, str], Awaitable[None]]
+    description: str
+
+
+# --- Instance scenarios: one Instance workflow, the watcher signalling its pods -------------
+
+
+async def _until_deleted(harness: KubeHarness, handle: Any) -> None:
+    await handle.signal("delete", DeleteRequest())
+    await harness.until_real(handle, lambda s: s.deleted, within=WAIT)
+    await asyncio.wait_for(handle.result(), WAIT)
+
+
+async def instance_create_delete(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with kube_harness(env, sim, task_queue) as harness:
+        handle = await harness.start(harness.spec(workers=1, drain_seconds=0.5))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving, within=WAIT)
+        await _until_deleted(harness, handle)
+
+
+async def instance_pod_killed(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with kube_harness(env, sim, task_queue) as harness:
+        handle = await harness.start(harness.spec(workers=1, drain_seconds=0.5))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving, within=WAIT)
+        sim.kill_pod(harness.namespace, "chat-engine-1-worker-0")
+        await harness.until_real(
+            handle, lambda s: s.incarnation == 2 and s.phase == P.READY and s.serving, within=WAIT
+        )
+        await _until_deleted(harness, handle)
+
+
+async def instance_surge_update(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with kube_harness(env, sim, task_queue) as harness:
+        handle = await harness.start(harness.spec(drain_seconds=0.5))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving, within=WAIT)
+        await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2", drain_seconds=0.5)))
+        await harness.until_real(
+            handle,
+            lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY and s.serving,
+            within=WAIT,
+        )
+        await _until_deleted(harness, handle)
+
+
+# --- InferenceService scenarios: the spec 003 example through all three workflow types ------
+
+
+@asynccontextmanager
+async def service_story(
+    env: WorkflowEnvironment, sim: KubeSim, task_queue: str, cluster: dict[str, Any]
+) -> AsyncIterator[Story]:
+    """The spec 003 example's namespace and runtime, a worker, and the real watcher process's two
+    watches, pods and Deployments, as `workers.watcher.main` runs them (rather than the workflow
+    tests' polling relay: their signals are the ones production histories carry)."""
+    api = sim.api_client()
+    core = kubernetes.client.CoreV1Api(api)
+    custom = kubernetes.client.CustomObjectsApi(api)
+    core.create_namespace(
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NAMESPACE))
+    )
+    custom.create_namespaced_custom_object(
+        "ome.io", "v1beta1", NAMESPACE, "servingruntimes", runtime_manifest()
+    )
+    watcher = PodWatcher(sim.api_client(), TemporalSignalSink(env.client))
+    deployments = DeploymentWatcher(sim.api_client(), TemporalDeploymentSink(env.client))
+    await watcher.start()
+    await deployments.start()
+    try:
+        async with build_worker(env.client, task_queue, sim.api_client()):
+            yield Story(env.client, task_queue, sim, core, custom, None, cluster)
+    finally:
+        await deployments.stop()
+        await watcher.stop()
+
+
+async def _accepted(s: Story, manifest: dict[str, Any]) -> None:
+    result = await s.apply(manifest)
+    if not result.accepted:
+        raise RuntimeError(f"apply was refused: {result}")
+
+
+async def _delete_service(s: Story) -> None:
+    """Delete: every Instance drained and removed, then the InferenceService workflow completes."""
+    began = time.monotonic()
+    await s.handle().signal("delete")
+    await asyncio.wait_for(s.handle().result(), WAIT)
+    print(f"  {time.monotonic() - began:5.1f}s  delete, the InferenceService workflow completed", flush=True)
+
+
+def _live_images(s: Story) -> set[str]:
+    return {p.spec.containers[0].image for p in s.pods() if p.metadata.deletion_timestamp is None}
+
+
+async def _ready_on(s: Story, image: str, indexes: list[int]) -> bool:
+    """Exactly the Instances `indexes` Ready, every live pod on `image`, the rollout finished."""
+    if not await _replica_running(s):
+        return False
+    replica = await s.replica_status()
+    ready = sorted(row.index for row in replica.instance_statuses if row.phase == "Ready")
+    view = await s.status()
+    lifecycle = view.status.components["engine"].lifecycle
+    live = [p for p in s.pods() if p.metadata.deletion_timestamp is None]
+    return (
+        ready == indexes
+        and len(replica.instance_statuses) == len(indexes)
+        and lifecycle is not None
+        and lifecycle.current_revision == lifecycle.update_revision
+        and len(live) == len(indexes)
+        and _live_images(s) == {image}
+    )
+
+
+async def service_apply_update_delete(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest()
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        await _accepted(s, manifest)  # unchanged: accepted, nothing to do
+        await _accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
+        await _delete_service(s)
+
+
+async def service_scale_pause_resume(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest(minReplicas=1, maxReplicas=3)
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0]), "one Ready Instance", within=WAIT)
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=3))
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1, 2]), "three Ready Instances", within=WAIT)
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=2))
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "Instance 2 removed", within=WAIT)
+        await s.handle().signal("pause")
+        await _accepted(s, with_image(manifest, IMAGE_2))  # also ends the transient scale
+        await until(lambda: _paused(s), "the InferenceService to show Paused", within=WAIT)
+        await s.handle().signal("resume")
+        await until(lambda: _ready_on(s, IMAGE_2, [0]), "the held-back update after resume", within=WAIT)
+        await _delete_service(s)
+
+
+async def _paused(s: Story) -> bool:
+    return (await s.status()).phase == "Paused"
+
+
+async def _replica_running(s: Story) -> bool:
+    """Whether this scenario's InferenceReplica runs. A query before it starts would reach the
+    previous scenario's closed run of the same id, whose task queue nobody polls any more, and
+    hang until the server's query timeout."""
+    return await _running(s.irep())
+
+
+async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
+    try:
+        return (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+
+
+async def _held(s: Story, after: datetime | None = None) -> tuple[str, datetime | None] | None:
+    """(revision, its last failure) once the update is Held by a failure later than `after`."""
+    if not await _replica_running(s):
+        return None
+    replica = await s.replica_status()
+    hold = replica.rollout_hold
+    if hold is None or hold.gate != "Held" or not replica.update_revision:
+        return None
+    failed = max((b.last_failure_at for b in replica.retry_blocks if b.last_failure_at), default=None)
+    if after is not None and (failed is None or failed <= after):
+        return None  # still the hold from before the release
+    return str(replica.update_revision), failed
+
+
+async def service_held_release(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    sim.set_image_behavior(BAD_IMAGE, fail_pull=True)
+    async with service_story(env, sim, task_queue, dict(HOLD_AT_ONCE)) as s:
+        manifest = isvc_manifest()
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready Instances", within=WAIT)
+        await _accepted(s, with_image(manifest, BAD_IMAGE))
+        revision, failed = await until(lambda: _held(s), "the bad revision to be Held", within=WAIT)
+        await s.handle().signal("release_held", ReleaseHeldRequest(component="engine", revision="deadbeef"))
+        await s.handle().signal("release_held", ReleaseHeldRequest(component="engine", revision=revision))
+        await until(
+            lambda: any(
+                e.reason == "RetryBlockReleased" for e in s.core.list_namespaced_event(NAMESPACE).items
+            ),
+            "the RetryBlockReleased event",
+            within=WAIT,
+        )
+        await until(lambda: _held(s, after=failed), "the retried revision to be Held again", within=WAIT)
+        await _accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "the corrected revision", within=WAIT)
+        await s.handle().signal("reset_instances", ResetInstancesRequest(component="engine", instances="all"))
+        await _delete_service(s)
+
+
+# --- Newer code paths: freeze and gang surge, Deployment mode, lifecycle-only changes -------
+
+
+async def _instance(s: Story, index: int) -> InstanceStatus | None:
+    """Instance `index`'s status, None unless this scenario's run of it is running (see
+    `_replica_running`: an earlier scenario's run of the same id would hang the query)."""
+    handle = s.client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-{index}")
+    if not await _running(handle):
+        return None
+    status: InstanceStatus = await handle.query(QUERY_STATUS, result_type=InstanceStatus)
+    return status
+
+
+def _live(s: Story) -> list[Any]:
+    return [p for p in s.pods() if p.metadata.deletion_timestamp is None]
+
+
+def _gang_serving(s: Story) -> dict[int, str]:
+    """Index -> image of every Instance whose leader and worker both serve."""
+    pods: dict[int, list[str]] = {}
+    for pod in s.serving_pods():
+        pods.setdefault(int(pod.metadata.labels["ome.io/instance-index"]), []).append(
+            pod.spec.containers[0].image
+        )
+    return {index: images[0] for index, images in pods.items() if len(images) >= 2}
+
+
+async def _frozen(s: Story, indexes: list[int]) -> bool:
+    statuses = [await _instance(s, index) for index in indexes]
+    return all(status is not None and status.pause_mode == "Freeze" for status in statuses)
+
+
+async def _update_waiting(s: Story) -> bool:
+    """A new revision is the update target while every pod stays on the old image."""
+    lifecycle = (await s.status()).status.components["engine"].lifecycle
+    return (
+        lifecycle is not None
+        and lifecycle.update_revision != lifecycle.current_revision
+        and _live_images(s) == {IMAGE_1}
+    )
+
+
+async def _lost_unrepaired(s: Story, pod: str) -> bool:
+    """Instance 0 knows its worker is gone, still frozen, and nothing has put it back."""
+    status = await _instance(s, 0)
+    return (
+        status is not None
+        and status.pause_mode == "Freeze"
+        and status.total_pods == 1
+        and not status.serving
+        and pod not in {p.metadata.name for p in s.pods()}
+    )
+
+
+async def _gang_replaced(s: Story, first: set[str]) -> list[int] | None:
+    """The indexes of the two Instances once both serve the new image on none of the old pods
+    and the rollout is recorded complete."""
+    serving = _gang_serving(s)
+    live = _live(s)
+    if len(serving) != 2 or set(serving.values()) != {IMAGE_2} or len(live) != 4:
+        return None
+    if {p.metadata.uid for p in live} & first:
+        return None
+    lifecycle = (await s.status()).status.components["engine"].lifecycle
+    if lifecycle is None or lifecycle.current_revision != lifecycle.update_revision:
+        return None
+    return sorted(serving)
+
+
+async def _gang_surge_of(s: Story, index: int) -> int | None:
+    """The `gang_surge_of` Instance `index` was started with: the history holds the start input."""
+    handle = s.client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-{index}")
+    started = (await handle.fetch_history()).events[0].workflow_execution_started_event_attributes
+    spec = json.loads(started.input.payloads[0].data)
+    source = spec.get("gangSurgeOf")
+    return None if source is None else int(source)
+
+
+async def service_gang_surge_freeze(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest(
+            leader={},
+            worker={"size": 1},
+            lifecycle={"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}},
+        )
+        await _accepted(s, manifest)
+        await until(
+            lambda: sorted(_gang_serving(s)) == [0, 1], "Instances 0 and 1 serving, leader and worker"
+        )
+        first = {p.metadata.uid for p in _live(s)}
+        await s.handle().signal("pause", "freeze")
+        await until(lambda: _frozen(s, [0, 1]), "both Instances frozen")
+        await _accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: _update_waiting(s), "the image change held back by the freeze")
+        (worker,) = [
+            p.metadata.name
+            for p in _live(s)
+            if p.metadata.labels["ome.io/instance-index"] == "0" and "-worker-" in p.metadata.name
+        ]
+        s.core.delete_namespaced_pod(worker, NAMESPACE, grace_period_seconds=0)
+        await until(lambda: _lost_unrepaired(s, worker), "Instance 0 short of its worker, not repaired")
+        await s.handle().signal("resume")
+        indexes = await until(lambda: _gang_replaced(s, first), "both Instances replaced on the new image")
+        surged = {index: await _gang_surge_of(s, index) for index in indexes}
+        if all(source is None for source in surged.values()):
+            raise RuntimeError(f"no replacement was a gang surge target (index: source {surged})")
+        print(f"         serving at indexes {indexes}, replacing (index: source) {surged}", flush=True)
+        await _delete_service(s)
+
+
+def _router(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` plus a RawDeployment router (1..3 replicas) beside its OMENative engine."""
+    changed = copy.deepcopy(manifest)
+    changed["spec"]["router"] = {
+        "minReplicas": 1,
+        "maxReplicas": 3,
+        "runner": {"name": "router", "image": "ome/router:1"},
+        "annotations": {"ome.io/deploymentMode": "RawDeployment"},
+    }
+    return changed
+
+
+async def _router_available(s: Story, count: int) -> bool:
+    """RouterReady=True from a Deployment with `count` available pods, the service Ready."""
+    view = await s.status()
+    router, ready = view.status.condition("RouterReady"), view.status.condition("Ready")
+    deployment = view.deployments.get("router")
+    return (
+        router is not None
+        and (router.status, router.reason) == ("True", "Ready")
+        and ready is not None
+        and ready.status == "True"
+        and deployment is not None
+        and deployment.available_replicas == count
+    )
+
+
+async def _rejected(s: Story, reason: str) -> bool:
+    rejected = (await s.status()).last_rejected_request
+    return rejected is not None and rejected.reason == reason
+
+
+async def service_deployment_scale(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        await _accepted(s, _router(isvc_manifest(minReplicas=1, maxReplicas=1)))
+        await until(lambda: _router_available(s, 1), "a Ready engine Instance and a Ready router Deployment")
+        await s.handle().signal("scale", ScaleRequest(component="router", replicas=7))
+        await until(lambda: _rejected(s, "ScaleRejected"), "the out-of-range scale refused (ScaleRejected)")
+        await s.handle().signal("scale", ScaleRequest(component="router", replicas=2))
+        await until(lambda: _router_available(s, 2), "RouterReady from a Deployment of two available pods")
+        await _delete_service(s)
+
+
+async def _ready_at(s: Story, generation: int) -> Any:
+    """The engine's lifecycle once Ready with two Instances and `generation` reported."""
+    view = await s.status()
+    lifecycle = view.status.components["engine"].lifecycle
+    ready = view.status.condition("Ready")
+    if ready is None or ready.status != "True" or lifecycle is None or lifecycle.ready_replicas != 2:
+        return None
+    return lifecycle if lifecycle.observed_generation == generation else None
+
+
+async def _recreated(s: Story, index: int) -> bool:
+    status = await _instance(s, index)
+    return status is not None and status.incarnation == 2 and await _ready_at(s, 2) is not None
+
+
+async def service_lifecycle_change(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        await _accepted(s, isvc_manifest())
+        before = await until(lambda: _ready_at(s, 1), "two Ready engine Instances")
+        await _accepted(s, isvc_manifest(lifecycle={"restartPolicy": "RecreateInstanceOnPodRestart"}))
+        after = await until(lambda: _ready_at(s, 2), "Ready at generation 2")
+        if after.update_revision != before.update_revision:
+            raise RuntimeError(f"a lifecycle-only change made revision {after.update_revision}")
+        sim.kill_pod(NAMESPACE, f"{NAME}-engine-1-default-0")
+        await until(lambda: _recreated(s, 1), "Instance 1 recreated whole after its container died")
+        await _delete_service(s)
+
+
+SCENARIOS = [
+    Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
+    Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
+    Scenario("instance_surge_update", instance_surge_update, "a SurgeThenDrain image update, then deleted"),
+    Scenario(
+        "service_apply_update_delete",
+        service_apply_update_delete,
+        "spec 003 example: apply (2 engine Instances), same apply again, image change, delete",
+    ),
+    Scenario(
+        "service_scale_pause_resume",
+        service_scale_pause_resume,
+        "scale 1 -> 3 -> 2, pause, image change held back, resume, delete",
+    ),
+    Scenario(
+        "service_held_release",
+        service_held_release,
+        "an unpullable image held, release_held (unknown and real revision), fixed image, reset, delete",
+    ),
+    Scenario(
+        "service_gang_surge_freeze",
+        service_gang_surge_freeze,
+        "leader+worker Instances: freeze, image change held, a pod lost unrepaired, resume, gang surge, delete",
+    ),
+    Scenario(
+        "service_deployment_scale",
+        service_deployment_scale,
+        "an OMENative engine and a RawDeployment router: scale refused, scale 1 -> 2, delete",
+    ),
+    Scenario(
+        "service_lifecycle_change",
+        service_lifecycle_change,
+        "restartPolicy changed alone (no new revision), a killed container recreates its Instance, delete",
+    ),
+]
+
+
+# --- Recording ------------------------------------------------------------------------------
