@@ -131,16 +131,19 @@ def component_condition_type(component: str) -> str:
     return COMPONENT_CONDITION_TYPES.get(component, f"{component[:1].upper()}{component[1:]}Ready")
 
 
-def component_condition(
-    component: str, desired: int, counts: ReplicaCounts, minimum: int
+def component_ready(
+    component: str, desired: int, all_ready: bool, serving: int, minimum: int
 ) -> PlannedCondition:
-    """§8 last bullet: the ISVC's `<Component>Ready` from the InferenceReplica's counts."""
+    """§8 last bullet: the ISVC's `<Component>Ready`, whatever runs the component.
+
+    `all_ready`: every desired Instance (or pod) is Ready; `serving` is capped at `desired`.
+    """
     kind = component_condition_type(component)
-    if desired == 0:
+    if desired <= 0:
         return PlannedCondition(kind, "False", "NoReplicas", "Component has no desired Instances")
-    serving = min(counts.serving, desired)
-    if counts.ready >= desired and counts.failed == 0:
+    if all_ready:
         return PlannedCondition(kind, "True", "Ready", "All Instances are Ready")
+    serving = min(serving, desired)
     if serving >= minimum:
         return PlannedCondition(
             kind, "True", "MinimumAvailable", f"{serving}/{desired} Instances serving (min {minimum})"
@@ -148,6 +151,14 @@ def component_condition(
     return PlannedCondition(
         kind, "False", "InsufficientAvailable", f"{serving}/{desired} Instances serving, need {minimum}"
     )
+
+
+def component_condition(
+    component: str, desired: int, counts: ReplicaCounts, minimum: int
+) -> PlannedCondition:
+    """`<Component>Ready` of an OMENative component, from the InferenceReplica's counts."""
+    all_ready = counts.ready >= desired and counts.failed == 0
+    return component_ready(component, desired, all_ready, counts.serving, minimum)
 
 
 def gang_scheduling_condition(multi_pod: bool, podgroup_crd_installed: bool) -> PlannedCondition:

@@ -10,10 +10,8 @@ revision it already targets, and the Instance adopts it without touching its pod
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from models.instance import InstanceSpec
+from planning.replica_publish import digest
 
 LIFECYCLE_FIELDS = frozenset(
     {
@@ -36,4 +34,4 @@ LIFECYCLE_FIELDS = frozenset(
 def lifecycle_digest(spec: InstanceSpec) -> str:
     """A fingerprint of `spec`'s lifecycle settings; equal digests need no resend."""
     settings = spec.model_dump(mode="json", include=set(LIFECYCLE_FIELDS))
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
+    return digest(settings)

@@ -12,6 +12,8 @@ InferenceReplica, is never held back.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,6 +25,11 @@ PACED_FROM = 20
 SECONDS_PER_INSTANCE = 0.005
 """200 Instances: at most one write a second while only counts change."""
 LONGEST = timedelta(seconds=10)
+
+
+def digest(value: object) -> str:
+    """A short fingerprint of a JSON-able value: what workflow state keeps to spot a change."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def interval_for(instances: int) -> timedelta:

@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from models.pods import LABEL_COMPONENT, LABEL_ISVC
-from planning.replica_conditions import PlannedCondition, component_condition_type
+from planning.replica_conditions import PlannedCondition, component_ready
 
 DEFAULT_BUDGET = "25%"
 """Kubernetes' default `maxSurge` and `maxUnavailable` for a RollingUpdate Deployment."""
@@ -175,25 +175,16 @@ def deployment_condition(
     component: str, desired: int, observed: DeploymentObserved | None
 ) -> PlannedCondition:
     """The InferenceService's `<Component>Ready` for a Deployment-mode component (§8)."""
-    kind = component_condition_type(component)
-    if desired <= 0:
-        return PlannedCondition(kind, "False", "NoReplicas", "Component has no desired Instances")
-    if observed is None or not observed.exists:
+    if observed is not None and not observed.exists:
         observed = None
-    if observed is not None and observed.complete(desired):
-        return PlannedCondition(kind, "True", "Ready", "All Instances are Ready")
+    if desired > 0 and observed is not None and observed.complete(desired):
+        return component_ready(component, desired, True, desired, desired)
     if observed is None:
         minimum, serving = deployment_minimum(desired), 0
     else:
         minimum = deployment_minimum(desired, observed.strategy, observed.max_surge, observed.max_unavailable)
-        serving = min(observed.available_replicas, desired)
-    if serving >= minimum:
-        return PlannedCondition(
-            kind, "True", "MinimumAvailable", f"{serving}/{desired} Instances serving (min {minimum})"
-        )
-    return PlannedCondition(
-        kind, "False", "InsufficientAvailable", f"{serving}/{desired} Instances serving, need {minimum}"
-    )
+        serving = observed.available_replicas
+    return component_ready(component, desired, False, serving, minimum)
 
 
 def converged(desired: int, observed: DeploymentObserved | None) -> bool:

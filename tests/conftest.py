@@ -7,8 +7,10 @@ skipped, with the reason, when no Docker engine answers: they start k3s through 
 
 from __future__ import annotations
 
+import ast
 import os
-from functools import cache
+import threading
+from functools import cache, wraps
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,26 @@ pytest_plugins = [
     "tests.fixtures.kubesim",
 ]
 
+
+
+def _serialize_ast_parse() -> None:
+    """CPython 3.11.7 keeps the AST constructor's recursion depth in interpreter-wide state, so
+    two threads building ASTs at once fail with `SystemError: AST constructor recursion depth
+    mismatch`. Workflow threads do that whenever they log an exception (3.11's traceback module
+    parses each line for its carets) while pytest parses source to show a failure: the error then
+    ended a whole CI run as an INTERNALERROR. One lock around `ast.parse` keeps both correct."""
+    parse = ast.parse
+    lock = threading.RLock()
+
+    @wraps(parse)
+    def serialized(*args, **kwargs):  # type: ignore[no-untyped-def]
+        with lock:
+            return parse(*args, **kwargs)
+
+    ast.parse = serialized
+
+
+_serialize_ast_parse()
 _TESTS_DIR = Path(__file__).parent
 _DIRECTORY_MARKERS = {"unit", "kubesim", "workflows", "e2e", "k3s"}
 

@@ -13,8 +13,6 @@ Imported by the workflow module inside `workflow.unsafe.imports_passed_through()
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -42,7 +40,7 @@ from planning.replica_conditions import (
     rollout_progress,
 )
 from planning.replica_facts import InstanceFacts, facts_from_status, replica_counts
-from planning.replica_publish import condition_key, decide_publish
+from planning.replica_publish import condition_key, decide_publish, digest
 from planning.replica_reconcile import aggregate_blocks, with_target
 from planning.replica_retry import current_blocks
 from planning.replica_scale import desired_replicas
@@ -53,11 +51,6 @@ from workflows import kube_calls, search_attributes
 from workflows.service_calls import API_VERSION, SIGNAL_REPLICA_CHANGED, ReplicaReport, ReplicaState
 
 P = InstancePhase
-
-
-def digest(value: object) -> str:
-    """A short fingerprint of a JSON-able value: what the state keeps to spot a change."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 class ReplicaProjection:

@@ -256,16 +256,21 @@ async def story(
             try:
                 yield Story(client, task_queue, sim, core, custom, relay, cluster)
             finally:
-                await terminate_leftovers(client)
+                await terminate_leftovers(client, task_queue)
     finally:
         await relay.stop()
 
 
-async def terminate_leftovers(client: Client) -> None:
+async def terminate_leftovers(client: Client, task_queue: str) -> None:
     """Workflow IDs derive from the object, so the next test would meet this test's workflows
-    (and their task queue, which no worker polls any more): end whatever still runs."""
-    ids = [isvc_workflow_id(NAMESPACE, NAME), irep_workflow_id(NAMESPACE, NAME, "engine")]
-    ids += [f"instance/{NAMESPACE}/{NAME}-engine-{index}" for index in range(8)]
-    for workflow_id in ids:
-        with contextlib.suppress(Exception):  # most indexes never existed
-            await client.get_workflow_handle(workflow_id).terminate("test finished")
+    (and their task queue, which no worker polls any more): end whatever still runs on it,
+    children included (they inherit the task queue)."""
+    query = f'TaskQueue="{task_queue}" AND ExecutionStatus="Running"'
+    for _ in range(3):  # visibility can trail a start by a moment
+        running = [execution.id async for execution in client.list_workflows(query)]
+        for workflow_id in running:
+            with contextlib.suppress(Exception):  # ended meanwhile
+                await client.get_workflow_handle(workflow_id).terminate("test finished")
+        if not running:
+            return
+        await asyncio.sleep(0.2)
