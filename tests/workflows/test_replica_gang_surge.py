@@ -128,10 +128,9 @@ async def test_gang_surge_replaces_each_instance_at_a_new_index_and_abandons_a_b
         assert sampler.fewest_serving >= 2, f"only {sampler.fewest_serving} Instances served at one moment"
         # The source showed the §9 step while its replacement came up.
         assert any(step == "GangSurgeTarget" for _, step in sampler.steps), sampler.steps
-        done = await eventually(
+        await eventually(
             lambda: _rolled_out(s, 2), "the InferenceReplica to show the rollout complete", within=60
         )
-        assert done.current_revision == done.update_revision
 
         # A revision whose image cannot be pulled: each replacement gives up and the old
         # Instance stays; the second attempt (a new replacement) fails too and holds it.
@@ -167,8 +166,13 @@ async def test_gang_surge_replaces_each_instance_at_a_new_index_and_abandons_a_b
 
 
 async def _rolled_out(s: Story, count: int) -> Any:
+    """Every Instance updated and the rollout closed: the current revision is the update one.
+
+    `updated_replicas` reaches `count` while the last source still drains; the revision flips
+    only once every handover has ended, on a later pass."""
     status = await s.replica_status()
-    if status.updated_replicas == count and status.replicas == count and status.rollout_hold is None:
+    updated = status.updated_replicas == count and status.replicas == count
+    if updated and status.rollout_hold is None and status.current_revision == status.update_revision:
         return status
     return None
 
