@@ -31,6 +31,7 @@ from tests.workflows.service_harness import (
     NAME,
     NAMESPACE,
     Story,
+    engine_ready,
     eventually,
     isvc_manifest,
     runtime_manifest,
@@ -413,27 +414,17 @@ async def service_deployment_scale(env: WorkflowEnvironment, sim: KubeSim, task_
         await _delete_service(s)
 
 
-async def _ready_at(s: Story, generation: int) -> Any:
-    """The engine's lifecycle once Ready with two Instances and `generation` reported."""
-    view = await s.status()
-    lifecycle = view.status.components["engine"].lifecycle
-    ready = view.status.condition("Ready")
-    if ready is None or ready.status != "True" or lifecycle is None or lifecycle.ready_replicas != 2:
-        return None
-    return lifecycle if lifecycle.observed_generation == generation else None
-
-
 async def _recreated(s: Story, index: int) -> bool:
     status = await _instance(s, index)
-    return status is not None and status.incarnation == 2 and await _ready_at(s, 2) is not None
+    return status is not None and status.incarnation == 2 and await engine_ready(s, 2) is not None
 
 
 async def service_lifecycle_change(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         await _accepted(s, isvc_manifest())
-        before = await until(lambda: _ready_at(s, 1), "two Ready engine Instances")
+        before = await until(lambda: engine_ready(s, 1), "two Ready engine Instances")
         await _accepted(s, isvc_manifest(lifecycle={"restartPolicy": "RecreateInstanceOnPodRestart"}))
-        after = await until(lambda: _ready_at(s, 2), "Ready at generation 2")
+        after = await until(lambda: engine_ready(s, 2), "Ready at generation 2")
         if after.update_revision != before.update_revision:
             raise RuntimeError(f"a lifecycle-only change made revision {after.update_revision}")
         sim.kill_pod(NAMESPACE, f"{NAME}-engine-1-default-0")

@@ -166,6 +166,19 @@ async def eventually(probe: Callable[[], Any], what: str, within: float = 60.0) 
         raise AssertionError(str(error)) from None
 
 
+async def engine_ready(s: Story, generation: int = 1) -> Any:
+    """The engine's lifecycle once Ready with two Instances at `generation`, else None.
+
+    The InferenceReplica reports a generation only after its signals for it were delivered,
+    so from then on every Instance sees the change before any later pod event."""
+    view = await s.status()
+    lifecycle = view.status.components["engine"].lifecycle
+    ready = view.status.condition("Ready")
+    if ready is None or ready.status != "True" or lifecycle is None or lifecycle.ready_replicas != 2:
+        return None
+    return lifecycle if lifecycle.observed_generation == generation else None
+
+
 class PodRelay:
     """Stands in for the watcher process: lists the product's pods every 0.1 s and signals
     each Instance the same `InstancePods` summary the watcher would (`planning.pod_summary`),

@@ -8,14 +8,20 @@ recreated whole (`RecreateInstanceOnPodRestart`, incarnation 2).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from temporalio.client import Client
 
 from kubesim.handle import KubeSim
 from models.instance import QUERY_STATUS, InstanceStatus
-from tests.workflows.service_harness import NAME, NAMESPACE, Story, eventually, isvc_manifest, story
+from tests.workflows.service_harness import (
+    NAME,
+    NAMESPACE,
+    Story,
+    engine_ready,
+    eventually,
+    isvc_manifest,
+    story,
+)
 
 pytestmark = pytest.mark.workflows
 
@@ -25,25 +31,12 @@ async def _instance(s: Story, index: int) -> InstanceStatus:
     return await handle.query(QUERY_STATUS, result_type=InstanceStatus)
 
 
-async def _ready(s: Story, generation: int = 1) -> Any:
-    """The engine's lifecycle once Ready with two Instances at `generation`.
-
-    The InferenceReplica reports a generation only after its signals for it were delivered,
-    so from then on every Instance sees the change before any later pod event."""
-    view = await s.status()
-    lifecycle = view.status.components["engine"].lifecycle
-    ready = view.status.condition("Ready")
-    if ready is None or ready.status != "True" or lifecycle is None or lifecycle.ready_replicas != 2:
-        return None
-    return lifecycle if lifecycle.observed_generation == generation else None
-
-
 async def test_restart_policy_change_reaches_running_instances_without_moving_pods(
     dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
     async with story(dev_client, task_queue, kubesim) as s:
         await s.apply(isvc_manifest())
-        before = await eventually(lambda: _ready(s), "two Ready engine Instances")
+        before = await eventually(lambda: engine_ready(s), "two Ready engine Instances")
         pod = f"{NAME}-engine-0-default-0"
 
         # Default for a single-pod Instance: the kubelet restarts the container in place.
@@ -54,20 +47,22 @@ async def test_restart_policy_change_reaches_running_instances_without_moving_po
             ),
             "the kubelet to restart the killed container",
         )
-        await eventually(lambda: _ready(s), "both Instances Ready again")
+        await eventually(lambda: engine_ready(s), "both Instances Ready again")
         assert (await _instance(s, 0)).incarnation == 1
         uids = {p.metadata.name: p.metadata.uid for p in s.pods()}
 
         result = await s.apply(isvc_manifest(lifecycle={"restartPolicy": "RecreateInstanceOnPodRestart"}))
         assert result.accepted and result.generation == 2
-        after = await eventually(lambda: _ready(s, generation=2), "Ready at generation 2")
+        after = await eventually(lambda: engine_ready(s, generation=2), "Ready at generation 2")
         assert after.update_revision == before.update_revision, "a lifecycle change made a new revision"
 
         # The next container death now recreates the Instance: the spec reached it.
         s.sim.kill_pod(NAMESPACE, f"{NAME}-engine-1-default-0")
 
         async def recreated() -> bool:
-            return (await _instance(s, 1)).incarnation == 2 and (await _ready(s, generation=2)) is not None
+            return (await _instance(s, 1)).incarnation == 2 and (
+                await engine_ready(s, generation=2)
+            ) is not None
 
         await eventually(recreated, "Instance 1 recreated whole under RecreateInstanceOnPodRestart")
         # Instance 0's pod was never touched by the change itself.
