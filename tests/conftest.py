@@ -21,7 +21,6 @@ pytest_plugins = [
 ]
 
 
-
 def _serialize_ast_parse() -> None:
     """CPython 3.11.7 keeps the AST constructor's recursion depth in interpreter-wide state, so
     two threads building ASTs at once fail with `SystemError: AST constructor recursion depth
@@ -40,6 +39,7 @@ def _serialize_ast_parse() -> None:
 
 
 _serialize_ast_parse()
+
 _TESTS_DIR = Path(__file__).parent
 _DIRECTORY_MARKERS = {"unit", "kubesim", "workflows", "e2e", "k3s"}
 

@@ -279,7 +279,7 @@ async def terminate_leftovers(client: Client, task_queue: str) -> None:
     (and their task queue, which no worker polls any more): end whatever still runs on it,
     children included (they inherit the task queue)."""
     query = f'TaskQueue="{task_queue}" AND ExecutionStatus="Running"'
-    for _ in range(3):  # visibility can trail a start by a moment
+    for _ in range(3):  # until none is listed: a termination reaches visibility a moment later
         running = [execution.id async for execution in client.list_workflows(query)]
         for workflow_id in running:
             with contextlib.suppress(Exception):  # ended meanwhile
