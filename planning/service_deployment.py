@@ -175,16 +175,12 @@ def deployment_condition(
     component: str, desired: int, observed: DeploymentObserved | None
 ) -> PlannedCondition:
     """The InferenceService's `<Component>Ready` for a Deployment-mode component (§8)."""
-    if observed is not None and not observed.exists:
-        observed = None
-    if desired > 0 and observed is not None and observed.complete(desired):
-        return component_ready(component, desired, True, desired, desired)
-    if observed is None:
-        minimum, serving = deployment_minimum(desired), 0
-    else:
-        minimum = deployment_minimum(desired, observed.strategy, observed.max_surge, observed.max_unavailable)
-        serving = observed.available_replicas
-    return component_ready(component, desired, False, serving, minimum)
+    if observed is None or not observed.exists:
+        return component_ready(component, desired, False, 0, deployment_minimum(desired))
+    minimum = deployment_minimum(desired, observed.strategy, observed.max_surge, observed.max_unavailable)
+    return component_ready(
+        component, desired, observed.complete(desired), observed.available_replicas, minimum
+    )
 
 
 def converged(desired: int, observed: DeploymentObserved | None) -> bool:
