@@ -64,9 +64,9 @@ from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from workers.client import DATA_CONVERTER
 from workers.devserver import database_flags, temporal_binary
-from workflows.inference_service import InferenceServiceWorkflow
 from workflows.names import isvc_workflow_id
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from workflows.service.workflow import InferenceServiceWorkflow
 
 NAMESPACE = "bench"
 NAME = "lifecycle"

@@ -32,7 +32,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from kubesim.handle import KubeSim
 from workers.config import ENV_PREFIX
 from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
-from workflows.service_calls import UPDATE_APPLY, ApplyResult
+from workflows.service.messages import UPDATE_APPLY, ApplyResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_NAME = "srt-bench"

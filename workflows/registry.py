@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from workflows.inference_replica import InferenceReplicaWorkflow
-from workflows.inference_service import InferenceServiceWorkflow
-from workflows.instance import InstanceWorkflow
+from workflows.instance.workflow import InstanceWorkflow
+from workflows.replica.workflow import InferenceReplicaWorkflow
+from workflows.service.workflow import InferenceServiceWorkflow
 
 WORKFLOWS: list[type[Any]] = [InstanceWorkflow, InferenceReplicaWorkflow, InferenceServiceWorkflow]

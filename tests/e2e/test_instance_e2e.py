@@ -32,7 +32,7 @@ from kubesim.handle import KubeSim
 from models.instance import DeleteRequest, InstancePhase, InstanceSpec, InstanceStatus, UpdateRequest
 from tests.e2e.running_stack import REPO_ROOT, RunningStack
 from workers.config import ENV_PREFIX
-from workers.watcher import PodWatcher, TemporalSignalSink
+from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workflows.names import TASK_QUEUE, instance_workflow_id
 
 pytestmark = pytest.mark.e2e

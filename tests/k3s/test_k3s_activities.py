@@ -37,8 +37,8 @@ from models.kube_ops import (
 )
 from models.pods import InstancePods
 from models.resolution import inference_replica_spec
-from planning.instance_pods import render_headless_service, render_pod_group, render_pods
-from planning.service_objects import render_inference_replica
+from planning.instance.pods import render_headless_service, render_pod_group, render_pods
+from planning.replica.manifest import render_inference_replica
 from tests.k3s.helpers import (
     api_client,
     conditions,

@@ -18,9 +18,9 @@ from kubernetes.client import ApiClient
 from activities.kube import KubeActivities
 from models.kube_ops import CreatePodsInput, DeletePodsInput, SetServingInput
 from models.pods import InstancePods
-from planning.instance_pods import render_pods
+from planning.instance.pods import render_pods
 from tests.k3s.helpers import WAIT_SECONDS, api_client, fresh_namespace, instance_spec, run
-from workers.watcher import PodWatcher
+from workers.watch.pods import PodWatcher
 from workflows.names import instance_workflow_id
 
 pytestmark = pytest.mark.k3s

@@ -16,9 +16,9 @@ import pytest
 
 from kubesim.handle import KubeSim
 from models.pods import LABEL_COMPONENT, LABEL_ISVC
-from planning.service_deployment import DeploymentObserved
+from planning.service.deployment import DeploymentObserved
 from tests.kubesim.activity_objects import WAIT_SECONDS
-from workers.deployment_watch import DeploymentWatcher
+from workers.watch.deployments import DeploymentWatcher
 
 pytestmark = pytest.mark.kubesim
 

@@ -1,8 +1,8 @@
 """Spec 003's troubleshooting tables, row by row, against kubesim's scheduler.
 
 Pods come from the product's own rendering: an InferenceService manifest, the effective
-component (`models.resolution`), the Instance's spec (`planning.replica_template`, which
-adds the spread) and its pods (`planning.instance_pods`). Each test places them with
+component (`models.resolution`), the Instance's spec (`planning.replica.template`, which
+adds the spread) and its pods (`planning.instance.pods`). Each test places them with
 `kubesim.scheduler.schedule_pod`, one after another, as kubesim's scheduling loop does.
 """
 
@@ -21,9 +21,9 @@ from kubesim.topology import NodeSpec, Topology, build_nodes
 from models.inferenceservice import InferenceService
 from models.instance import InstanceSpec
 from models.resolution import component_revision, effective_component
-from planning.instance_pods import render_pods
-from planning.replica_budget import update_policy
-from planning.replica_template import ClusterLifecycle, InstanceIdentity, instance_spec
+from planning.instance.pods import render_pods
+from planning.replica.budget import update_policy
+from planning.replica.template import ClusterLifecycle, InstanceIdentity, instance_spec
 
 pytestmark = pytest.mark.kubesim
 
@@ -266,7 +266,7 @@ def test_preferred_uses_another_domain_when_the_fewest_are_full() -> None:
 
 def test_a_constraint_already_set_on_the_key_is_kept() -> None:
     """Row 5: WHEN isn't what you set, because an existing constraint on that key is kept."""
-    from planning.spread import SpreadSettings, spread_constraint, with_spread
+    from planning.replica.spread import SpreadSettings, spread_constraint, with_spread
 
     users = {
         "maxSkew": 1,
@@ -338,7 +338,7 @@ def test_workers_stay_in_their_leaders_clique_and_instances_spread_over_zones() 
 
 def test_engine_and_decoder_spread_separately() -> None:
     """The engine's Instances don't count for the decoder's spread, and the other way round."""
-    from planning.spread import SpreadSettings, spread_constraint
+    from planning.replica.spread import SpreadSettings, spread_constraint
 
     decoder_constraint = spread_constraint(SpreadSettings("Required", ZONE), "qwen3-0-6b", "decoder")
     nodes = cluster_nodes(node("n-a", "zone-a", gpus=24), node("n-b", "zone-b"))

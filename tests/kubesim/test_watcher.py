@@ -27,7 +27,7 @@ from models.kube_ops import (
 )
 from models.pods import InstancePods
 from tests.kubesim.activity_objects import WAIT_SECONDS, headless_service, instance_pod, namespace_manifest
-from workers.watcher import PodWatcher, TemporalSignalSink
+from workers.watch.pods import PodWatcher, TemporalSignalSink
 
 pytestmark = pytest.mark.kubesim
 

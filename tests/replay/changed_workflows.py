@@ -21,10 +21,10 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.inference_replica import InferenceReplicaWorkflow
-    from workflows.inference_service import InferenceServiceWorkflow
-    from workflows.instance import InstanceWorkflow
+    from workflows.instance.workflow import InstanceWorkflow
     from workflows.names import INFERENCE_REPLICA, INFERENCE_SERVICE, INSTANCE
+    from workflows.replica.workflow import InferenceReplicaWorkflow
+    from workflows.service.workflow import InferenceServiceWorkflow
 
 EXTRA_TIMER = timedelta(seconds=1)
 

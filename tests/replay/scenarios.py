@@ -37,10 +37,10 @@ from tests.workflows.service_harness import (
     runtime_manifest,
     with_image,
 )
-from workers.deployment_watch import DeploymentWatcher, TemporalDeploymentSink
-from workers.watcher import PodWatcher, TemporalSignalSink
+from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
+from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
-from workflows.service_calls import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
+from workflows.service.messages import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
 
 BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
 HOLD_AT_ONCE = {"drain_seconds": 0.2, "stuck_pod_grace_seconds": 1, "update_retry": None}

@@ -55,21 +55,22 @@ from models.kube_ops import (
 from models.pods import InstancePods
 from models.resolution import effective_component, inference_replica_spec
 from models.runtime import ClusterServingRuntime
-from planning.instance_pods import (
+from planning.instance.pods import (
     in_place_image_patches,
     render_headless_service,
     render_pod_group,
     render_pods,
 )
-from planning.replica_budget import update_policy
-from planning.replica_template import ClusterLifecycle, InstanceIdentity, instance_spec
-from planning.service_components import plan_components
-from planning.service_deployment import DeploymentObserved
-from planning.service_objects import render_deployment, render_inference_replica, render_pdb, render_service
+from planning.replica.budget import update_policy
+from planning.replica.manifest import render_inference_replica
+from planning.replica.template import ClusterLifecycle, InstanceIdentity, instance_spec
+from planning.service.components import plan_components
+from planning.service.deployment import DeploymentObserved
+from planning.service.objects import render_deployment, render_pdb, render_service
 from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.kubesim.activity_objects import WAIT_SECONDS, wait_for
-from workers.deployment_watch import DeploymentWatcher
-from workers.watcher import PodWatcher
+from workers.watch.deployments import DeploymentWatcher
+from workers.watch.pods import PodWatcher
 
 T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"

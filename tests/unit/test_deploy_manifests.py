@@ -28,7 +28,7 @@ from kubernetes.client import ApiClient
 from activities.kube import KubeActivities
 from models.admission import admit
 from models.runtime import ClusterServingRuntime
-from planning.service_components import plan_components
+from planning.service.components import plan_components
 from tests.unit.deploy_usage import Request, Usage, example_isvc, example_runtime, product_requests
 from workers.config import Settings, env_var_names
 

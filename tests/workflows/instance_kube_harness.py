@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from kubesim.handle import KubeSim
 from models.instance import InstanceSpec, InstanceStatus
 from tests.workflows.instance_fake_cluster import register_search_attributes
-from workers.watcher import PodWatcher, TemporalSignalSink
+from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
 from workflows.names import instance_workflow_id
 

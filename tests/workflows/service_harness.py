@@ -29,10 +29,10 @@ from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import InstancePods
 from planning.pod_summary import InstanceKey, group_by_instance, instance_pods
 from workers.worker import build_worker
-from workflows.inference_replica import InferenceReplicaWorkflow
-from workflows.inference_service import InferenceServiceWorkflow
 from workflows.names import irep_workflow_id, isvc_workflow_id
-from workflows.service_calls import ApplyResult, ServiceStatusView
+from workflows.replica.workflow import InferenceReplicaWorkflow
+from workflows.service.messages import ApplyResult, ServiceStatusView
+from workflows.service.workflow import InferenceServiceWorkflow
 
 T = TypeVar("T")
 NAMESPACE = "spread-demo"

@@ -23,7 +23,7 @@ from tests.workflows.service_harness import (
     story,
     with_image,
 )
-from workflows.service_calls import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
+from workflows.service.messages import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
 
 pytestmark = pytest.mark.workflows
 

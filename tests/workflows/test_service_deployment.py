@@ -1,7 +1,7 @@
 """Deployment-mode components and refused `scale` signals, through the InferenceService workflow.
 
 Real activities against kubesim, whose Deployment controller runs the RawDeployment
-component's pods; the Deployment watcher (`workers.deployment_watch`) runs in-process and
+component's pods; the Deployment watcher (`workers.watch.deployments`) runs in-process and
 signals the workflow as it does in production, so a condition that changes within seconds
 of a Deployment change came from a watcher signal (the workflow's own re-read of a
 converged Deployment is minutes away).
@@ -19,8 +19,8 @@ from temporalio.client import Client
 
 from kubesim.handle import KubeSim
 from tests.workflows.service_harness import NAME, NAMESPACE, Story, eventually, isvc_manifest, story
-from workers.deployment_watch import DeploymentWatcher, TemporalDeploymentSink
-from workflows.service_calls import ServiceStatusView
+from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
+from workflows.service.messages import ServiceStatusView
 
 pytestmark = pytest.mark.workflows
 

@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from kubesim.handle import KubeSim
 from models.instance import InstancePhase, InstanceStatus
-from planning.service_pause import REFUSED_ALREADY_PAUSED
+from planning.service.pause import REFUSED_ALREADY_PAUSED
 from tests.workflows.service_harness import (
     IMAGE_1,
     IMAGE_2,

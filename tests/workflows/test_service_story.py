@@ -23,7 +23,7 @@ from tests.workflows.service_harness import (
     story,
     with_image,
 )
-from workflows.service_calls import ADMISSION_DENIED
+from workflows.service.messages import ADMISSION_DENIED
 
 pytestmark = pytest.mark.workflows
 

@@ -1,0 +1,157 @@
+"""The Instance workflow's whole state, in one model carried across continue-as-new.
+
+Also the pure bookkeeping on it: the status the `status` query answers and the parent
+receives, and the fingerprint that decides whether the parent needs a new report.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.instance import (
+    DeleteRequest,
+    InstanceFailure,
+    InstanceOperation,
+    InstancePauseMode,
+    InstancePhase,
+    InstanceSpec,
+    InstanceStatus,
+    RestartRequest,
+    RetryBlock,
+)
+from models.pods import InstancePods
+from planning.instance.health import InstanceLevels, levels
+from planning.instance.pods import pod_names
+
+
+class InstanceState(BaseModel):
+    """Everything the Instance knows; `run()` takes it back after continue-as-new."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: InstanceSpec
+    """The target: the spec the Instance is moving to or runs."""
+    running_spec: InstanceSpec | None = None
+    """The spec the current pods were created from (None before any ran)."""
+    phase: InstancePhase = InstancePhase.CREATING
+    incarnation: int = 1
+    active_ordinal: int = 0
+    members: dict[str, str] = Field(default_factory=dict)
+    """Current pod name -> uid of the pods we created for it ("" until confirmed)."""
+    restart_baseline: dict[str, int] = Field(default_factory=dict)
+    ready_since: datetime | None = None
+    running_revision: str | None = None
+    last_failure: InstanceFailure | None = None
+    retry_block: RetryBlock | None = None
+    operation: InstanceOperation | None = None
+    clock_started_at: datetime | None = None
+    clock_held_since: datetime | None = None
+    clock_hold: str | None = None
+    first_seen: dict[str, datetime] = Field(default_factory=dict)
+    failures_in_a_row: int = 0
+    rebuild_at: datetime | None = None
+    draining: bool = False
+    gang_unavailable: bool = False
+    pod_group_crd: bool | None = None
+    deleted: bool = False
+    abandoned: bool = False
+    operation_counter: int = 0
+    refused_revision: str | None = None
+    """An InPlaceOnly update this Instance refused; not retried until another revision comes."""
+
+    pause_mode: InstancePauseMode | None = None
+    """The component's pause as last told (`set_pause`, or the spec at start); None: not paused."""
+    paused_update: InstanceSpec | None = None
+    """An update that arrived during a pause: it waits here and becomes pending on resume."""
+
+    pending_update: InstanceSpec | None = None
+    pending_restart: RestartRequest | None = None
+    pending_delete: DeleteRequest | None = None
+    pending_drain: bool = False
+    pending_releases: list[str] = Field(default_factory=list)
+    pods: InstancePods | None = None
+
+
+def newer_observation(candidate: InstancePods, current: InstancePods | None) -> bool:
+    """True when `candidate` should replace `current` as what the Instance knows of its pods.
+
+    Both the watcher's `pods_changed` summaries and the workflow's own `kube.list_instance_pods`
+    answers carry a resourceVersion from the API server's one counter (the watcher's is the
+    newest over pods, nodes and EndpointSlices; a list's is the counter when it read), so
+    the larger one saw more. Both paths must use this rule: a list that was read before a
+    pod change but whose answer reached the workflow after the signal reporting that change
+    is older, and the watcher will not send that change again (issue 5). Equal versions
+    describe the same moment, so the later arrival may replace; versions that are not
+    numbers cannot be ordered and the later arrival wins.
+    """
+    if current is None:
+        return True
+    a, b = candidate.resource_version, current.resource_version
+    if a.isdigit() and b.isdigit():
+        return int(a) >= int(b)
+    return True
+
+
+def current_levels(state: InstanceState, now: datetime) -> InstanceLevels:
+    """Levels of the Instance's current members, from the last observation."""
+    pods = state.pods.pods if state.pods is not None else ()
+    listed = state.pods.endpoints_listed if state.pods is not None else None
+    members = state.members or dict.fromkeys(pod_names(state.spec, state.active_ordinal), "")
+    spec = state.running_spec or state.spec
+    return levels(pods, members, spec.pod_count, spec.min_ready_seconds, now, listed)
+
+
+def build_status(state: InstanceState, now: datetime) -> InstanceStatus:
+    spec = state.spec
+    counts = current_levels(state, now)
+    return InstanceStatus(
+        namespace=spec.namespace,
+        isvc=spec.isvc,
+        component=spec.component,
+        index=spec.index,
+        phase=state.phase,
+        incarnation=state.incarnation,
+        running_revision=state.running_revision,
+        target_revision=spec.revision,
+        desired_pods=spec.pod_count,
+        total_pods=counts.total,
+        ready_pods=counts.ready_pods,
+        serving_pods=counts.serving_pods,
+        available_pods=counts.available_pods,
+        ready=counts.ready,
+        serving=counts.serving and not state.draining,
+        available=counts.available and not state.draining,
+        ready_since=state.ready_since,
+        active_ordinal=state.active_ordinal,
+        last_failure=state.last_failure,
+        operation=state.operation,
+        retry_block=state.retry_block,
+        gang_scheduling_unavailable=state.gang_unavailable,
+        draining=state.draining,
+        deleted=state.deleted,
+        abandoned=state.abandoned,
+        pod_names=sorted(state.members),
+        updated_at=now,
+        pause_mode=state.pause_mode,
+    )
+
+
+def report_fingerprint(status: InstanceStatus) -> tuple[object, ...]:
+    """What the parent cares about: a report goes out only when one of these changes."""
+    return (
+        status.phase,
+        status.incarnation,
+        status.running_revision,
+        status.target_revision,
+        status.total_pods,
+        status.ready_pods,
+        status.serving_pods,
+        status.available_pods,
+        status.retry_block.state if status.retry_block else None,
+        status.gang_scheduling_unavailable,
+        status.draining,
+        status.deleted,
+        status.abandoned,
+    )

@@ -1,0 +1,346 @@
+"""The pod watcher: turns pod and node changes into `pods_changed` signals to Instances.
+
+`python -m workers.watcher` runs it (with the Deployment watcher) as its own process. It lists, then watches, the
+product's pods (label `ome.io/inferenceservice`), the nodes, and the EndpointSlices of the
+product's Services, keeps the latest objects in memory, and for every Instance whose
+summary (`planning.pod_summary`) changed signals `instance/{ns}/{isvc}-{component}-{index}`
+with the new `InstancePods`.
+
+Level-triggered by design: a summary is the whole current state of an Instance's pods, not
+a delta, so a lost signal is repaired by the next one, and a restarted watcher (which has
+sent nothing yet) brings every Instance up to date with its first pass. It never sends the
+same summary twice in a row to an Instance; a resync after a 410 or a cut stream
+re-evaluates everything and sends only what differs.
+
+Threads run the blocking `kubernetes` client (one per watched kind); one asyncio task
+applies their events, coalesces bursts for `coalesce_seconds` and sends signals with bounded
+concurrency. Signals to Instances that do not exist (yet, or any more) are dropped: a new
+Instance workflow lists its pods itself at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import ApiClient
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from models.instance import SIGNAL_PODS_CHANGED
+from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
+from planning.pod_summary import InstanceKey, instance_key, instance_pods, listed_pods
+from workers.watch.loop import WatchLoop
+from workers.watch.stream import KindWatch, WatchItem
+from workflows.names import instance_workflow_id
+
+logger = logging.getLogger("workers.watcher")
+
+SignalSink = Callable[[str, InstancePods], Awaitable[bool]]
+"""Delivers one summary to one workflow id; False when the workflow does not exist."""
+
+PODS, NODES, SLICES = "pods", "nodes", "endpointslices"
+
+
+class TemporalSignalSink:
+    """Signals `pods_changed` through a Temporal client; NotFound means 'no such Instance'."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def __call__(self, workflow_id: str, summary: InstancePods) -> bool:
+        try:
+            await self.client.get_workflow_handle(workflow_id).signal(SIGNAL_PODS_CHANGED, summary)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+
+@dataclass
+class WatcherStats:
+    """Counters tests and logs read: how much the watcher did and why."""
+
+    signals_sent: int = 0
+    signals_dropped: int = 0
+    signal_failures: int = 0
+    resyncs: dict[str, int] = field(default_factory=dict)
+    events: int = 0
+
+
+class PodIndex:
+    """The product's pods by (namespace, name), by Instance and by node.
+
+    Events touch one pod; the indexes keep a node's failure and a flush proportional to the
+    pods involved rather than to every pod in the cluster.
+    """
+
+    def __init__(self) -> None:
+        self.by_name: dict[tuple[str, str], dict[str, Any]] = {}
+        self.by_instance: dict[InstanceKey, set[tuple[str, str]]] = {}
+        self.by_node: dict[str, set[tuple[str, str]]] = {}
+
+    def put(self, pod: dict[str, Any]) -> None:
+        key = _object_key(pod)
+        self.remove(key)
+        self.by_name[key] = pod
+        instance = instance_key(pod)
+        if instance is not None:
+            self.by_instance.setdefault(instance, set()).add(key)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self.by_node.setdefault(node, set()).add(key)
+
+    def remove(self, key: tuple[str, str]) -> None:
+        pod = self.by_name.pop(key, None)
+        if pod is None:
+            return
+        instance = instance_key(pod)
+        if instance is not None:
+            _discard(self.by_instance, instance, key)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            _discard(self.by_node, node, key)
+
+    def clear(self) -> None:
+        self.by_name.clear()
+        self.by_instance.clear()
+        self.by_node.clear()
+
+    def instance(self, key: InstanceKey) -> list[dict[str, Any]]:
+        return [self.by_name[name] for name in self.by_instance.get(key, ())]
+
+
+class PodWatcher(WatchLoop):
+    """Watches one cluster and signals Instance workflows; `start()`/`stop()` or `run()`."""
+
+    name = "pod-watcher"
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        sink: SignalSink,
+        *,
+        cluster: str = "",
+        coalesce_seconds: float = 0.05,
+        max_concurrent_signals: int = 16,
+        read_timeout_seconds: float = 90.0,
+        watch_endpoints: bool = True,
+    ) -> None:
+        self.sink = sink
+        self.cluster = cluster
+        self.stats = WatcherStats()
+        self._semaphore = asyncio.Semaphore(max_concurrent_signals)
+        kinds = [
+            KindWatch(api_client, PODS, "/api/v1/pods", LABEL_ISVC, read_timeout_seconds),
+            KindWatch(api_client, NODES, "/api/v1/nodes", "", read_timeout_seconds),
+        ]
+        if watch_endpoints:
+            kinds.append(
+                # Only the Instances' headless Services' slices (they carry the Instance index
+                # label): those are what "listed" reads. A component Service's slices list
+                # every pod of the component and would make each change O(Instances).
+                KindWatch(
+                    api_client,
+                    SLICES,
+                    "/apis/discovery.k8s.io/v1/endpointslices",
+                    f"{LABEL_ISVC},{LABEL_INSTANCE_INDEX}",
+                    read_timeout_seconds,
+                    optional=True,
+                )
+            )
+        super().__init__(kinds, coalesce_seconds, logger)
+        self._pods = PodIndex()
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {
+            kind.name: {} for kind in self._kinds
+        }
+        # The pod store is the index's own map, so generic code reads pods like other kinds.
+        self._objects[PODS] = self._pods.by_name
+        self._synced: set[str] = set()
+        self._disabled: set[str] = set()
+        self._resource_version = ""
+        self._dirty: set[InstanceKey] = set()
+        self._last_sent: dict[InstanceKey, InstancePods] = {}
+
+    # --- applying events ---------------------------------------------------------------------
+
+    def _ready(self) -> bool:
+        # Summaries need every kind: a pod judged before the nodes are listed would look
+        # bound to a missing node, which is evidence for force-deletion.
+        return self._synced == {kind.name for kind in self._kinds}
+
+    def _has_dirty(self) -> bool:
+        return bool(self._dirty)
+
+    def _apply(self, item: WatchItem) -> None:
+        store = self._objects[item.kind]
+        # resourceVersions are one counter across kinds: a summary is as new as the newest
+        # thing it reflects, so a node failure seen after the workflow's own pod list is not
+        # discarded by the workflow as older than that list.
+        self._resource_version = _newest_version(self._resource_version, item.resource_version)
+        if item.type == "BOOKMARK":
+            return
+        if item.type == "DISABLED":
+            self._disabled.add(item.kind)
+            self._synced.add(item.kind)
+            self._replace_all(item.kind, [])
+            self._dirty.update(self._last_sent)
+            logger.info("watch disabled kind=%s cluster=%s reason=%s", item.kind, self.cluster, item.reason)
+            return
+        if item.type == "RESYNC":
+            self.stats.resyncs[item.kind] = self.stats.resyncs.get(item.kind, 0) + 1
+            before = list(store.values())
+            self._replace_all(item.kind, item.objects)
+            self._synced.add(item.kind)
+            self._disabled.discard(item.kind)
+            for obj in before + item.objects:
+                self._mark(item.kind, obj)
+            # Anything we reported on may have changed while we were not watching.
+            self._dirty.update(self._last_sent)
+            logger.info(
+                "resynced kind=%s cluster=%s objects=%d resourceVersion=%s",
+                item.kind,
+                self.cluster,
+                len(item.objects),
+                item.resource_version,
+            )
+            return
+        self.stats.events += 1
+        obj = item.objects[0]
+        key = _object_key(obj)
+        old = store.get(key)
+        if item.kind == PODS:
+            self._pods.remove(key)
+            if item.type != "DELETED":
+                self._pods.put(obj)
+        elif item.type == "DELETED":
+            store.pop(key, None)
+        else:
+            store[key] = obj
+        if old is not None:
+            self._mark(item.kind, old)
+        self._mark(item.kind, obj)
+
+    def _mark(self, kind: str, obj: dict[str, Any]) -> None:
+        """Mark the Instances an object's change may affect as needing a fresh summary."""
+        if kind == PODS:
+            key = instance_key(obj)
+            if key is not None:
+                self._dirty.add(key)
+        elif kind == NODES:
+            node_name = str((obj.get("metadata") or {}).get("name") or "")
+            for pod_key in self._pods.by_node.get(node_name, ()):
+                key = instance_key(self._pods.by_name[pod_key])
+                if key is not None:
+                    self._dirty.add(key)
+        else:
+            # An Instance's headless Service's slice concerns that Instance alone.
+            key = instance_key(obj)
+            if key is not None:
+                self._dirty.add(key)
+
+    def _replace_all(self, kind: str, objects: list[dict[str, Any]]) -> None:
+        if kind == PODS:
+            self._pods.clear()
+            for obj in objects:
+                self._pods.put(obj)
+            return
+        store = self._objects[kind]
+        store.clear()
+        for obj in objects:
+            store[_object_key(obj)] = obj
+
+    # --- summarizing and signalling ------------------------------------------------------------
+
+    def summaries(self, keys: set[InstanceKey]) -> dict[InstanceKey, InstancePods]:
+        """The current summary of each Instance in `keys` (empty pods when all are gone)."""
+        members = {key: self._pods.instance(key) for key in keys}
+        nodes = {name: node for (_, name), node in self._objects[NODES].items()}
+        slices_by_instance: dict[InstanceKey, list[dict[str, Any]]] = {}
+        for endpoint_slice in self._objects.get(SLICES, {}).values():
+            owner = instance_key(endpoint_slice)
+            if owner in members:
+                slices_by_instance.setdefault(owner, []).append(endpoint_slice)
+        result = {}
+        for key, pods in members.items():
+            slices = slices_by_instance.get(key)
+            result[key] = instance_pods(
+                key,
+                pods,
+                nodes,
+                resource_version=self._resource_version,
+                cluster=self.cluster,
+                endpoints=listed_pods(slices) if slices else None,
+            )
+        return result
+
+    async def _flush(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        pending = []
+        for key, summary in self.summaries(dirty).items():
+            previous = self._last_sent.get(key)
+            if not summary.pods and previous is None:
+                continue  # never reported, nothing to report
+            if summary.same_state(previous):
+                continue
+            pending.append((key, summary))
+        results = await asyncio.gather(*(self._send(key, summary) for key, summary in pending))
+        failed = [key for (key, _), ok in zip(pending, results, strict=True) if not ok]
+        self._dirty.update(failed)
+        if not self._synced_event.is_set():
+            logger.info("initial pass done cluster=%s instances=%d", self.cluster, len(self._last_sent))
+        self._after_flush(bool(failed))
+
+    async def _send(self, key: InstanceKey, summary: InstancePods) -> bool:
+        """Signal one Instance; True when handled (delivered or no such workflow)."""
+        workflow_id = instance_workflow_id(*key)
+        async with self._semaphore:
+            try:
+                delivered = await self.sink(workflow_id, summary)
+            except Exception as error:  # a Temporal outage must not end the watcher
+                self.stats.signal_failures += 1
+                logger.warning("signal failed workflow_id=%s error=%s", workflow_id, str(error)[:300])
+                return False
+        if delivered:
+            self.stats.signals_sent += 1
+            logger.debug(
+                "signalled workflow_id=%s pods=%d ready=%d serving=%d",
+                workflow_id,
+                len(summary.pods),
+                summary.ready_count,
+                summary.serving_count,
+            )
+        else:
+            self.stats.signals_dropped += 1
+            logger.debug("no such workflow workflow_id=%s", workflow_id)
+        if summary.pods:
+            self._last_sent[key] = summary
+        else:
+            # All pods gone and reported: forget the Instance until a pod appears again.
+            self._last_sent.pop(key, None)
+        return True
+
+
+def _discard(index: dict[Any, set[tuple[str, str]]], value: Any, key: tuple[str, str]) -> None:
+    members = index.get(value)
+    if members is not None:
+        members.discard(key)
+        if not members:
+            del index[value]
+
+
+def _newest_version(current: str, candidate: str) -> str:
+    if not candidate:
+        return current
+    if current.isdigit() and candidate.isdigit():
+        return candidate if int(candidate) > int(current) else current
+    return candidate
+
+
+def _object_key(obj: dict[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))

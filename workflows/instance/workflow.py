@@ -1,0 +1,175 @@
+"""The `Instance` workflow: one OMENative Instance from creation to deletion.
+
+`instance/{ns}/{isvc}-{component}-{index}`. Observe (the watcher's `pods_changed` signals,
+activity results) -> plan (`planning.instance_*`) -> act (Kubernetes activities through
+`workflows.kube_calls`) -> wait (`wait_condition` with the deadlines planning computes; a
+slow re-list is only a safety net). A pod that looks gone or failed in a watcher observation
+is confirmed with a fresh list before anything is recreated, because a signal may lag
+behind our own writes.
+
+Message handlers only record what arrived (no awaits), so they need no lock; the main loop
+takes requests from the state at safe points, and continue-as-new happens only in a
+resting phase, after the handlers have finished, carrying the one `InstanceState`.
+
+Phases and messages: see `models/instance.py`. The operations live in
+`workflows/instance/operations.py`; this module holds the message handlers and the main loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from models.instance import (
+        QUERY_STATUS,
+        SIGNAL_DELETE,
+        SIGNAL_DRAIN,
+        SIGNAL_PODS_CHANGED,
+        SIGNAL_RELEASE_HELD,
+        SIGNAL_RESTART,
+        SIGNAL_SET_PAUSE,
+        SIGNAL_UPDATE,
+        DeleteRequest,
+        DrainRequest,
+        InstancePhase,
+        InstanceSpec,
+        InstanceStatus,
+        PauseRequest,
+        ReleaseHeldRequest,
+        RestartRequest,
+        UpdateRequest,
+    )
+    from models.pods import InstancePods
+    from planning.instance.pause import hold_update, pending_may_rebuild
+    from planning.instance.state import InstanceState, build_status, newer_observation
+    from workflows import search_attributes
+    from workflows.instance.lifecycle import InstanceLifecycle
+
+P = InstancePhase
+
+
+@workflow.defn(name="Instance")
+class InstanceWorkflow(InstanceLifecycle):
+    """`instance/{ns}/{isvc}-{component}-{index}`: input `InstanceSpec` (or `InstanceState`
+    after continue-as-new), result the final `InstanceStatus`."""
+
+    @workflow.init
+    def __init__(self, arg: InstanceSpec | InstanceState) -> None:
+        # A new Instance learns the pause in force from its spec; later changes are signals.
+        state = arg if isinstance(arg, InstanceState) else InstanceState(spec=arg, pause_mode=arg.pause_mode)
+        self.state = state
+        self.pods_seq = 0
+        self.inbox_seq = 0
+        self.last_report: tuple[object, ...] | None = None
+
+    # --- messages -------------------------------------------------------------------
+
+    @workflow.signal(name=SIGNAL_PODS_CHANGED)
+    def pods_changed(self, pods: InstancePods) -> None:
+        # A summary older than what we already know (our own list answered after the watcher
+        # read) is dropped; it cannot be news.
+        if newer_observation(pods, self.state.pods):
+            self.state.pods = pods
+            self.pods_seq += 1
+
+    @workflow.signal(name=SIGNAL_UPDATE)
+    def update(self, request: UpdateRequest) -> None:
+        if hold_update(self.state.pause_mode):
+            # No update starts during a pause (§5): it waits, and the newest one goes on resume.
+            self.state.paused_update = request.spec
+            return
+        self.state.pending_update = request.spec
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_SET_PAUSE)
+    def set_pause(self, request: PauseRequest) -> None:
+        state = self.state
+        if request.mode == state.pause_mode:
+            return
+        state.pause_mode = request.mode
+        if hold_update(state.pause_mode):
+            # An update that has not started yet waits too; one already running finishes.
+            if state.pending_update is not None:
+                state.paused_update, state.pending_update = state.pending_update, None
+        elif state.paused_update is not None:
+            state.pending_update, state.paused_update = state.paused_update, None
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_RESTART)
+    def restart(self, request: RestartRequest) -> None:
+        self.state.pending_restart = request
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_DRAIN)
+    def drain(self, request: DrainRequest) -> None:
+        self.state.pending_drain = True
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_DELETE)
+    def delete(self, request: DeleteRequest) -> None:
+        self.state.pending_delete = request
+        self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_RELEASE_HELD)
+    def release_held(self, request: ReleaseHeldRequest) -> None:
+        self.state.pending_releases.append(request.revision)
+        self.inbox_seq += 1
+
+    @workflow.query(name=QUERY_STATUS)
+    def status(self) -> InstanceStatus:
+        return build_status(self.state, workflow.now())
+
+    # --- main loop ------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, arg: InstanceSpec | InstanceState) -> InstanceStatus:
+        spec = self.state.spec
+        workflow.upsert_search_attributes(
+            [
+                search_attributes.INFERENCE_SERVICE.value_set(spec.isvc),
+                search_attributes.COMPONENT.value_set(spec.component),
+                search_attributes.PHASE.value_set(self.state.phase.value),
+            ]
+        )
+        # The Instance's Service, its first report to the parent, and (for a create) the pod
+        # list the create starts from go out in one workflow task.
+        first = [self.prepare(), self.report()]
+        if self.state.phase in (P.CREATING, P.PENDING):
+            first.append(self.list_ahead())
+        await asyncio.gather(*first)
+        while True:
+            finished = await self.step()
+            await self.report()
+            if finished:
+                return build_status(self.state, workflow.now())
+            if self.resting() and workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self.state)
+
+    def resting(self) -> bool:
+        return self.state.phase in (P.READY, P.FAILED, P.PENDING)
+
+    async def step(self) -> bool:
+        """One pass of the loop; True when the workflow is done."""
+        state = self.state
+        since = self.mark()
+        if state.pending_delete is not None:
+            await self.delete_instance(state.pending_delete)
+            return True
+        if state.pending_drain:
+            state.pending_drain = False
+            await self.take_out_of_rotation("DrainRequested")
+        await self.absorb_releases()
+        # A Pending Instance (restart policy None, its pods lost) is not rebuilt during a pause.
+        if state.phase == P.CREATING or (state.phase == P.PENDING and pending_may_rebuild(state.pause_mode)):
+            return await self.create_instance()
+        if state.phase == P.READY:
+            if await self.handle_ready():
+                return False
+        elif state.phase == P.FAILED:
+            if await self.handle_failed():
+                return False
+        await self.wait_for_news(self.next_wake(), since)
+        return False

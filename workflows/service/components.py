@@ -1,0 +1,364 @@
+"""The InferenceService workflow's components: their objects and InferenceReplica children.
+
+`ServiceComponents` sits between `workflows.service.projection.ServiceProjection` and
+`workflows.service.workflow.InferenceServiceWorkflow`. Per component planned by
+`planning.service.components` it keeps the objects `planning.service.objects` renders: an
+`InferenceReplica` child workflow for OMENative (parent close policy ABANDON, steered by the
+`configure`, `release_held`, `reset_instances` and `delete` signals), or a plain Deployment;
+a Service; and for OMENative a PodDisruptionBudget. A component the spec drops drains its
+Instances before its objects go; deletion drains every component first.
+
+A Deployment is read right after each apply, kept at its count (a `scale` re-applies it),
+and its observations (those reads, the watcher's `deployment_changed` signals, the
+re-check reads) are kept newest by resourceVersion for `planning.service.deployment`.
+`scale` requests are checked here (`planning.service.scale`) and `release_held` /
+`reset_instances` passed on; a refused one is remembered for the `status` query and
+recorded as a Warning Event on the InferenceService.
+
+Imported by the workflow module inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+
+from models.inferenceservice import InferenceService
+from models.kube_ops import ApplyObjectInput, DeleteObjectInput, ObjectRef, ReadObjectInput, RecordEventInput
+from models.resolution import inference_replica_spec
+from planning.objects import OME_API_VERSION, service_name
+from planning.replica.budget import update_policy
+from planning.replica.revisions import REVISION_HISTORY_ANNOTATION
+from planning.service.components import ComponentPlan, multinode_message, plan_components
+from planning.service.deployment import DeploymentObserved, converged, newer, observe_deployment
+from planning.service.objects import render_deployment, render_pdb, render_service
+from planning.service.scale import (
+    REQUEST_REJECTED,
+    SCALE_REJECTED,
+    ScalableComponent,
+    check_scale,
+    forward_refusal,
+)
+from workflows import kube_calls, search_attributes
+from workflows.names import INFERENCE_REPLICA, irep_workflow_id
+from workflows.replica.messages import SIGNAL_CONFIGURE, SIGNAL_DELETE, ReplicaConfig
+from workflows.service.messages import SIGNAL_SCALE, RejectedRequest, isvc_object
+from workflows.service.projection import ServiceProjection, identity, runs_deployment
+
+
+class ServiceComponents(ServiceProjection):
+    """Writes the InferenceService's objects and steers its InferenceReplicas."""
+
+    async def write_object(self, isvc: InferenceService) -> None:
+        result = await kube_calls.apply_object(
+            ApplyObjectInput(
+                manifest=isvc_object(self.state.manifest, isvc.namespace), plural="inferenceservices"
+            ),
+            summary=f"write InferenceService {isvc.namespace}/{isvc.name} (generation {self.state.generation})",
+        )
+        self.state.isvc_uid = result.ref.uid or self.state.isvc_uid
+
+    async def read_runtime(self, isvc: InferenceService) -> None:
+        """The ServingRuntime of that name in the namespace, else the ClusterServingRuntime."""
+        state = self.state
+        state.runtime_missing = None
+        if isvc.spec.runtime is None:
+            state.runtime_spec = None
+            return
+        runtime = isvc.spec.runtime.name
+        for kind, plural, namespace in (
+            ("ServingRuntime", "servingruntimes", isvc.namespace),
+            ("ClusterServingRuntime", "clusterservingruntimes", None),
+        ):
+            ref = ObjectRef(
+                api_version=OME_API_VERSION, kind=kind, name=runtime, namespace=namespace, plural=plural
+            )
+            found = await kube_calls.read_object(ReadObjectInput(ref=ref), summary=f"read {kind} {runtime}")
+            if found.found and found.object is not None:
+                state.runtime_spec = found.object.get("spec") or {}
+                return
+        state.runtime_missing = (
+            f"spec.runtime.name {runtime!r} names no ServingRuntime in namespace {isvc.namespace} and no "
+            "ClusterServingRuntime; create the runtime and the InferenceService starts within 5 minutes"
+        )
+
+    def plans(self, isvc: InferenceService) -> list[ComponentPlan]:
+        return plan_components(isvc, self.runtime())
+
+    async def write_components(self, isvc: InferenceService) -> None:
+        state = self.state
+        uid = state.isvc_uid
+        plans = self.plans(isvc)
+        running = {(plan.name, plan.mode) for plan in plans}
+        for component, mode in list(state.modes.items()):
+            if (component, mode) not in running:
+                await self.retire(isvc, component, mode)
+        for plan in plans:
+            state.modes[plan.name] = plan.mode
+            name = service_name(isvc.name, plan.name)
+            if plan.mode == "MultiNode":
+                workflow.logger.warning(multinode_message(plan.name))
+                continue
+            if plan.omenative:
+                policy = update_policy(plan.effective.lifecycle, state.cluster.update_policy)
+                pdb = render_pdb(plan, isvc.name, isvc.namespace, uid, policy)
+                await kube_calls.apply_object(
+                    ApplyObjectInput(manifest=pdb),
+                    summary=f"apply PodDisruptionBudget {name} (maxUnavailable {pdb['spec']['maxUnavailable']})",
+                )
+            else:
+                await self.write_deployment(isvc, plan)
+            await kube_calls.apply_object(
+                ApplyObjectInput(manifest=render_service(plan, isvc.name, isvc.namespace, uid)),
+                summary=f"apply Service {name} (serving pods of {plan.name})",
+            )
+        components = ",".join(plan.name for plan in self.plans(isvc))
+        workflow.upsert_search_attributes([search_attributes.COMPONENT.value_set(components)])
+
+    # --- Deployment-mode components ------------------------------------------------------
+
+    def deployment_plans(self, isvc: InferenceService) -> list[ComponentPlan]:
+        return [plan for plan in self.plans(isvc) if runs_deployment(plan.mode)]
+
+    def deployment_desired(self, plan: ComponentPlan) -> int:
+        return self.state.transient.get(plan.name, plan.min_replicas)
+
+    async def write_deployment(self, isvc: InferenceService, plan: ComponentPlan) -> None:
+        """Apply the component's Deployment, then read it: its status starts from the truth."""
+        replicas = self.deployment_desired(plan)
+        name = service_name(isvc.name, plan.name)
+        await kube_calls.apply_object(
+            ApplyObjectInput(
+                manifest=render_deployment(plan, isvc.name, isvc.namespace, self.state.isvc_uid, replicas)
+            ),
+            summary=f"apply Deployment {name} ({replicas} replica(s), revision {plan.revision_name})",
+        )
+        self.state.deployment_replicas[plan.name] = replicas
+        await self.read_deployment(isvc, plan.name, "after apply")
+
+    async def read_deployment(self, isvc: InferenceService, component: str, why: str) -> None:
+        name = service_name(isvc.name, component)
+        ref = ObjectRef(api_version="apps/v1", kind="Deployment", name=name, namespace=isvc.namespace)
+        found = await kube_calls.read_object(
+            ReadObjectInput(ref=ref), summary=f"read Deployment {name} status ({why})"
+        )
+        observed = observe_deployment(found.object) if found.found and found.object is not None else None
+        if observed is None:
+            observed = DeploymentObserved(
+                namespace=isvc.namespace, isvc=isvc.name, component=component, exists=False
+            )
+        self.observe(observed)
+
+    def observe(self, observed: DeploymentObserved) -> bool:
+        """Keep a Deployment observation unless an older one; True when something changed."""
+        state = self.state
+        held = state.deployments.get(observed.component)
+        if not runs_deployment(state.modes.get(observed.component)) or not newer(observed, held):
+            return False
+        state.deployments[observed.component] = observed
+        if observed.same_state(held):
+            return False
+        state.deployment_rechecks = 0
+        return True
+
+    async def keep_deployments(self, isvc: InferenceService, recheck: bool) -> None:
+        """Bring each Deployment to its count (a `scale`, or an apply ending one); on a
+        re-check pass, read the Deployments in case a watcher signal was lost."""
+        for plan in self.deployment_plans(isvc):
+            if self.state.deployment_replicas.get(plan.name) != self.deployment_desired(plan):
+                await self.write_deployment(isvc, plan)
+            elif recheck:
+                await self.read_deployment(isvc, plan.name, "re-check")
+
+    def deployments_converged(self) -> bool:
+        state = self.state
+        return all(
+            converged(state.deployment_replicas.get(component, 0), state.deployments.get(component))
+            for component, mode in state.modes.items()
+            if runs_deployment(mode)
+        )
+
+    # --- scale requests ---------------------------------------------------------------
+
+    def take_scale_requests(self, isvc: InferenceService) -> None:
+        """Apply the `scale` signals received since the last pass, or record why not."""
+        state = self.state
+        requests, state.scale_requests = state.scale_requests, []
+        if not requests:
+            return
+        components: dict[str, ScalableComponent] = {
+            plan.name: ScalableComponent(plan.mode, plan.min_replicas, plan.max_replicas)
+            for plan in self.plans(isvc)
+        }
+        for request in requests:
+            verdict = check_scale(request.component, request.replicas, components)
+            if verdict.replicas is not None:
+                state.transient[request.component] = verdict.replicas
+                continue
+            self.reject(SIGNAL_SCALE, request.model_dump(mode="json"), SCALE_REJECTED, verdict.message)
+
+    def reject(self, signal: str, request: dict[str, Any], reason: str, message: str) -> None:
+        """Remember a refused request for the `status` query and its Event for this pass."""
+        workflow.logger.warning("%s", message)
+        rejected = RejectedRequest(
+            signal=signal, request=request, reason=reason, message=message, at=workflow.now()
+        )
+        self.state.last_rejected = rejected
+        self.state.unrecorded_rejections.append(rejected)
+
+    async def record_rejections(self) -> None:
+        """A Warning Event per refused request, on the InferenceService (`kubectl describe`)."""
+        state = self.state
+        rejections, state.unrecorded_rejections = state.unrecorded_rejections, []
+        for rejected in rejections:
+            try:
+                await kube_calls.record_event(
+                    RecordEventInput(
+                        involved=self.ref(),
+                        reason=rejected.reason,
+                        message=rejected.message[:1000],
+                        type="Warning",
+                        action=rejected.signal,
+                    ),
+                    summary=f"event {rejected.reason}: {rejected.message[:160]}",
+                )
+            except ActivityError as error:  # the status query still shows it
+                workflow.logger.warning("event %s not recorded: %s", rejected.reason, error)
+
+    # --- retiring components ------------------------------------------------------------
+
+    async def retire(self, isvc: InferenceService, component: str, mode: str) -> None:
+        """A component the spec dropped (or moved to another mode): its Instances drain first."""
+        state = self.state
+        del state.modes[component]
+        state.deployments.pop(component, None)
+        state.deployment_replicas.pop(component, None)
+        if mode == "OMENative" and component in state.sent_configs:
+            del state.sent_configs[component]
+            state.retiring[component] = mode
+            state.replicas.pop(component, None)
+            handle = workflow.get_external_workflow_handle(
+                irep_workflow_id(isvc.namespace, isvc.name, component)
+            )
+            await handle.signal(SIGNAL_DELETE)
+            state.delete_sent.append(component)
+            return
+        await self.delete_objects(isvc.namespace, isvc.name, component, mode)
+
+    async def finish_retired(self) -> None:
+        """Remove the objects of retired components whose InferenceReplica has finished."""
+        state = self.state
+        namespace, name = identity(state.manifest)
+        for component, mode in list(state.retiring.items()):
+            report = state.replicas.get(component)
+            if report is None or not report.deleted:
+                continue
+            # A component that now runs in another mode keeps its Service (same name, new pods).
+            await self.delete_objects(namespace, name, component, mode, service=component not in state.modes)
+            del state.retiring[component]
+            del state.replicas[component]
+            state.delete_sent.remove(component)
+
+    async def delete_objects(
+        self, namespace: str, name: str, component: str, mode: str, service: bool = True
+    ) -> None:
+        object_name = service_name(name, component)
+        kinds = [("policy/v1", "PodDisruptionBudget")] if mode == "OMENative" else [("apps/v1", "Deployment")]
+        if service:
+            kinds.append(("v1", "Service"))
+        for api_version, kind in kinds:
+            ref = ObjectRef(api_version=api_version, kind=kind, name=object_name, namespace=namespace)
+            await kube_calls.delete_object(DeleteObjectInput(ref=ref), summary=f"delete {kind} {object_name}")
+
+    def replica_config(self, isvc: InferenceService, plan: ComponentPlan) -> ReplicaConfig:
+        state = self.state
+        rollout = isvc.spec.rollout
+        annotations = isvc.metadata.annotations or {}
+        return ReplicaConfig(
+            namespace=isvc.namespace,
+            isvc=isvc.name,
+            isvc_uid=state.isvc_uid,
+            component=plan.name,
+            generation=state.generation,
+            component_spec=plan.effective.model_dump(mode="json", exclude_none=True),
+            ir_spec=inference_replica_spec(isvc, self.runtime(), plan.name),
+            revision_hash=plan.revision_hash,
+            revision_name=plan.revision_name,
+            pairing_protocol=rollout.pairing_protocol
+            if rollout is not None and plan.name != "router"
+            else None,
+            paused=state.paused,
+            pause_mode=state.replica_pause_mode,
+            transient_replicas=state.transient.get(plan.name),
+            history_limit_annotation=annotations.get(REVISION_HISTORY_ANNOTATION),
+            cluster=state.cluster,
+            parent_workflow_id=workflow.info().workflow_id,
+        )
+
+    async def configure_replicas(self, isvc: InferenceService) -> None:
+        """Start each OMENative component's InferenceReplica, or send it its new configuration."""
+        state = self.state
+        for plan in self.plans(isvc):
+            if not plan.omenative:
+                continue
+            config = self.replica_config(isvc, plan)
+            fingerprint = config.model_dump_json()
+            if state.sent_configs.get(plan.name) == fingerprint:
+                continue
+            workflow_id = irep_workflow_id(isvc.namespace, isvc.name, plan.name)
+            if plan.name not in state.sent_configs:
+                try:
+                    await workflow.start_child_workflow(
+                        INFERENCE_REPLICA,
+                        config,
+                        id=workflow_id,
+                        # Continue-as-new and the end of this run must not touch the Instances:
+                        # deletion is an explicit `delete` signal that drains them first.
+                        parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                        static_summary=f"InferenceReplica {isvc.name}-{plan.name} ({plan.revision_name})",
+                    )
+                    state.sent_configs[plan.name] = fingerprint
+                    continue
+                except WorkflowAlreadyStartedError:
+                    pass  # started by an earlier run: configure it like any running one
+            await workflow.get_external_workflow_handle(workflow_id).signal(SIGNAL_CONFIGURE, config)
+            state.sent_configs[plan.name] = fingerprint
+
+    async def pass_on_requests(self) -> None:
+        state = self.state
+        namespace, name = identity(state.manifest)
+        forwards, state.forwards = state.forwards, []
+        for component, signal, payload in forwards:
+            refusal = forward_refusal(signal, component, state.modes)
+            if refusal is not None or component not in state.sent_configs:
+                message = refusal or f"{signal} refused: component {component} has no InferenceReplica yet"
+                self.reject(
+                    signal, {"component": component, "value": payload["value"]}, REQUEST_REJECTED, message
+                )
+                continue
+            handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))
+            await handle.signal(signal, payload["value"])
+
+    async def tear_down(self) -> bool:
+        """Drain every Instance (their InferenceReplicas delete them), then remove the objects."""
+        state = self.state
+        namespace, name = identity(state.manifest)
+        for component in state.sent_configs:
+            if component not in state.delete_sent:
+                handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))
+                await handle.signal(SIGNAL_DELETE)
+                state.delete_sent.append(component)
+        draining = [c for c in state.delete_sent if not (c in state.replicas and state.replicas[c].deleted)]
+        if draining:
+            await self.write_status()
+            return False
+        for component, mode in {**state.retiring, **state.modes}.items():
+            await self.delete_objects(namespace, name, component, mode)
+        await kube_calls.delete_object(
+            DeleteObjectInput(ref=self.ref()),
+            summary=f"delete InferenceService {namespace}/{name}: every Instance drained, its pods gone",
+        )
+        workflow.upsert_search_attributes([search_attributes.PHASE.value_set("Deleted")])
+        return True

@@ -1,0 +1,191 @@
+"""The `InferenceService` workflow's contract: its message names, requests and answers, the
+state it carries through continue-as-new, and the `status` query's view.
+
+Users steer it with these names (`temporal workflow signal --name pause`); the watcher
+sends `deployment_changed`. The contract of its children lives with them
+(`workflows.replica.messages`). The InferenceService object itself is rendered here
+(`isvc_object`), as accepted.
+
+Workflows import this module inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.inferencereplica import Condition
+from models.instance import InstancePauseMode
+from models.isvc_status import InferenceServiceStatus
+from planning.objects import OME_API_VERSION
+from planning.replica.template import ClusterLifecycle
+from planning.service.deployment import DeploymentObserved
+from planning.service.pause import PauseMode
+from planning.service.pause_signal import PlannedPauseEvent, replica_pause_mode
+from workflows.replica.messages import ReplicaReport
+
+# --- message names (user interface: `temporal workflow signal --name ...`) ---------------
+UPDATE_APPLY = "apply"
+SIGNAL_PAUSE = "pause"
+SIGNAL_RESUME = "resume"
+SIGNAL_SCALE = "scale"
+SIGNAL_RELEASE_HELD = "release_held"
+SIGNAL_RESET_INSTANCES = "reset_instances"
+SIGNAL_DELETE = "delete"
+QUERY_STATUS = "status"
+SIGNAL_DEPLOYMENT_CHANGED = "deployment_changed"
+"""From the watcher (`workers.watch.deployments`): a Deployment-mode component's Deployment changed."""
+
+ADMISSION_DENIED = "AdmissionDenied"
+"""`ApplicationError.type` of a refused manifest, on the update and on a direct start."""
+
+CONTINUED_STATE_KEY = "continuedState"
+"""The InferenceService's run input after continue-as-new: `{"continuedState": {...}}`."""
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ApplyResult(_Message):
+    """What `apply` answers: accepted with warnings, and the generation now in force."""
+
+    accepted: bool
+    generation: int
+    changed: bool
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ScaleRequest(_Message):
+    """`scale`: a transient Instance count, until the autoscaler or the next apply sets one."""
+
+    component: str = "engine"
+    replicas: Any = None
+    """Checked by the workflow (`planning.service.scale`), not on decoding: a refused value
+    (`-3`, `2.5`, `"three"`) is answered with a `ScaleRejected` Event naming it, which a
+    payload that fails to decode could not be."""
+
+
+class RejectedRequest(_Message):
+    """A user's request the workflow refused: in the `status` query and as a Warning Event."""
+
+    signal: str
+    request: dict[str, Any]
+    reason: str
+    message: str
+    at: datetime | None = None
+
+
+class ReleaseHeldRequest(_Message):
+    """`release_held`: lift the Held retry block of `revision` (name, hash or 8-hex prefix)."""
+
+    component: str = "engine"
+    revision: str
+
+
+class ResetInstancesRequest(_Message):
+    """`reset_instances`: what OME's `ome.io/reset-instances` annotation holds (`all`, `1`, `0,2`)."""
+
+    component: str = "engine"
+    instances: str
+
+
+# --- InferenceService -------------------------------------------------------------------
+
+
+class ServiceState(_Message):
+    """The InferenceService workflow's whole state, handed to continue-as-new."""
+
+    manifest: dict[str, Any]
+    admitted: bool = False
+    generation: int = 0
+    applied_generation: int = 0
+    isvc_uid: str | None = None
+    runtime_spec: dict[str, Any] | None = None
+    runtime_missing: str | None = None
+    modes: dict[str, str] = Field(default_factory=dict)
+    paused: bool = False
+    pause: PauseMode | None = None
+    """The pause depth (`true` / `freeze`); `paused` is True whenever it is set."""
+    pause_events: list[PlannedPauseEvent] = Field(default_factory=list)
+    """(reason, message, type) of pause/resume outcomes the next pass records as Events."""
+
+    @property
+    def pause_depth(self) -> PauseMode | None:
+        """The pause in force; a pause carried from before depths existed is `true`."""
+        if not self.paused:
+            return None
+        return self.pause or PauseMode.RECOVER
+
+    @property
+    def replica_pause_mode(self) -> InstancePauseMode | None:
+        """`spec.pauseMode` of each InferenceReplica: `Recover`, `Freeze`, or None."""
+        return replica_pause_mode(self.pause_depth)
+
+    transient: dict[str, int] = Field(default_factory=dict)
+    sent_configs: dict[str, str] = Field(default_factory=dict)
+    """Fingerprint of the last `configure` sent to each InferenceReplica."""
+    replicas: dict[str, ReplicaReport] = Field(default_factory=dict)
+    forwards: list[tuple[str, str, dict[str, Any]]] = Field(default_factory=list)
+    """(component, signal, payload) to pass on to an InferenceReplica at the next pass."""
+    deleting: bool = False
+    delete_sent: list[str] = Field(default_factory=list)
+    retiring: dict[str, str] = Field(default_factory=dict)
+    """Components the spec no longer runs (or runs in another mode): component -> old mode,
+    until their InferenceReplica has drained and their objects are gone."""
+    conditions: list[Condition] = Field(default_factory=list)
+    written_status: str = ""
+    cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)
+    deployments: dict[str, DeploymentObserved] = Field(default_factory=dict)
+    """Each Deployment-mode component's Deployment as last read or reported by the watcher."""
+    deployment_replicas: dict[str, int] = Field(default_factory=dict)
+    """The replica count last written to each Deployment-mode component's Deployment."""
+    deployment_rechecks: int = 0
+    """Re-reads in a row of Deployments still converging with nothing new: the back-off step."""
+    scale_requests: list[ScaleRequest] = Field(default_factory=list)
+    """`scale` signals received, checked and applied (or refused) by the next pass."""
+    last_rejected: RejectedRequest | None = None
+    unrecorded_rejections: list[RejectedRequest] = Field(default_factory=list)
+    """Refusals whose Warning Event the next pass records."""
+
+
+class ServiceStatusView(_Message):
+    """The `status` query: the InferenceService status block, plus what the workflow holds."""
+
+    name: str
+    namespace: str
+    generation: int
+    phase: str
+    paused: bool
+    pause: str | None = None
+    """The pause depth in force: `true` (updates held, repairs go on) or `freeze` (repairs stop too)."""
+    deleting: bool
+    transient_replicas: dict[str, int] = Field(default_factory=dict)
+    status: InferenceServiceStatus
+    deployments: dict[str, DeploymentObserved] = Field(default_factory=dict)
+    """Totals of the Deployment-mode components' Deployments (the InferenceService status
+    keeps its `lifecycle` blocks for OMENative components, spec reference §7)."""
+    last_rejected_request: RejectedRequest | None = None
+    """The last request refused (a `scale` out of range, to an unknown component, ...), with
+    the same message as its `ScaleRejected` Warning Event."""
+
+
+# --- the InferenceService object -----------------------------------------------------------
+
+
+def isvc_object(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The InferenceService as stored in the cluster: the accepted manifest, without status."""
+    metadata = {
+        key: value
+        for key, value in (manifest.get("metadata") or {}).items()
+        if key in ("name", "labels", "annotations")
+    }
+    metadata["namespace"] = namespace
+    return {
+        "apiVersion": OME_API_VERSION,
+        "kind": "InferenceService",
+        "metadata": metadata,
+        "spec": manifest.get("spec") or {},
+    }

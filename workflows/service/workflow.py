@@ -1,0 +1,325 @@
+"""The `InferenceService` workflow: one InferenceService from its first apply to its deletion.
+
+`isvc/{ns}/{name}`. The spec enters through the `apply` update (update-with-start): its
+validator runs admission (`models.admission.admit`), so a refused manifest is answered with
+its reason codes and leaves nothing in history; an accepted change bumps the generation. A
+workflow started directly with a manifest as its input runs the same admission first and
+fails at once, non-retryably (`AdmissionDenied`), having created nothing.
+
+Each pass: write the InferenceService object (so owner references have a real owner), read
+its runtime, plan its components (`planning.service.components`: effective spec, mode,
+revision), then per component keep its objects (`planning.service.objects`): an
+`InferenceReplica` child workflow for OMENative (parent close policy ABANDON, steered by
+signals), or a plain Deployment; a Service; and for OMENative a PodDisruptionBudget. The
+InferenceReplicas report with `replica_changed`; their totals and conditions go into
+`status.components.<c>.lifecycle` and the `<Component>Ready` conditions
+(`planning.service.status`).
+
+A Deployment-mode component's `<Component>Ready` comes from its Deployment's status
+(`planning.service.deployment`). How the workflow learns of it: event-driven, by the
+watcher (`workers.watch.deployments`), which watches the product's Deployments and signals
+`deployment_changed` with the Deployment's counts whenever they change, the same
+level-triggered way pods reach Instances; no polling while nothing changes. The workflow
+also reads the Deployment right after applying it (so the status starts from the truth,
+and a watcher signal older than that read is dropped by resourceVersion), and re-reads it
+when no news came for a while: while a Deployment has not converged (rolled out, every
+desired pod available) after 15 s, doubling to 5 minutes; once converged only on the
+5-minute safety timer. That bounds the cost of a lost signal, or of running without the
+watcher, to one GET per Deployment per back-off step, and a Deployment stuck unconverged
+settles at one read per 5 minutes.
+
+Signals: `pause`, `resume`, `scale`, `release_held`, `reset_instances`, `delete`, and from
+the watcher `deployment_changed`. Query `status`.
+
+A `scale` is checked by the next pass (`planning.service.scale`): a component that does
+not exist or does not run (`MultiNode`), or replicas that are not a whole number within
+`[minReplicas, maxReplicas]`, are refused with a Warning Event `ScaleRejected` on the
+InferenceService (`kubectl describe isvc`, `kubectl get events`) and the refusal stays in
+the `status` query's `last_rejected_request` (signals have no reply; these are the two
+places an operator looks). Handlers only record; the loop acts.
+
+This module holds admission, the messages and the loop; the components' objects and
+InferenceReplica children live in `workflows.service.components`, the phase and status in
+`workflows.service.projection` (the workflow class inherits both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from models.admission import admit
+    from models.inferenceservice import InferenceService
+    from models.isvc_status import InferenceServiceStatus
+    from models.runtime import ServingRuntimeSpec
+    from planning.replica.template import ClusterLifecycle
+    from planning.service.deployment import DeploymentObserved
+    from planning.service.pause_signal import on_pause, on_resume
+    from workflows import search_attributes
+    from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
+    from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
+    from workflows.service.components import ServiceComponents
+    from workflows.service.events import record_pause_events
+    from workflows.service.messages import (
+        ADMISSION_DENIED,
+        CONTINUED_STATE_KEY,
+        QUERY_STATUS,
+        SIGNAL_DELETE,
+        SIGNAL_DEPLOYMENT_CHANGED,
+        SIGNAL_PAUSE,
+        SIGNAL_RELEASE_HELD,
+        SIGNAL_RESET_INSTANCES,
+        SIGNAL_RESUME,
+        SIGNAL_SCALE,
+        UPDATE_APPLY,
+        ApplyResult,
+        ReleaseHeldRequest,
+        ResetInstancesRequest,
+        ScaleRequest,
+        ServiceState,
+        ServiceStatusView,
+    )
+    from workflows.service.projection import identity
+
+SAFETY_RECHECK = timedelta(minutes=5)
+"""Every change arrives as a message; the timer only re-reads a runtime that was missing and
+the Deployments of Deployment-mode components (a lost watcher signal is repaired by then)."""
+DEPLOYMENT_RECHECK = timedelta(seconds=15)
+"""First re-read of a Deployment still converging with no news; doubles up to SAFETY_RECHECK."""
+
+
+def _same_spec(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two manifests ask for the same thing (status and server-set fields aside)."""
+
+    def essence(manifest: dict[str, Any]) -> str:
+        metadata = manifest.get("metadata") or {}
+        return json.dumps(
+            [manifest.get("spec"), metadata.get("labels"), metadata.get("annotations")], sort_keys=True
+        )
+
+    return essence(a) == essence(b)
+
+
+def admission_error(summary: str, reasons: list[str]) -> ApplicationError:
+    return ApplicationError(
+        f"InferenceService refused by admission:\n{summary}"[:4000],
+        reasons,
+        type=ADMISSION_DENIED,
+        non_retryable=True,
+    )
+
+
+@workflow.defn(name=INFERENCE_SERVICE)
+class InferenceServiceWorkflow(ServiceComponents):
+    @workflow.init
+    def __init__(self, arg: dict[str, Any]) -> None:
+        if CONTINUED_STATE_KEY in arg:
+            self.state = ServiceState.model_validate(arg[CONTINUED_STATE_KEY])
+        else:
+            # Tests and operators may pass cluster-wide lifecycle settings next to the manifest.
+            manifest = arg["manifest"] if "manifest" in arg else arg
+            cluster = (
+                ClusterLifecycle.model_validate(arg["cluster"]) if "cluster" in arg else ClusterLifecycle()
+            )
+            self.state = ServiceState(manifest=manifest, cluster=cluster)
+        self.lock = asyncio.Lock()
+        self.seq = 0
+        # Set when the wait for news timed out: the next pass re-reads the Deployments.
+        self.recheck = False
+
+    # --- the spec -------------------------------------------------------------------
+
+    def _admit(self, manifest: dict[str, Any]) -> tuple[bool, str, list[str], list[str]]:
+        """(allowed, summary, denial reasons, warnings) for `manifest` replacing the current one."""
+        state = self.state
+        old = state.manifest if state.admitted else None
+        runtime = ServingRuntimeSpec.model_validate(state.runtime_spec) if state.runtime_spec else None
+        admission = admit(manifest, old, runtime)
+        warnings = [finding.message for finding in admission.warnings]
+        expected = workflow.info().workflow_id
+        namespace, name = identity(manifest)
+        if admission.allowed and isvc_workflow_id(namespace, name) != expected:
+            message = (
+                f'metadata.namespace/name "{namespace}/{name}" does not belong to workflow {expected}; '
+                f"apply it to workflow {isvc_workflow_id(namespace, name)} (FieldValueInvalid)"
+            )
+            return False, message, ["FieldValueInvalid"], warnings
+        return admission.allowed, admission.summary(), admission.reasons, warnings
+
+    @workflow.update(name=UPDATE_APPLY)
+    async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
+        async with self.lock:
+            state = self.state
+            _, _, _, warnings = self._admit(manifest)
+            changed = not state.admitted or not _same_spec(manifest, state.manifest)
+            if state.transient or state.scale_requests:
+                # A transient scale lasts until the next apply sets the count again; one
+                # received before this apply and not yet taken is overridden by it too.
+                state.transient = {}
+                state.scale_requests = []
+                self.seq += 1
+            if changed:
+                state.manifest = manifest
+                state.admitted = True
+                state.generation += 1
+                self.seq += 1
+            return ApplyResult(accepted=True, generation=state.generation, changed=changed, warnings=warnings)
+
+    @apply.validator
+    def validate_apply(self, manifest: dict[str, Any]) -> None:
+        if self.state.deleting:
+            raise ApplicationError(
+                "the InferenceService is being deleted; apply again once its workflow has completed",
+                type=ADMISSION_DENIED,
+            )
+        allowed, summary, reasons, _ = self._admit(manifest)
+        if not allowed:
+            raise admission_error(summary, reasons)
+
+    # --- user signals ---------------------------------------------------------------
+
+    @workflow.signal(name=SIGNAL_PAUSE)
+    def pause(self, mode: Any = None) -> None:
+        """No input (or `"true"`) pauses fleet changes; `"freeze"` stops repairs too (§5).
+        Any other value is refused, and a freeze is never downgraded: the Event says why."""
+        state = self.state
+        outcome = on_pause(state.pause_depth, mode)
+        state.pause = outcome.mode
+        state.paused = outcome.mode is not None
+        state.pause_events.append(outcome.event)
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_RESUME)
+    def resume(self) -> None:
+        """Removes either depth; without a pause it is refused (Event `ResumeRefused`)."""
+        state = self.state
+        outcome = on_resume(state.pause_depth)
+        state.pause = outcome.mode
+        state.paused = outcome.mode is not None
+        state.pause_events.append(outcome.event)
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_SCALE)
+    def scale(self, request: ScaleRequest) -> None:
+        # Checked by the next pass against the components as planned then; a refusal becomes
+        # a ScaleRejected Event and `last_rejected_request` (`take_scale_requests`).
+        self.state.scale_requests.append(request)
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_RELEASE_HELD)
+    def release_held(self, request: ReleaseHeldRequest) -> None:
+        self.state.forwards.append((request.component, SIGNAL_RELEASE_HELD, {"value": request.revision}))
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_RESET_INSTANCES)
+    def reset_instances(self, request: ResetInstancesRequest) -> None:
+        self.state.forwards.append((request.component, SIGNAL_RESET_INSTANCES, {"value": request.instances}))
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_DELETE)
+    def delete(self) -> None:
+        self.state.deleting = True
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_REPLICA_CHANGED)
+    def replica_changed(self, report: ReplicaReport) -> None:
+        self.state.replicas[report.component] = report
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_DEPLOYMENT_CHANGED)
+    def deployment_changed(self, observed: DeploymentObserved) -> None:
+        if self.observe(observed):
+            self.seq += 1
+
+    @workflow.query(name=QUERY_STATUS)
+    def status(self) -> ServiceStatusView:
+        namespace, name = identity(self.state.manifest)
+        return ServiceStatusView(
+            name=name,
+            namespace=namespace,
+            generation=self.state.generation,
+            phase=self.phase(),
+            paused=self.state.paused,
+            pause=self.state.pause_depth.value if self.state.pause_depth is not None else None,
+            deleting=self.state.deleting,
+            transient_replicas=dict(self.state.transient),
+            status=InferenceServiceStatus.model_validate(self.status_body()),
+            deployments=dict(self.state.deployments),
+            last_rejected_request=self.state.last_rejected,
+        )
+
+    # --- main loop ------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, arg: dict[str, Any]) -> ServiceStatusView:
+        state = self.state
+        if not state.admitted:
+            allowed, summary, reasons, _ = self._admit(state.manifest)
+            if not allowed:
+                raise admission_error(summary, reasons)
+            state.admitted = True
+            state.generation = max(state.generation, 1)
+        _, name = identity(state.manifest)
+        workflow.upsert_search_attributes(
+            [
+                search_attributes.INFERENCE_SERVICE.value_set(name),
+                search_attributes.PHASE.value_set(self.phase()),
+            ]
+        )
+        while True:
+            seen = self.seq
+            async with self.lock:
+                finished = await self.reconcile()
+            if finished:
+                return self.status()
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new({CONTINUED_STATE_KEY: state.model_dump(mode="json")})
+            await self.wait_for_news(seen)
+
+    def recheck_interval(self) -> timedelta:
+        """How long to wait for news before re-reading: Deployments still converging are
+        re-read with a back-off (15 s doubling to 5 minutes) in case a watcher signal was lost."""
+        if self.deployments_converged():
+            return SAFETY_RECHECK
+        step = DEPLOYMENT_RECHECK * int(2 ** min(self.state.deployment_rechecks, 5))
+        return min(step, SAFETY_RECHECK)
+
+    async def wait_for_news(self, seen: int) -> None:
+        interval = self.recheck_interval()
+        try:
+            await workflow.wait_condition(lambda: self.seq != seen, timeout=interval)
+        except TimeoutError:
+            self.recheck = True
+            if interval < SAFETY_RECHECK:
+                self.state.deployment_rechecks += 1
+
+    async def reconcile(self) -> bool:
+        state = self.state
+        if state.pause_events:
+            await record_pause_events(state, self.ref())
+        if state.deleting:
+            return await self.tear_down()
+        isvc = InferenceService.model_validate(state.manifest)
+        if state.applied_generation != state.generation or state.runtime_missing:
+            await self.write_object(isvc)
+            await self.read_runtime(isvc)
+            if state.runtime_missing is None:
+                await self.write_components(isvc)
+                state.applied_generation = state.generation
+        recheck, self.recheck = self.recheck, False
+        if state.runtime_missing is None:
+            self.take_scale_requests(isvc)
+            await self.keep_deployments(isvc, recheck)
+            await self.configure_replicas(isvc)
+            await self.pass_on_requests()
+        await self.record_rejections()
+        await self.finish_retired()
+        await self.write_status()
+        return False
