@@ -23,19 +23,12 @@ import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 from temporalio.exceptions import ApplicationError
 
-from models.kube_ops import KubeErrorType
+from models.kube_ops import NON_RETRYABLE_ERRORS, KubeErrorType
 
 MESSAGE_LIMIT = 1000
 # A Retry-After beyond this is not trusted: the workflow's own retry policy takes over.
 MAX_RETRY_AFTER = timedelta(minutes=5)
 
-_NON_RETRYABLE = {
-    KubeErrorType.INVALID,
-    KubeErrorType.FORBIDDEN,
-    KubeErrorType.QUOTA_EXCEEDED,
-    KubeErrorType.NOT_FOUND,
-    KubeErrorType.NAME_TAKEN,
-}
 
 
 def cap(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -139,7 +132,7 @@ def translate(error: BaseException, action: str) -> ApplicationError:
             message,
             {"code": code, "reason": reason},
             type=error_type.value,
-            non_retryable=error_type in _NON_RETRYABLE,
+            non_retryable=error_type in NON_RETRYABLE_ERRORS,
             next_retry_delay=delay,
         )
     if isinstance(error, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError | OSError):

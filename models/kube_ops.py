@@ -77,6 +77,16 @@ class KubeErrorType(StrEnum):
     UNREACHABLE = "Unreachable"  # connection refused / reset / timeout
 
 
+NON_RETRYABLE_ERRORS: tuple[KubeErrorType, ...] = (
+    KubeErrorType.INVALID,
+    KubeErrorType.FORBIDDEN,
+    KubeErrorType.QUOTA_EXCEEDED,
+    KubeErrorType.NOT_FOUND,
+    KubeErrorType.NAME_TAKEN,
+)
+"""Raised non-retryable by the activities, and never retried by the workflows' policy."""
+
+
 class _Op(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -39,6 +39,7 @@ from models.kube_ops import (
     KUBE_READ_OBJECT,
     KUBE_RECORD_EVENT,
     KUBE_SET_SERVING,
+    NON_RETRYABLE_ERRORS,
     ApplyObjectInput,
     ApplyObjectResult,
     CrdExistsInput,
@@ -50,7 +51,6 @@ from models.kube_ops import (
     DeletePodsInput,
     DeletePodsResult,
     ForceDeletePodInput,
-    KubeErrorType,
     ListInstancePodsInput,
     ListObjectsInput,
     ListObjectsResult,
@@ -70,13 +70,7 @@ from models.pods import InstancePods
 
 Result = TypeVar("Result", bound=BaseModel)
 
-NON_RETRYABLE_TYPES = [
-    KubeErrorType.INVALID.value,
-    KubeErrorType.FORBIDDEN.value,
-    KubeErrorType.QUOTA_EXCEEDED.value,
-    KubeErrorType.NOT_FOUND.value,
-    KubeErrorType.NAME_TAKEN.value,
-]
+NON_RETRYABLE_TYPES = [error.value for error in NON_RETRYABLE_ERRORS]
 
 # Backoff starts fast (a 409 race resolves on the next read) and settles at a minute, the
 # pace at which an outage is worth re-probing without flooding a recovering API server.

@@ -33,9 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ForceDeletePodInput,
         KubeErrorType,
         ListInstancePodsInput,
-        ObjectRef,
         PodsGoneInput,
-        RecordEventInput,
         SetServingInput,
     )
     from models.pods import InstancePods, PodSummary
@@ -50,8 +48,10 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.pause import is_paused, readiness_holds
     from planning.instance.pods import POD_GROUP_LABEL, PodGroupStanding, render_headless_service
     from planning.instance.state import InstanceState, build_status, newer_observation, report_fingerprint
-    from workflows import kube_calls, search_attributes
+    from workflows import kube_calls, search_attributes, waiting
+    from workflows.events import EventType, isvc_ref, record_event
     from workflows.instance import gang as instance_gang
+    from workflows.parent import signal_parent
 
 P = InstancePhase
 Outcome = InstanceFailure | Literal["ok", "interrupted"]
@@ -150,35 +150,16 @@ class InstanceOperations:
         if report:
             await self.report()
         pods_seq, inbox_seq = since
-        now = workflow.now()
-        safety = now + timedelta(seconds=self.spec.safety_recheck_seconds)
-        wake = min(until, safety) if until is not None else safety
-        timeout = max((wake - now).total_seconds(), 0.001)
-        try:
-            await workflow.wait_condition(
-                lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq,
-                timeout=timedelta(seconds=timeout),
-            )
-        except TimeoutError:
-            if wake >= safety:
-                await self.refresh_pods()
+        safety = timedelta(seconds=self.spec.safety_recheck_seconds)
+        if await waiting.wait_for_news(
+            lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq, until, safety
+        ):
+            await self.refresh_pods()
 
-    async def event(self, reason: str, message: str, kind: Literal["Normal", "Warning"] = "Warning") -> None:
+    async def event(self, reason: str, message: str, kind: EventType = "Warning") -> None:
         spec = self.spec
-        involved = ObjectRef(
-            api_version="ome.io/v1beta1",
-            kind="InferenceService",
-            name=spec.isvc,
-            namespace=spec.namespace,
-            uid=spec.isvc_uid,
-        )
-        try:
-            await kube_calls.record_event(
-                RecordEventInput(involved=involved, reason=reason, message=message[:1000], type=kind),
-                summary=f"event {reason} for {spec.instance_name}",
-            )
-        except ActivityError as error:  # an event is a projection: losing one must not stop the Instance
-            workflow.logger.warning("event %s not recorded: %s", reason, error)
+        involved = isvc_ref(spec.isvc, spec.namespace, spec.isvc_uid)
+        await record_event(involved, reason, message, kind, summary=f"event {reason} for {spec.instance_name}")
 
     def interrupted(self, target_revision: str) -> bool:
         pending = self.state.pending_update
@@ -199,13 +180,8 @@ class InstanceOperations:
         if parent is None:
             self.last_report = fingerprint
             return
-        try:
-            await workflow.get_external_workflow_handle(parent).signal(PARENT_SIGNAL_INSTANCE_CHANGED, status)
-        except Exception as error:  # noqa: BLE001 - a gone parent must not fail its child
-            # Not remembered as sent: the next report tries again with the then-current status.
-            workflow.logger.warning("could not report to parent %s: %s", parent, error)
-            return
-        self.last_report = fingerprint
+        if await signal_parent(parent, PARENT_SIGNAL_INSTANCE_CHANGED, status):
+            self.last_report = fingerprint
 
     # --- setup ----------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from dataclasses import replace
 from datetime import datetime
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 from models.inferencereplica import InferenceReplicaStatus
 from models.instance import InstancePhase, RetryBlock
@@ -27,7 +26,6 @@ from models.kube_ops import (
     CrdExistsInput,
     ObjectRef,
     PatchStatusInput,
-    RecordEventInput,
 )
 from planning.objects import OME_API_VERSION
 from planning.replica import events
@@ -49,6 +47,8 @@ from planning.replica.scale import desired_replicas
 from planning.replica.status import project_status, with_transitions
 from planning.replica.template import instance_ready_timeout_seconds
 from workflows import kube_calls, search_attributes
+from workflows.events import isvc_ref, record_event
+from workflows.parent import signal_parent
 from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport, ReplicaState
 
 P = InstancePhase
@@ -282,28 +282,11 @@ class ReplicaProjection:
         parent = config.parent_workflow_id
         if parent is None:
             return
-        try:
-            await workflow.get_external_workflow_handle(parent).signal(SIGNAL_REPLICA_CHANGED, report)
-        except Exception as error:  # noqa: BLE001 - a gone parent must not stop the Instances' care
-            workflow.logger.warning("could not report to %s: %s", parent, error)
+        await signal_parent(parent, SIGNAL_REPLICA_CHANGED, report)
 
     async def record(self, event: events.PlannedEvent) -> None:
         config = self.state.config
         involved = self.ir_ref()
         if event.on_isvc:
-            involved = ObjectRef(
-                api_version=OME_API_VERSION,
-                kind="InferenceService",
-                name=config.isvc,
-                namespace=config.namespace,
-                uid=config.isvc_uid,
-            )
-        try:
-            await kube_calls.record_event(
-                RecordEventInput(
-                    involved=involved, reason=event.reason, message=event.message[:1000], type=event.type
-                ),
-                summary=f"event {event.reason}: {event.message[:160]}",
-            )
-        except ActivityError as error:  # an Event is a projection: losing one must not stop the rollout
-            workflow.logger.warning("event %s not recorded: %s", event.reason, error)
+            involved = isvc_ref(config.isvc, config.namespace, config.isvc_uid)
+        await record_event(involved, event.reason, event.message, event.type)

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.replica import events
     from planning.replica.lifecycle import lifecycle_digest
     from planning.replica.revisions import observe_template
-    from workflows import search_attributes
+    from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
     from workflows.replica.instances import ReplicaInstances
     from workflows.replica.messages import (
@@ -128,15 +128,7 @@ class InferenceReplicaWorkflow(ReplicaInstances):
             await self.wait_for_news(seen)
 
     async def wait_for_news(self, seen: int) -> None:
-        now = workflow.now()
-        wake = now + SAFETY_RECHECK
-        if self.wake_at is not None:
-            wake = min(wake, self.wake_at)
-        timeout = max((wake - now).total_seconds(), 0.001)
-        try:
-            await workflow.wait_condition(lambda: self.seq != seen, timeout=timedelta(seconds=timeout))
-        except TimeoutError:
-            pass
+        await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, SAFETY_RECHECK)
 
     # --- one pass -------------------------------------------------------------------
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from models.inferenceservice import InferenceService
-from models.kube_ops import ApplyObjectInput, DeleteObjectInput, ObjectRef, ReadObjectInput, RecordEventInput
+from models.kube_ops import ApplyObjectInput, DeleteObjectInput, ObjectRef, ReadObjectInput
 from models.resolution import inference_replica_spec
 from planning.objects import OME_API_VERSION, service_name
 from planning.replica.budget import update_policy
@@ -42,6 +42,7 @@ from planning.service.scale import (
     forward_refusal,
 )
 from workflows import kube_calls, search_attributes
+from workflows.events import record_event
 from workflows.names import INFERENCE_REPLICA, irep_workflow_id
 from workflows.replica.messages import SIGNAL_CONFIGURE, SIGNAL_DELETE, ReplicaConfig
 from workflows.service.messages import SIGNAL_SCALE, RejectedRequest, isvc_object
@@ -213,19 +214,8 @@ class ServiceComponents(ServiceProjection):
         state = self.state
         rejections, state.unrecorded_rejections = state.unrecorded_rejections, []
         for rejected in rejections:
-            try:
-                await kube_calls.record_event(
-                    RecordEventInput(
-                        involved=self.ref(),
-                        reason=rejected.reason,
-                        message=rejected.message[:1000],
-                        type="Warning",
-                        action=rejected.signal,
-                    ),
-                    summary=f"event {rejected.reason}: {rejected.message[:160]}",
-                )
-            except ActivityError as error:  # the status query still shows it
-                workflow.logger.warning("event %s not recorded: %s", rejected.reason, error)
+            # A lost Event still leaves the refusal in the status query.
+            await record_event(self.ref(), rejected.reason, rejected.message, "Warning", action=rejected.signal)
 
     # --- retiring components ------------------------------------------------------------
 

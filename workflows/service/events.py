@@ -11,26 +11,12 @@ Imported by the workflow module inside `workflow.unsafe.imports_passed_through()
 
 from __future__ import annotations
 
-from temporalio import workflow
-from temporalio.exceptions import ActivityError
-
-from models.kube_ops import ObjectRef, RecordEventInput
-from workflows import kube_calls
+from models.kube_ops import ObjectRef
+from workflows.events import record_event
 from workflows.service.messages import ServiceState
 
 
 async def record_pause_events(state: ServiceState, involved: ObjectRef) -> None:
     events, state.pause_events = state.pause_events, []
     for reason, message, kind in events:
-        try:
-            await kube_calls.record_event(
-                RecordEventInput(
-                    involved=involved,
-                    reason=reason,
-                    message=message[:1000],
-                    type=kind,
-                ),
-                summary=f"event {reason}: {message[:160]}",
-            )
-        except ActivityError as error:  # an Event is a projection: losing one must not stop the service
-            workflow.logger.warning("event %s not recorded: %s", reason, error)
+        await record_event(involved, reason, message, kind)

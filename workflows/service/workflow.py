@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.replica.template import ClusterLifecycle
     from planning.service.deployment import DeploymentObserved
     from planning.service.pause_signal import on_pause, on_resume
-    from workflows import search_attributes
+    from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
     from workflows.service.components import ServiceComponents
@@ -293,9 +293,7 @@ class InferenceServiceWorkflow(ServiceComponents):
 
     async def wait_for_news(self, seen: int) -> None:
         interval = self.recheck_interval()
-        try:
-            await workflow.wait_condition(lambda: self.seq != seen, timeout=interval)
-        except TimeoutError:
+        if await waiting.wait_for_news(lambda: self.seq != seen, None, interval):
             self.recheck = True
             if interval < SAFETY_RECHECK:
                 self.state.deployment_rechecks += 1
