@@ -7,8 +7,8 @@ per-Instance rows (`InstanceRow`), retry blocks, migrations, conditions and `rol
 with the exact field names of the spec (reference §7-§11).
 
 Public API: `InferenceReplica`, `InferenceReplicaSpec`, `InferenceReplicaStatus`, `Pacing`,
-`InstanceRow`, `InstancePhase`, `PodCounts`, `LastFailure`, `InstanceOperation`,
-`RetryBlock`, `RetryState`, `RolloutHold`, `HoldGate`, `MigrationRecord`, `Condition`,
+`InstanceRow`, `InstancePhase`, `PodCounts`, `LastFailure`, `OperationRow`,
+`RetryBlockRow`, `RetryState`, `RolloutHoldRow`, `HoldGate`, `MigrationRecord`, `Condition`,
 `ConditionStatus`, `inference_replica_name(isvc, component)`.
 """
 
@@ -34,7 +34,7 @@ InstancePhase = Literal[
 ]
 RESTING_PHASES: frozenset[str] = frozenset({"Ready", "Pending", "Failed"})
 RetryState = Literal["Backoff", "RetryInProgress", "Held"]
-HoldGate = Literal["Plan", "Pairing", "Ratio", "Sequential", "Budget", "RetryBlock", "Held"]
+HoldGate = Literal["Plan", "Pairing", "Ratio", "Sequential", "Budget", "RetryBlockRow", "Held"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
@@ -114,7 +114,10 @@ class LastFailure(StatusModel):
     time: datetime | None = None
 
 
-class InstanceOperation(StatusModel):
+class OperationRow(StatusModel):
+    """An Instance's operation in flight as its row shows it (the Instance's own, fuller
+    record is `models.instance.InstanceOperation`)."""
+
     id: str
     type: Literal["Create", "Update", "Restart", "Migrate", "Delete"]
     step: str | None = None
@@ -135,13 +138,14 @@ class InstanceRow(StatusModel):
     pods: PodCounts = Field(default_factory=PodCounts)
     ready_since: datetime | None = None
     last_failure: LastFailure | None = None
-    operation: InstanceOperation | None = None
+    operation: OperationRow | None = None
     node_names: list[str] | None = None
     active_ordinal: int | None = None
 
 
-class RetryBlock(StatusModel):
-    """Revision-scoped retry state shared by all Instances updating to `target_revision`."""
+class RetryBlockRow(StatusModel):
+    """Revision-scoped retry state shared by all Instances updating to `target_revision`, as
+    `status.retryBlocks` shows it (each Instance's view is `models.instance.RetryBlock`)."""
 
     target_revision: str
     state: RetryState
@@ -152,8 +156,9 @@ class RetryBlock(StatusModel):
     reason: str = ""
 
 
-class RolloutHold(StatusModel):
-    """Why a component's update waits; `since` stays while gate and target are unchanged."""
+class RolloutHoldRow(StatusModel):
+    """`status.rolloutHold` as written (decided by `planning.replica.hold.RolloutHold`): why a
+    component's update waits; `since` stays while gate and target are unchanged."""
 
     gate: HoldGate
     reason: str
@@ -184,10 +189,10 @@ class InferenceReplicaStatus(StatusModel):
     collision_count: int | None = None
     label_selector: str | None = None
     instance_statuses: list[InstanceRow] = Field(default_factory=list)
-    retry_blocks: list[RetryBlock] = Field(default_factory=list)
+    retry_blocks: list[RetryBlockRow] = Field(default_factory=list)
     migrations: list[MigrationRecord] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
-    rollout_hold: RolloutHold | None = None
+    rollout_hold: RolloutHoldRow | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

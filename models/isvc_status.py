@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field
 
 from models.base import StatusModel
-from models.inferencereplica import Condition, RolloutHold
+from models.inferencereplica import Condition, RolloutHoldRow
 
 RolloutPhase = Literal[
     "Pending", "Canarying", "Paused", "Promoting", "Stable", "Failed", "RollingBack", "RolledBack"
@@ -41,7 +41,7 @@ class LifecycleStatus(StatusModel):
     updated_replicas: int = 0
     updated_ready_replicas: int = 0
     conditions: list[Condition] = Field(default_factory=list)
-    rollout_hold: RolloutHold | None = None
+    rollout_hold: RolloutHoldRow | None = None
 
 
 class MetricResult(StatusModel):

@@ -222,14 +222,14 @@ def pod_group_taken_message(spec: InstanceSpec, owner: str) -> str:
 # --- update strategies -----------------------------------------------------------------
 
 
-class UpdatePlan(StrEnum):
+class UpdateWay(StrEnum):
     IN_PLACE = "InPlace"
     SURGE = "Surge"
     RECREATE = "Recreate"
     REFUSE = "Refuse"
 
 
-def plan_update(running: InstanceSpec, target: InstanceSpec, in_place_possible: bool) -> UpdatePlan:
+def choose_update_way(running: InstanceSpec, target: InstanceSpec, in_place_possible: bool) -> UpdateWay:
     """Which way this Instance moves from `running` to `target` (§7, §9).
 
     A multi-pod SurgeThenDrain surge is done by the InferenceReplica at a new index (the
@@ -239,13 +239,13 @@ def plan_update(running: InstanceSpec, target: InstanceSpec, in_place_possible: 
     strategy = target.update_strategy_type
     if strategy in (UpdateStrategyType.IN_PLACE_IF_POSSIBLE, UpdateStrategyType.IN_PLACE_ONLY):
         if in_place_possible:
-            return UpdatePlan.IN_PLACE
+            return UpdateWay.IN_PLACE
         if strategy == UpdateStrategyType.IN_PLACE_ONLY:
-            return UpdatePlan.REFUSE
-        return UpdatePlan.RECREATE
+            return UpdateWay.REFUSE
+        return UpdateWay.RECREATE
     if strategy == UpdateStrategyType.SURGE_THEN_DRAIN and not target.multi_pod and not running.multi_pod:
-        return UpdatePlan.SURGE
-    return UpdatePlan.RECREATE
+        return UpdateWay.SURGE
+    return UpdateWay.RECREATE
 
 
 def next_ordinal(active_ordinal: int) -> int:

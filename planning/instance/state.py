@@ -82,7 +82,8 @@ def newer_observation(candidate: InstancePods, current: InstancePods | None) -> 
     newest over pods, nodes and EndpointSlices; a list's is the counter when it read), so
     the larger one saw more. Both paths must use this rule: a list that was read before a
     pod change but whose answer reached the workflow after the signal reporting that change
-    is older, and the watcher will not send that change again (issue 5). Equal versions
+    is older, and the watcher will not send that change again (the Instance would then wait
+    for a wake-up it already had). Equal versions
     describe the same moment, so the later arrival may replace; versions that are not
     numbers cannot be ordered and the later arrival wins.
     """

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from models.inferencereplica import InstanceOperation, InstanceRow
+from models.inferencereplica import InstanceRow, OperationRow
 from models.instance import InstancePhase, UpdateStrategyType
 from planning.replica.budget import UpdatePolicy
 from planning.replica.facts import InstanceFacts
@@ -177,7 +177,7 @@ def handover_rows(rows: Sequence[InstanceRow], surges: Mapping[int, GangSurge]) 
     the replacement gave up, the step is `GangSurgeTargetCleanup` until its pods are gone.
     """
     by_index = {row.index: row for row in rows}
-    ops: dict[int, InstanceOperation] = {}
+    ops: dict[int, OperationRow] = {}
     for index, surge in surges.items():
         replacement = by_index.get(index)
         source = by_index.get(surge.source)
@@ -186,7 +186,7 @@ def handover_rows(rows: Sequence[InstanceRow], surges: Mapping[int, GangSurge]) 
         if replacement is None and not surge.abandoned:
             continue
         progress = replacement.operation if replacement is not None else None
-        ops[surge.source] = InstanceOperation(
+        ops[surge.source] = OperationRow(
             id=f"gang-surge-{surge.source}-to-{index}",
             type="Update",
             step=GANG_SURGE_CLEANUP_STEP if surge.abandoned else GANG_SURGE_STEP,

@@ -16,13 +16,13 @@ from datetime import datetime
 from models.inferencereplica import (
     Condition,
     InferenceReplicaStatus,
-    InstanceOperation,
     InstanceRow,
     LastFailure,
+    OperationRow,
     PodCounts,
+    RetryBlockRow,
+    RolloutHoldRow,
 )
-from models.inferencereplica import RetryBlock as ReplicaRetryBlock
-from models.inferencereplica import RolloutHold as ReplicaRolloutHold
 from models.instance import InstanceStatus, RetryBlock
 from planning.objects import component_labels
 from planning.replica.conditions import PlannedCondition
@@ -65,7 +65,7 @@ def instance_row(status: InstanceStatus) -> InstanceRow:
             else None
         ),
         operation=(
-            InstanceOperation(
+            OperationRow(
                 id=operation.id,
                 type=operation.type,
                 step=operation.step,
@@ -81,8 +81,8 @@ def instance_row(status: InstanceStatus) -> InstanceRow:
     )
 
 
-def retry_block_row(block: RetryBlock) -> ReplicaRetryBlock:
-    return ReplicaRetryBlock(
+def retry_block_row(block: RetryBlock) -> RetryBlockRow:
+    return RetryBlockRow(
         target_revision=block.target_revision,
         state=block.state.value,
         attempts_started=block.attempts_started,
@@ -93,10 +93,10 @@ def retry_block_row(block: RetryBlock) -> ReplicaRetryBlock:
     )
 
 
-def hold_row(hold: RolloutHold | None) -> ReplicaRolloutHold | None:
+def hold_row(hold: RolloutHold | None) -> RolloutHoldRow | None:
     if hold is None:
         return None
-    return ReplicaRolloutHold(gate=hold.gate.value, reason=hold.reason, target=hold.target, since=hold.since)
+    return RolloutHoldRow(gate=hold.gate.value, reason=hold.reason, target=hold.target, since=hold.since)
 
 
 def with_transitions(

@@ -78,7 +78,8 @@ def held_list(activities: list[Any], relay: PodRelay, overtaken_lists: list[str]
     their way up: it lists at once, then holds its answer until the relay has delivered a
     newer summary in which every pod is ready (at most `HOLD_SECONDS`). The workflow thus
     gets that last signal first and the older list second, the order that lost the wake-up
-    in issue 5; the watcher has nothing newer to send afterwards. Each list so overtaken is
+    (an Instance left waiting for a wake-up it already had); the watcher has nothing newer
+    to send afterwards. Each list so overtaken is
     appended to `overtaken_lists`, so the test can tell the race really happened."""
     name = KUBE_LIST_INSTANCE_PODS
     real = next(a for a in activities if activity._Definition.must_from_callable(a).name == name)

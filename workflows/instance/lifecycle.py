@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         in_place_possible,
         render_pods,
     )
-    from planning.instance.rules import UpdatePlan
+    from planning.instance.rules import UpdateWay
     from planning.instance.state import current_levels
     from workflows import kube_calls
     from workflows.instance.operations import InstanceOperations, Outcome
@@ -255,17 +255,17 @@ class InstanceLifecycle(InstanceOperations):
         state = self.state
         running = state.running_spec or state.spec
         target = state.spec
-        plan = policy.plan_update(running, target, in_place_possible(running, target))
-        if plan == UpdatePlan.REFUSE:
+        plan = policy.choose_update_way(running, target, in_place_possible(running, target))
+        if plan == UpdateWay.REFUSE:
             self.state.refused_revision = target.revision
             await self.event("InPlaceUpdateNotPossible", policy.in_place_refused_message(target))
             return
         if policy.retry_due(state.retry_block, workflow.now()) and state.retry_block is not None:
             state.retry_block = policy.start_retry(state.retry_block)
         self.set_phase(P.UPDATING)
-        if plan == UpdatePlan.IN_PLACE:
+        if plan == UpdateWay.IN_PLACE:
             await self.update_in_place()
-        elif plan == UpdatePlan.SURGE:
+        elif plan == UpdateWay.SURGE:
             await self.update_by_surge()
         else:
             await self.update_by_recreate()

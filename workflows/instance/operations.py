@@ -121,7 +121,7 @@ class InstanceOperations:
         A `pods_changed` signal can arrive while the list runs, reporting a change made after
         the list read (the pod became Ready, say). The list's answer is then older and must
         not replace it: the watcher sends each summary once, so the change would never be
-        reported again and the Instance would wait for a wake-up it already had (issue 5).
+        reported again and the Instance would wait for a wake-up it already had.
         """
         spec = self.spec
         listed = await kube_calls.list_instance_pods(

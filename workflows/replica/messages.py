@@ -16,7 +16,7 @@ from models.inferencereplica import Condition, InferenceReplicaSpec, InferenceRe
 from models.inferenceservice import ComponentSpec
 from models.instance import InstancePauseMode, InstanceStatus, RetryBlock
 from planning.replica.handover import GangSurge
-from planning.replica.hold import RolloutHold as PlannedHold
+from planning.replica.hold import RolloutHold
 from planning.replica.revisions import RevisionState
 from planning.replica.template import ClusterLifecycle
 
@@ -98,7 +98,7 @@ class ReplicaState(_Message):
     the Instance it replaces; no Instance reports this, only this workflow knows it."""
     gang_blocks: list[RetryBlock] = Field(default_factory=list)
     """Retry blocks kept from surge replacements that gave up and deleted themselves."""
-    hold: PlannedHold | None = None
+    hold: RolloutHold | None = None
     announced_held: list[str] = Field(default_factory=list)
     pending_resets: list[str] = Field(default_factory=list)
     pending_releases: list[str] = Field(default_factory=list)

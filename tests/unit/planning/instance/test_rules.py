@@ -20,15 +20,15 @@ from models.instance import (
 from models.pods import PodSummary
 from planning.instance.rules import (
     ReadinessClock,
-    UpdatePlan,
+    UpdateWay,
     blocks_attempt,
     check_transition,
+    choose_update_way,
     force_delete_due_at,
     force_delete_evidence,
     in_place_refused_message,
     keeps_failed_attempt,
     next_ordinal,
-    plan_update,
     pod_group_recheck_seconds,
     pod_group_taken_message,
     rebuild_delay_seconds,
@@ -182,20 +182,20 @@ class TestRetryBlock:
 @pytest.mark.parametrize(
     ("strategy", "multi_pod", "in_place", "plan"),
     [
-        (UpdateStrategyType.SURGE_THEN_DRAIN, False, False, UpdatePlan.SURGE),
-        (UpdateStrategyType.SURGE_THEN_DRAIN, True, False, UpdatePlan.RECREATE),
-        (UpdateStrategyType.RECREATE_POD, False, True, UpdatePlan.RECREATE),
-        (UpdateStrategyType.IN_PLACE_IF_POSSIBLE, False, True, UpdatePlan.IN_PLACE),
-        (UpdateStrategyType.IN_PLACE_IF_POSSIBLE, True, False, UpdatePlan.RECREATE),
-        (UpdateStrategyType.IN_PLACE_ONLY, True, True, UpdatePlan.IN_PLACE),
-        (UpdateStrategyType.IN_PLACE_ONLY, False, False, UpdatePlan.REFUSE),
+        (UpdateStrategyType.SURGE_THEN_DRAIN, False, False, UpdateWay.SURGE),
+        (UpdateStrategyType.SURGE_THEN_DRAIN, True, False, UpdateWay.RECREATE),
+        (UpdateStrategyType.RECREATE_POD, False, True, UpdateWay.RECREATE),
+        (UpdateStrategyType.IN_PLACE_IF_POSSIBLE, False, True, UpdateWay.IN_PLACE),
+        (UpdateStrategyType.IN_PLACE_IF_POSSIBLE, True, False, UpdateWay.RECREATE),
+        (UpdateStrategyType.IN_PLACE_ONLY, True, True, UpdateWay.IN_PLACE),
+        (UpdateStrategyType.IN_PLACE_ONLY, False, False, UpdateWay.REFUSE),
     ],
 )
-def test_plan_update(strategy: UpdateStrategyType, multi_pod: bool, in_place: bool, plan: UpdatePlan) -> None:
+def test_plan_update(strategy: UpdateStrategyType, multi_pod: bool, in_place: bool, plan: UpdateWay) -> None:
     workers: dict[str, Any] = {"worker_pod_spec": {"containers": []}, "worker_count": 2} if multi_pod else {}
     old = spec(**workers)
     new = spec(revision="b", update_strategy_type=strategy, **workers)
-    assert plan_update(old, new, in_place) == plan
+    assert choose_update_way(old, new, in_place) == plan
 
 
 def test_single_pod_ordinal_alternates() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.inferencereplica import InstanceOperation, InstanceRow
+from models.inferencereplica import InstanceRow, OperationRow
 from models.instance import RetryBlock, RetryBlockState, UpdateRetryPolicy, UpdateStrategyType
 from planning.replica.budget import UpdatePolicy, surge_budget
 from planning.replica.facts import InstanceFacts
@@ -384,7 +384,7 @@ def test_status_rows_show_the_source_updating_by_gang_surge() -> None:
             index=2,
             phase="Creating",
             target_revision=NEW,
-            operation=InstanceOperation(id="c", type="Create", step="CreatePods", deadline=deadline),
+            operation=OperationRow(id="c", type="Create", step="CreatePods", deadline=deadline),
         ),
     ]
     shown = handover_rows(rows, {2: GangSurge(source=1, revision=NEW, started_at=started)})

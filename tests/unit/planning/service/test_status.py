@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from models.inferencereplica import Condition, InferenceReplicaStatus, RolloutHold
+from models.inferencereplica import Condition, InferenceReplicaStatus, RolloutHoldRow
 from models.pods import LABEL_COMPONENT, LABEL_ISVC
 from planning.replica.conditions import PlannedCondition
 from planning.service.deployment import observe_deployment
@@ -38,7 +38,7 @@ def test_lifecycle_copies_totals_revisions_conditions_and_hold() -> None:
         collision_count=0,
         label_selector="ome.io/component=engine,ome.io/inferenceservice=chat",
         conditions=[Condition(type="Ready", status="Unknown", reason="RolloutInProgress", message="m")],
-        rollout_hold=RolloutHold(gate="Budget", reason="r", target=NEW, since=NOW),
+        rollout_hold=RolloutHoldRow(gate="Budget", reason="r", target=NEW, since=NOW),
     )
     block = lifecycle_status(status)
     assert block["replicas"] == 3 and block["servingReplicas"] == 2 and block["updatedReadyReplicas"] == 1
@@ -57,7 +57,7 @@ def test_lifecycle_model_matches_the_dict() -> None:
         replicas=2,
         ready_replicas=1,
         current_revision=OLD,
-        rollout_hold=RolloutHold(gate="Held", reason="r", target=NEW, since=NOW),
+        rollout_hold=RolloutHoldRow(gate="Held", reason="r", target=NEW, since=NOW),
     )
     model = lifecycle_model(status)
     assert (model.replicas, model.ready_replicas, model.current_revision) == (2, 1, OLD)
