@@ -21,8 +21,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from models.instance import DeleteRequest, InstancePhase, InstanceSpec, InstanceStatus
+from tests.fixtures.temporal import register_search_attributes
 from tests.k3s.helpers import WAIT_SECONDS, api_client, conditions, fresh_namespace, instance_spec, read_pod
-from tests.workflows.instance_fake_cluster import register_search_attributes
 from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
 from workflows.names import instance_workflow_id

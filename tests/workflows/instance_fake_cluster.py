@@ -59,7 +59,6 @@ from models.kube_ops import (
     SetServingResult,
 )
 from models.pods import ContainerSummary, InstancePods, PodSummary
-from tests.fixtures.temporal import register_search_attributes  # noqa: F401  (re-exported for older imports)
 from workflows.names import instance_workflow_id
 
 

@@ -20,10 +20,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
 from models.instance import InstanceSpec, InstanceStatus
-from tests.workflows.instance_fake_cluster import register_search_attributes
+from tests.fixtures.temporal import register_search_attributes
+from tests.workflows.instance_harness import make_spec, start_instance
 from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
-from workflows.names import instance_workflow_id
 
 Handle = WorkflowHandle[Any, InstanceStatus]
 
@@ -46,26 +46,14 @@ class KubeHarness:
     def spec(self, image: str = "engine:1", workers: int = 0, **overrides: Any) -> InstanceSpec:
         values: dict[str, Any] = {
             "namespace": self.namespace,
-            "isvc": "chat",
-            "component": "engine",
-            "index": 1,
-            "revision": f"rev-{image.replace(':', '-')}",
             "leader_pod_spec": pod_spec(image),
             "worker_pod_spec": pod_spec(image) if workers else None,
-            "worker_count": workers,
             "drain_seconds": 2.0,
         }
-        values.update(overrides)
-        return InstanceSpec(**values)
+        return make_spec(image, workers, **{**values, **overrides})
 
     async def start(self, spec: InstanceSpec) -> Handle:
-        return await self.env.client.start_workflow(
-            "Instance",
-            spec,
-            id=instance_workflow_id(spec.namespace, spec.isvc, spec.component, spec.index),
-            task_queue=self.task_queue,
-            result_type=InstanceStatus,
-        )
+        return await start_instance(self.env, spec, self.task_queue)
 
     async def status(self, handle: Handle) -> InstanceStatus:
         return await handle.query("status", result_type=InstanceStatus)

@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from models.instance import DeleteRequest, InstancePhase, InstanceStatus, RestartRequest
 from tests.workflows.instance_fake_cluster import FakeCluster
-from tests.workflows.test_instance_fake import make_spec
+from tests.workflows.instance_harness import make_spec
 from workers.worker import build_worker
 from workflows.names import instance_workflow_id
 

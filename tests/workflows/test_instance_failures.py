@@ -10,13 +10,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.client import WorkflowHandle
-from temporalio.testing import WorkflowEnvironment
 
 from models.instance import (
     DeleteRequest,
@@ -25,24 +23,14 @@ from models.instance import (
     RestartPolicy,
     UpdateRequest,
 )
-from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster, FakePod
-from tests.workflows.test_instance_fake import Harness, ready_at
-from workers.worker import build_worker
+from tests.workflows.instance_harness import Harness, ready_at
 
 pytestmark = pytest.mark.workflows
 
 P = InstancePhase
 Handle = WorkflowHandle[Any, InstanceStatus]
 POD = "chat-engine-1-default-0"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def harness(workflow_env: WorkflowEnvironment, task_queue: str) -> AsyncIterator[Harness]:
-    await register_search_attributes(workflow_env)
-    cluster = FakeCluster(client=workflow_env.client)
-    async with build_worker(workflow_env.client, task_queue, None, activities=cluster.activities()):
-        yield Harness(workflow_env, cluster, task_queue)
 
 
 async def within(

@@ -6,19 +6,15 @@ take milliseconds; the in-memory cluster reacts instantly and signals like the w
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import Any
 
 import pytest
-import pytest_asyncio
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from models.instance import (
     DeleteRequest,
     InstancePhase,
-    InstanceSpec,
     InstanceStatus,
     ReleaseHeldRequest,
     RestartRequest,
@@ -26,79 +22,15 @@ from models.instance import (
     UpdateRequest,
     UpdateStrategyType,
 )
-from tests.workflows.instance_fake_cluster import FakeCluster, register_search_attributes
+from tests.fixtures.temporal import register_search_attributes
+from tests.workflows.instance_fake_cluster import FakeCluster
+from tests.workflows.instance_harness import Harness, ready_at
 from tests.workflows.instance_parent import FakeParent
 from workers.worker import build_worker
-from workflows.names import instance_workflow_id
 
 pytestmark = pytest.mark.workflows
 
 P = InstancePhase
-
-
-def make_spec(image: str = "engine:1", workers: int = 0, **overrides: Any) -> InstanceSpec:
-    pod = {"containers": [{"name": "engine", "image": image}]}
-    values: dict[str, Any] = {
-        "namespace": "prod",
-        "isvc": "chat",
-        "component": "engine",
-        "index": 1,
-        "revision": f"rev-{image.replace(':', '-')}",
-        "leader_pod_spec": pod,
-        "worker_pod_spec": pod if workers else None,
-        "worker_count": workers,
-        "drain_seconds": 5.0,
-    }
-    values.update(overrides)
-    return InstanceSpec(**values)
-
-
-class Harness:
-    def __init__(self, env: WorkflowEnvironment, cluster: FakeCluster, task_queue: str) -> None:
-        self.env = env
-        self.cluster = cluster
-        self.task_queue = task_queue
-        # Workflow ids derive from the namespace: one per test keeps tests apart.
-        self.namespace = f"ns-{task_queue[3:11]}"
-
-    def spec(self, image: str = "engine:1", workers: int = 0, **overrides: Any) -> InstanceSpec:
-        return make_spec(image, workers, namespace=self.namespace, **overrides)
-
-    async def start(self, spec: InstanceSpec) -> WorkflowHandle[Any, InstanceStatus]:
-        return await self.env.client.start_workflow(
-            "Instance",
-            spec,
-            id=instance_workflow_id(spec.namespace, spec.isvc, spec.component, spec.index),
-            task_queue=self.task_queue,
-            result_type=InstanceStatus,
-        )
-
-    async def until(
-        self,
-        handle: WorkflowHandle[Any, InstanceStatus],
-        test: Callable[[InstanceStatus], bool],
-        step: float = 5.0,
-    ) -> InstanceStatus:
-        """Query until `test` holds, letting `step` seconds of workflow time pass between tries."""
-        status = None
-        for _ in range(2000):
-            status = await handle.query("status", result_type=InstanceStatus)
-            if test(status):
-                return status
-            await self.env.sleep(step)
-        raise AssertionError(f"condition never held; last status: {status}")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def harness(workflow_env: WorkflowEnvironment, task_queue: str) -> AsyncIterator[Harness]:
-    await register_search_attributes(workflow_env)
-    cluster = FakeCluster(client=workflow_env.client)
-    async with build_worker(workflow_env.client, task_queue, None, activities=cluster.activities()):
-        yield Harness(workflow_env, cluster, task_queue)
-
-
-def ready_at(phase: InstancePhase = P.READY, incarnation: int = 1) -> Callable[[InstanceStatus], bool]:
-    return lambda s: s.phase == phase and s.incarnation == incarnation and s.serving
 
 
 async def test_creates_leader_and_three_workers(harness: Harness) -> None:

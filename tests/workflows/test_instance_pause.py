@@ -7,13 +7,10 @@ milliseconds and is asserted on the cluster's own record of creates and deletes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.client import WorkflowHandle
-from temporalio.testing import WorkflowEnvironment
 
 from models.instance import (
     DeleteRequest,
@@ -24,10 +21,8 @@ from models.instance import (
     RestartPolicy,
     UpdateRequest,
 )
-from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
-from tests.workflows.test_instance_fake import Harness, ready_at
-from workers.worker import build_worker
+from tests.workflows.instance_harness import Harness, ready_at
 
 pytestmark = pytest.mark.workflows
 
@@ -35,14 +30,6 @@ P = InstancePhase
 RECREATE = RestartPolicy.RECREATE_INSTANCE_ON_POD_RESTART
 LEADER, WORKER = "chat-engine-1-leader-0", "chat-engine-1-worker-0"
 POD0, POD1 = "chat-engine-1-default-0", "chat-engine-1-default-1"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def harness(workflow_env: WorkflowEnvironment, task_queue: str) -> AsyncIterator[Harness]:
-    await register_search_attributes(workflow_env)
-    cluster = FakeCluster(client=workflow_env.client)
-    async with build_worker(workflow_env.client, task_queue, None, activities=cluster.activities()):
-        yield Harness(workflow_env, cluster, task_queue)
 
 
 Handle = WorkflowHandle[Any, InstanceStatus]

@@ -12,25 +12,22 @@ thing: a finalizer on the custom resource, a restart of a Ready gang meeting it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import kubernetes
 import pytest
-import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from models.instance import DeleteRequest, InstancePhase, InstanceStatus
 from tests.fixtures.kubesim import TEST_TOPOLOGY
-from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
+from tests.workflows.instance_harness import Harness, ready_at
 from tests.workflows.instance_kube_harness import kube_harness
 from tests.workflows.test_instance_failures import within
-from tests.workflows.test_instance_fake import Harness, ready_at
-from workers.worker import build_worker
 
 pytestmark = pytest.mark.workflows
 
@@ -38,14 +35,6 @@ P = InstancePhase
 GROUP = "chat-engine-1"
 KEY = f"PodGroup/{GROUP}"
 HOLDING_FINALIZER = "example.com/hold"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def harness(workflow_env: WorkflowEnvironment, task_queue: str) -> AsyncIterator[Harness]:
-    await register_search_attributes(workflow_env)
-    cluster = FakeCluster(client=workflow_env.client)
-    async with build_worker(workflow_env.client, task_queue, None, activities=cluster.activities()):
-        yield Harness(workflow_env, cluster, task_queue)
 
 
 def pod_group(namespace: str, isvc: str = "chat", **metadata: Any) -> dict[str, Any]:

@@ -1,0 +1,82 @@
+"""The Instance workflow on the time-skipping test server against the in-memory cluster:
+`make_spec`, the `Harness` that starts Instances and waits on their status, and `ready_at`.
+The `harness` fixture (tests/workflows/conftest.py) builds one per test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from models.instance import InstancePhase, InstanceSpec, InstanceStatus
+from tests.workflows.instance_fake_cluster import FakeCluster
+from workflows.names import instance_workflow_id
+
+P = InstancePhase
+
+
+def make_spec(image: str = "engine:1", workers: int = 0, **overrides: Any) -> InstanceSpec:
+    pod = {"containers": [{"name": "engine", "image": image}]}
+    values: dict[str, Any] = {
+        "namespace": "prod",
+        "isvc": "chat",
+        "component": "engine",
+        "index": 1,
+        "revision": f"rev-{image.replace(':', '-')}",
+        "leader_pod_spec": pod,
+        "worker_pod_spec": pod if workers else None,
+        "worker_count": workers,
+        "drain_seconds": 5.0,
+    }
+    values.update(overrides)
+    return InstanceSpec(**values)
+
+
+async def start_instance(
+    env: WorkflowEnvironment, spec: InstanceSpec, task_queue: str
+) -> WorkflowHandle[Any, InstanceStatus]:
+    """Start the Instance workflow of `spec` under its own workflow ID, as its parent would."""
+    return await env.client.start_workflow(
+        "Instance",
+        spec,
+        id=instance_workflow_id(spec.namespace, spec.isvc, spec.component, spec.index),
+        task_queue=task_queue,
+        result_type=InstanceStatus,
+    )
+
+
+class Harness:
+    def __init__(self, env: WorkflowEnvironment, cluster: FakeCluster, task_queue: str) -> None:
+        self.env = env
+        self.cluster = cluster
+        self.task_queue = task_queue
+        # Workflow ids derive from the namespace: one per test keeps tests apart.
+        self.namespace = f"ns-{task_queue[3:11]}"
+
+    def spec(self, image: str = "engine:1", workers: int = 0, **overrides: Any) -> InstanceSpec:
+        return make_spec(image, workers, namespace=self.namespace, **overrides)
+
+    async def start(self, spec: InstanceSpec) -> WorkflowHandle[Any, InstanceStatus]:
+        return await start_instance(self.env, spec, self.task_queue)
+
+    async def until(
+        self,
+        handle: WorkflowHandle[Any, InstanceStatus],
+        test: Callable[[InstanceStatus], bool],
+        step: float = 5.0,
+    ) -> InstanceStatus:
+        """Query until `test` holds, letting `step` seconds of workflow time pass between tries."""
+        status = None
+        for _ in range(2000):
+            status = await handle.query("status", result_type=InstanceStatus)
+            if test(status):
+                return status
+            await self.env.sleep(step)
+        raise AssertionError(f"condition never held; last status: {status}")
+
+
+def ready_at(phase: InstancePhase = P.READY, incarnation: int = 1) -> Callable[[InstanceStatus], bool]:
+    return lambda s: s.phase == phase and s.incarnation == incarnation and s.serving
