@@ -16,9 +16,10 @@ Run one with `python -m kubesim` (see `kubesim.__main__`) or from Python with
     resources.py     the kind registry and discovery documents
     store.py         objects, the global resourceVersion, the watch history
     persist.py       the state file
-    kubelet.py       pod and container lifecycle on each Ready node
-    gc.py            garbage collection by ownerReferences, namespace teardown
-    controllers/     scheduling loop, node lifecycle, deployments/replicasets, endpoints, disruption
-    scheduler*.py    node choice for a pod;  topology.py: the simulated nodes
-    cluster.py       wires it all together;  handle.py: the thread-hosted handle for tests
+    controllers/     every in-process controller: the scheduling loop, the kubelet, node
+                     lifecycle, deployments/replicasets, endpoints, disruption budgets, garbage
+                     collection and namespaces; each gets the API (and timing), not the cluster
+    scheduler/       node choice for a pod (pure);  topology.py: the simulated nodes
+    cluster.py       the composition root: wires it all together; only the entry points import it
+    handle.py        the thread-hosted handle for tests;  __main__.py: `python -m kubesim`
 """

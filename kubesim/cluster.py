@@ -1,6 +1,10 @@
-"""One simulated cluster: the store, the API semantics, the HTTP server and the controllers,
-bootstrapped from a topology (or restored from a state file), plus the operations the control
-API and the Python handle offer (fail a node, kill a pod, change image behaviour, inject faults).
+"""The composition root of one simulated cluster: it builds the store, the API semantics, the
+HTTP server and the controllers, handing each only what it uses (the API, the timing, the
+faults), bootstraps them from a topology (or restores a state file), and offers the operations
+the control API and the Python handle drive (fail a node, kill a pod, change image behaviour).
+
+Nothing in kubesim imports this module but the entry points (`kubesim.handle`,
+`kubesim.__main__`); an import-linter contract in pyproject.toml keeps it so.
 """
 
 from __future__ import annotations
@@ -19,13 +23,13 @@ from kubesim.control import Control
 from kubesim.controllers.base import Controller
 from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.endpoints import EndpointsController
+from kubesim.controllers.gc import GarbageCollector, NamespaceController
+from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.nodes import NodeLifecycle, drain_pass, healthy_conditions, unknown_conditions
 from kubesim.controllers.scheduling import Scheduling
 from kubesim.controllers.workloads import Deployments, ReplicaSets
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
-from kubesim.gc import GarbageCollector, NamespaceController
-from kubesim.kubelet import Kubelet
 from kubesim.resources import Registry
 from kubesim.server import Server
 from kubesim.store import Object, Store
@@ -67,13 +71,13 @@ class Cluster:
         self.state_file = Path(state_file) if state_file else None
         self.topology = Topology.parse(topology) if isinstance(topology, str) else topology
         self.crds = crds
-        self.server = Server(self)
-        self.kubelet = Kubelet(self)
-        self.disruption = DisruptionController(self)
-        self.node_lifecycle = NodeLifecycle(self)
+        self.server = Server(self.api, self.control, self.faults)
+        self.kubelet = Kubelet(self.api, self.timing)
+        self.disruption = DisruptionController(self.api)
+        self.node_lifecycle = NodeLifecycle(self.api, self.timing)
         self.controllers: list[Controller] = [
-            Scheduling(self), self.kubelet, self.node_lifecycle, ReplicaSets(self), Deployments(self),
-            EndpointsController(self), self.disruption, GarbageCollector(self), NamespaceController(self),
+            Scheduling(self.api), self.kubelet, self.node_lifecycle, ReplicaSets(self.api), Deployments(self.api),
+            EndpointsController(self.api), self.disruption, GarbageCollector(self.api), NamespaceController(self.api),
         ]
         self.api.eviction_check = self.disruption.sync
         self._runner: web.AppRunner | None = None

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from kubesim.errors import ApiError
-
-if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+from kubesim.faults import Faults
+from kubesim.store import Object, Store
+from kubesim.timing import Timing
 
 _IMAGE_FIELDS = ("pull_seconds", "start_seconds", "ready_seconds", "fail_pull", "crash", "unready_after_seconds",
                  "stop_seconds")
@@ -37,9 +38,27 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(text=json.dumps(data), status=status, content_type="application/json")
 
 
+class Operations(Protocol):
+    """What the control API drives: the cluster's operations and the parts it reports on."""
+
+    faults: Faults
+    timing: Timing
+    store: Store
+    state_file: Path | None
+
+    def fail_node(self, name: str) -> Object: ...
+    def restore_node(self, name: str) -> Object: ...
+    def cordon_node(self, name: str, unschedulable: bool = True) -> Object: ...
+    def drain_node(self, name: str) -> dict[str, list[str]]: ...
+    def kill_pod(self, namespace: str, name: str) -> bool: ...
+    def set_image_behavior(self, image: str, **settings: Any) -> None: ...
+    def set_default_timing(self, **settings: float | None) -> None: ...
+    def save(self) -> None: ...
+
+
 class Control:
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
+    def __init__(self, operations: Operations) -> None:
+        self.operations = operations
 
     async def handle(self, request: web.Request, path: str) -> web.Response:
         parts = path.strip("/").split("/")[1:]
@@ -51,7 +70,7 @@ class Control:
                 body = json.loads(raw) if raw else {}
             except ValueError as exc:
                 raise ApiError(400, f"control request body must be JSON: {exc}") from exc
-        c = self.cluster
+        c = self.operations
         if parts == ["counters"] and method == "GET":
             return _json(c.faults.counters_json())
         if parts == ["counters", "reset"] and method == "POST":

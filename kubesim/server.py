@@ -13,21 +13,21 @@ import asyncio
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from aiohttp import web
 
 from kubesim import protobuf, subresources
+from kubesim.api import Api
+from kubesim.control import Control
 from kubesim.errors import ApiError, status_object
+from kubesim.faults import Faults
 from kubesim.openapi import OpenApi, schema_version
 from kubesim.resources import ResourceType
 from kubesim.selectors import labels_match, parse_field_selector, parse_label_selector
 from kubesim.store import Change
 from kubesim.tables import to_table, wants_table
-
-if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
 
 log = logging.getLogger("kubesim.server")
 # The version reported is the one whose OpenAPI schema is served, so clients see one release.
@@ -91,18 +91,20 @@ def error_response(exc: ApiError) -> web.Response:
 
 
 class Server:
-    """aiohttp application serving one cluster."""
+    """aiohttp application serving one cluster: Kubernetes paths go to the API semantics,
+    `/sim/` to the control API, and every request passes the injected faults first."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.api = cluster.api
+    def __init__(self, api: Api, control: Control, faults: Faults) -> None:
+        self.api = api
+        self.control = control
+        self.faults = faults
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
         self._stopping = asyncio.Event()
         self._watch_queues: set[asyncio.Queue[Change | None]] = set()
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self.bookmark_seconds = BOOKMARK_SECONDS
-        self.openapi = OpenApi(cluster.registry, cluster.store)
+        self.openapi = OpenApi(api.registry, api.store)
 
     def stop_watches(self) -> None:
         """Tell every open watch stream to end (the server is shutting down)."""
@@ -128,7 +130,7 @@ class Server:
         path = request.path.rstrip("/") or "/"
         try:
             if path.startswith("/sim"):
-                return await self.cluster.control.handle(request, path)
+                return await self.control.handle(request, path)
             if path in ("/healthz", "/readyz", "/livez"):
                 return web.Response(text="ok")
             if path == "/version":
@@ -203,7 +205,7 @@ class Server:
         method = request.method
         is_watch = method == "GET" and not name and parse_bool(query.get("watch"), "watch")
         verb = self._verb(method, name, is_watch)
-        await self.cluster.faults.before(verb, f"{plural}/{sub}" if sub else plural)
+        await self.faults.before(verb, f"{plural}/{sub}" if sub else plural)
         if is_watch:
             return await self._watch(request, rt, namespace)
         resp = await self._handle(request, rt, namespace, name, sub, verb)
@@ -421,7 +423,7 @@ class Server:
                 error = exc
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
-        faults = self.cluster.faults
+        faults = self.faults
         faults.watches_open += 1
         self._watch_queues.add(queue)
         task = asyncio.current_task()

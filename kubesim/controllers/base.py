@@ -12,12 +12,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
+from kubesim.api import Api
 from kubesim.store import Change, TypeKey
-
-if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
 
 log = logging.getLogger("kubesim.controllers")
 # Changes arriving within this window are reconciled together.
@@ -25,15 +22,18 @@ BATCH_SECONDS = 0.002
 
 
 class Controller(abc.ABC):
-    """Subclasses set `name` and `watches`, and implement `reconcile()`."""
+    """Subclasses set `name` and `watches`, and implement `reconcile()`.
+
+    A controller gets the API semantics it writes through (and the store behind them, which it
+    reads); one that needs more (timing, a scheduling function) takes it as its own argument.
+    """
 
     name = "controller"
     watches: tuple[TypeKey, ...] = ()
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.api = cluster.api
-        self.store = cluster.store
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.store = api.store
         self._dirty = asyncio.Event()
         self._wake_at: float | None = None
         self._task: asyncio.Task[None] | None = None

@@ -25,17 +25,15 @@ file) and for one Service when it, or a slice or Endpoints it owns, changes unde
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.controllers.slices import SlicePacker
 from kubesim.errors import ApiError
 from kubesim.selectors import Requirement, labels_match, requirements_from_selector
 from kubesim.store import Change, Object, ObjectKey
 from kubesim.subresources import pod_is_ready
-
-if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
 
 log = logging.getLogger("kubesim.controllers")
 
@@ -88,8 +86,8 @@ class EndpointsController(Controller):
     max_endpoints_per_slice = MAX_ENDPOINTS_PER_SLICE
     max_endpoints_addresses = MAX_ENDPOINTS_ADDRESSES
 
-    def __init__(self, cluster: Cluster) -> None:
-        super().__init__(cluster)
+    def __init__(self, api: Api) -> None:
+        super().__init__(api)
         self._resync_all = True
         # Services to sync, each with the names of its pods that changed (None: all of them).
         self._pending: dict[ObjectKey, set[str] | None] = {}

@@ -14,7 +14,7 @@ from kubesim.errors import ApiError
 from kubesim.events import record_event
 from kubesim.store import Object
 from kubesim.subresources import evict
-from kubesim.timing import clone, parse_timestamp, timestamp
+from kubesim.timing import Timing, clone, parse_timestamp, timestamp
 
 PODS = ("", "pods")
 NODES = ("", "nodes")
@@ -74,12 +74,14 @@ class NodeLifecycle(Controller):
     name = "node-lifecycle"
     watches = (NODES, PODS)
 
-    def __init__(self, cluster: Any) -> None:
-        super().__init__(cluster)
+    def __init__(self, api: Api, timing: Timing) -> None:
+        super().__init__(api)
         # When this controller first saw each (pod uid, NoExecute taint key) pair.
         self._seen: dict[tuple[str, Any], float] = {}
         # Nodes being drained whose pods a disruption budget still holds.
         self.draining: set[str] = set()
+        # Scales tolerationSeconds and kubectl drain's retry interval.
+        self.timing = timing
 
     def reconcile(self) -> None:
         nodes_rt, pods_rt = self.api.type_of(*NODES), self.api.type_of(*PODS)
@@ -114,7 +116,7 @@ class NodeLifecycle(Controller):
                 self.draining.discard(name)
             else:
                 # kubectl drain retries refused evictions every 5 seconds.
-                self.wake_in(max(0.05, self.cluster.timing.scaled(5.0)))
+                self.wake_in(max(0.05, self.timing.scaled(5.0)))
 
     def _sync_node(self, rt: Any, node: Object | None) -> Object | None:
         if node is None:
@@ -171,7 +173,7 @@ class NodeLifecycle(Controller):
             ok, seconds = tolerates(pod, taint)
             if ok and seconds is None:
                 continue
-            window = 0.0 if not ok else self.cluster.timing.scaled(seconds or 0.0)
+            window = 0.0 if not ok else self.timing.scaled(seconds or 0.0)
             added = parse_timestamp(taint["timeAdded"]) if taint.get("timeAdded") else wall_now
             remaining = window - (wall_now - added).total_seconds()
             # Timestamps have second precision; measure short (scaled) windows on our own clock.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
 from kubesim.events import record_event
@@ -28,8 +29,8 @@ class Scheduling(Controller):
     name = "scheduler"
     watches = (PODS, NODES)
 
-    def __init__(self, cluster: Any, schedule: SchedulePod = schedule_pod) -> None:
-        super().__init__(cluster)
+    def __init__(self, api: Api, schedule: SchedulePod = schedule_pod) -> None:
+        super().__init__(api)
         self.schedule = schedule
         # The last verdict per pod uid, so an unchanged failure is not re-recorded on every pass.
         self._last: dict[str, str] = {}

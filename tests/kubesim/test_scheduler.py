@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kubesim.scheduler import explain, failed_scheduling_message, schedule_pod
-from kubesim.scheduler_match import QuantityError, pod_requests, resource_amount
+from kubesim.scheduler.match import QuantityError, pod_requests, resource_amount
 from kubesim.topology import Taint
 from tests.kubesim.scheduler_pods import (
     bind,

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.scheduler_match import (
+from kubesim.scheduler.match import (
     JSON,
     labels_of,
     mapping,
@@ -32,7 +32,7 @@ from kubesim.scheduler_match import (
     sequence,
     with_label_keys,
 )
-from kubesim.scheduler_spread import MAX_NODE_SCORE, NodeView
+from kubesim.scheduler.spread import MAX_NODE_SCORE, NodeView
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"

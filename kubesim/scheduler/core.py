@@ -1,4 +1,4 @@
-"""kubesim's scheduler: where one pending pod goes, decided the way kube-scheduler decides.
+"""The scheduler's decision for one pending pod: kube-scheduler's filter and score plugins.
 
 `schedule_pod(pod, nodes, pods)` is pure and deterministic. It runs kube-scheduler's
 default filter plugins in their order (NodeUnschedulable, NodeName, TaintToleration,
@@ -22,8 +22,9 @@ Ready condition is not True carries the taint the node lifecycle controller woul
 it (`node.kubernetes.io/not-ready`, or `unreachable` when the status is Unknown).
 Volumes, image locality and system default spread constraints are not modelled.
 
-Public API: `schedule_pod` (the decision), `explain` (per-node rejections, for
-diagnostics and tests), `failed_scheduling_message`, `ScheduleResult`, `Rejection`.
+Public API (re-exported by `kubesim.scheduler`): `schedule_pod` (the decision), `explain`
+(per-node rejections, for diagnostics and tests), `failed_scheduling_message`,
+`live_pods_by_node`, `ScheduleResult`, `Rejection`.
 Quantities are parsed strictly: a pod with a malformed quantity raises `QuantityError`
 (the API server's validation is expected to reject it first).
 """
@@ -35,13 +36,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim.scheduler_affinity import (
+from kubesim.scheduler.affinity import (
     AffinityFilter,
     NamespaceLabels,
     affinity_scores,
     default_namespace_labels,
 )
-from kubesim.scheduler_match import (
+from kubesim.scheduler.match import (
     JSON,
     UNSCHEDULABLE_TAINT_KEY,
     QuantityError,
@@ -60,7 +61,7 @@ from kubesim.scheduler_match import (
     tolerates,
     toleration_tolerates,
 )
-from kubesim.scheduler_spread import MAX_NODE_SCORE, NodeView, SpreadFilter, spread_scores
+from kubesim.scheduler.spread import MAX_NODE_SCORE, NodeView, SpreadFilter, spread_scores
 
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 REASON_NODE_NAME = "node(s) didn't match the requested node name"

@@ -21,11 +21,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.defaults import next_free_address
 from kubesim.events import record_event
 from kubesim.store import Change, Object
-from kubesim.timing import timestamp
+from kubesim.timing import Timing, timestamp
 
 PODS = ("", "pods")
 NODES = ("", "nodes")
@@ -82,9 +83,12 @@ class Kubelet(Controller):
     name = "kubelet"
     watches = (PODS, NODES)
 
-    def __init__(self, cluster: Any) -> None:
-        super().__init__(cluster)
+    def __init__(self, api: Api, timing: Timing) -> None:
+        super().__init__(api)
         self.runs: dict[str, PodRun] = {}
+        # Per image: how long it takes to pull, start, get ready and stop; the factor scales
+        # grace periods and back-offs. Shared with the cluster, which changes it at run time.
+        self.timing = timing
 
     def relevant(self, change: Change) -> bool:
         if change.type_key == NODES:
@@ -186,7 +190,7 @@ class Kubelet(Controller):
 
     def _schedule_first(self, run: PodRun, now: float) -> list[ContainerRun]:
         """Start the first pulls; returns the containers whose image pull began."""
-        timing = self.cluster.timing
+        timing = self.timing
         first = next((c for c in run.init if c.stage != "done"), None)
         targets = [first] if first else [c for c in run.containers if c.stage in ("pulling", "running")]
         pulling = []
@@ -202,7 +206,7 @@ class Kubelet(Controller):
         record_event(self.api, pod, event_type, reason, message, "kubelet", host=run.node)
 
     def _advance(self, pod: Object, run: PodRun, c: ContainerRun, now: float) -> None:
-        timing = self.cluster.timing
+        timing = self.timing
         is_init = c in run.init
         while c.next_at is not None and c.next_at <= now:
             behavior = timing.behavior(c.image)
@@ -261,7 +265,7 @@ class Kubelet(Controller):
     def _backoff(self, failures: int) -> float:
         """Kubelet back-off (10s doubling to 5 minutes), scaled, never below 10 ms so that a
         time factor of 0 cannot spin the state machine."""
-        return max(0.01, self.cluster.timing.scaled(min(10.0 * 2.0 ** max(0, failures - 1), MAX_BACKOFF_SECONDS)))
+        return max(0.01, self.timing.scaled(min(10.0 * 2.0 ** max(0, failures - 1), MAX_BACKOFF_SECONDS)))
 
     def _terminate(self, c: ContainerRun, at: float, exit_code: int, reason: str) -> None:
         c.terminated = {"exitCode": exit_code, "reason": reason, "startedAt": c.started_at or timestamp(),
@@ -283,10 +287,10 @@ class Kubelet(Controller):
         if c.restart_count > 0:
             self._event(pod, self.runs[pod["metadata"]["uid"]], "Warning", "BackOff",
                         f"Back-off restarting failed container {c.name} in pod {where}")
-        c.next_at = now + delay + self.cluster.timing.phase_seconds(c.image)[1]
+        c.next_at = now + delay + self.timing.phase_seconds(c.image)[1]
 
     def _terminate_pod(self, pod: Object, run: PodRun, now: float) -> None:
-        timing = self.cluster.timing
+        timing = self.timing
         if run.terminating_since is None:
             run.terminating_since = now
             for c in run.init + run.containers:

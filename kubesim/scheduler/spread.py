@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.scheduler_match import (
+from kubesim.scheduler.match import (
     JSON,
     first_untolerated_taint,
     is_terminating,
