@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -124,12 +124,6 @@ class Topology:
         if os.path.exists(stripped) or stripped.endswith((".yaml", ".yml")):
             return _parse_yaml_file(stripped)
         return _from_settings(_parse_inline(stripped), source="topology")
-
-    def zone_names(self) -> list[str]:
-        return [zone_name(index) for index in range(self.zones)]
-
-    def with_nodes(self, nodes: list[NodeSpec]) -> Topology:
-        return replace(self, nodes=tuple(nodes))
 
 
 def zone_name(index: int) -> str:
