@@ -21,3 +21,11 @@ def irep_workflow_id(namespace: str, isvc: str, component: str) -> str:
 
 def instance_workflow_id(namespace: str, isvc: str, component: str, index: int) -> str:
     return f"instance/{namespace}/{isvc}-{component}-{index}"
+
+
+ROLLOUT = "Rollout"
+
+
+def rollout_workflow_id(namespace: str, isvc: str, run: int) -> str:
+    """`rollout/{ns}/{isvc}/{run}`: the run is the generation that opened it."""
+    return f"rollout/{namespace}/{isvc}/{run}"

@@ -4,6 +4,7 @@ from typing import Any
 
 from workflows.instance.workflow import InstanceWorkflow
 from workflows.replica.workflow import InferenceReplicaWorkflow
+from workflows.rollout.workflow import RolloutWorkflow
 from workflows.service.workflow import InferenceServiceWorkflow
 
-WORKFLOWS: list[type[Any]] = [InstanceWorkflow, InferenceReplicaWorkflow, InferenceServiceWorkflow]
+WORKFLOWS: list[type[Any]] = [InstanceWorkflow, InferenceReplicaWorkflow, InferenceServiceWorkflow, RolloutWorkflow]

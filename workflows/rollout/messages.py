@@ -1,0 +1,152 @@
+"""The `Rollout` workflow's contract: its input, the counts its parent forwards, what it
+reports back, the state it carries through continue-as-new, and the `status` query.
+
+The InferenceService (its parent) starts one per run (`rollout/{ns}/{isvc}/{run}`),
+forwards each grouped InferenceReplica's counts (`progress`), and passes on `pause`,
+`supersede` and, while the run is parked, `respec`. The Rollout answers with a
+`RolloutReport` (`rollout_changed`): the pinned plan, each group's phase, and each moved
+component's allowance, which the parent hands to the InferenceReplica in its config.
+
+Workflows import this module inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# --- message names (`temporal workflow signal --workflow-id rollout/... --name ...`) ------
+SIGNAL_PROGRESS = "progress"
+"""From the InferenceService: one grouped component's latest `ComponentCounts`."""
+SIGNAL_PAUSE = "pause"
+"""From the InferenceService: the pause depth in force (`true`, `freeze`) or None."""
+SIGNAL_SUPERSEDE = "supersede"
+"""From the InferenceService: a newer run opened; this one closes as `Superseded`."""
+SIGNAL_RESPEC = "respec"
+"""From the InferenceService: `spec.rollout` changed; a parked run resolves its plan again."""
+QUERY_STATUS = "status"
+SIGNAL_ROLLOUT_CHANGED = "rollout_changed"
+"""To the InferenceService (its parent): a `RolloutReport`."""
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RolloutInput(_Message):
+    """Everything a run starts from; the plan is pinned from `rollout` at start."""
+
+    namespace: str
+    isvc: str
+    isvc_uid: str | None = None
+    run: int
+    """The generation that opened the run."""
+    rollout: dict[str, Any]
+    """`spec.rollout` as applied (wire form)."""
+    targets: dict[str, str]
+    """Component -> the revision hash it moves to."""
+    target_names: dict[str, str] = Field(default_factory=dict)
+    previous: dict[str, str] = Field(default_factory=dict)
+    """Component -> the revision it moves from (`rollout status` PREVIOUS)."""
+    replicas: dict[str, int] = Field(default_factory=dict)
+    """Each grouped component's desired Instances when the run opened."""
+    strategies: dict[str, str] = Field(default_factory=dict)
+    """Each grouped component's update strategy (in-place skips the ratio check)."""
+    paused: str | None = None
+    parent_workflow_id: str | None = None
+
+
+class ComponentCounts(_Message):
+    """One InferenceReplica's counts, as its InferenceService forwards them."""
+
+    component: str
+    revision: str | None = None
+    """The update revision the counts are about: counts of another revision count as none moved."""
+    replicas: int = 0
+    updated: int = 0
+    updated_serving: int = 0
+    serving: int = 0
+    failed: int = 0
+
+
+class AllowanceView(_Message):
+    """How many Instances of a component may be on the target now, and what holds it."""
+
+    limit: int
+    gate: str | None = None
+    reason: str | None = None
+
+
+class RolloutReport(_Message):
+    """What the Rollout tells its InferenceService whenever it changes."""
+
+    run: int
+    workflow_id: str
+    started_at: datetime
+    targets: dict[str, str]
+    plan_digest: str | None = None
+    group_digests: list[str] = Field(default_factory=list)
+    group_phases: list[str] = Field(default_factory=list)
+    parked_reason: str | None = None
+    parked_message: str | None = None
+    allowances: dict[str, AllowanceView] = Field(default_factory=dict)
+    outcome: str | None = None
+    """`Completed` or `Superseded` once the run has closed."""
+
+
+class RolloutState(_Message):
+    """The Rollout's whole state, handed to continue-as-new."""
+
+    input: RolloutInput
+    started_at: datetime | None = None
+    """When the run opened (workflow time), pinned with the plan."""
+    pinned: dict[str, Any] | None = None
+    """`spec.rollout` the plan was pinned from; None while parked."""
+    latest_rollout: dict[str, Any] | None = None
+    """The newest `spec.rollout` received (`respec`), tried again while parked."""
+    parked_reason: str | None = None
+    parked_message: str | None = None
+    parked_announced: bool = False
+    """Whether the `RolloutPlanParked` Event of the current park was recorded."""
+    counts: dict[str, ComponentCounts] = Field(default_factory=dict)
+    finished_at: dict[str, datetime] = Field(default_factory=dict)
+    """When each moved component first served its target on every Instance."""
+    failed_groups: list[int] = Field(default_factory=list)
+    """Groups whose `CoordinationGroupFailed` Event was recorded (again after they recover and fail anew)."""
+    paused: str | None = None
+    superseded_by: int | None = None
+    outcome: str | None = None
+    reported: str = ""
+    """Fingerprint of the last report sent to the parent."""
+
+
+class RolloutRow(_Message):
+    """One group and component of `rollout status` (reference §3.4 columns)."""
+
+    group: int
+    component: str
+    strategy: str
+    group_phase: str
+    gate: str | None = None
+    reason: str | None = None
+    capacity: str = ""
+    """`updated/replicas` on the target revision."""
+    ready: str = ""
+    """`serving-on-target/replicas`."""
+    previous: str | None = None
+    target: str | None = None
+    issues: list[str] = Field(default_factory=list)
+
+
+class RolloutView(_Message):
+    """The `status` query: the run, its plan, and a row per group and component."""
+
+    run: int
+    started_at: datetime | None = None
+    plan_digest: str | None = None
+    parked_reason: str | None = None
+    reported: str
+    outcome: str | None = None
+    rows: list[RolloutRow] = Field(default_factory=list)

@@ -1,0 +1,115 @@
+"""What a run shows: the report to its InferenceService and the `status` query's rows,
+built from the pinned plan, the counts received and the allowances planned (no I/O).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from models.instance import UpdateStrategyType
+from planning.replica.budget import SURGE_STRATEGIES
+from planning.rollout.gates import Allowance, ComponentProgress
+from planning.rollout.plan import Parked, RolloutPlan
+from planning.rollout.runs import allowance_of, group_phase, reported, strategy_column
+from workflows.rollout.messages import AllowanceView, RolloutReport, RolloutRow, RolloutState, RolloutView
+
+IN_PLACE = frozenset({UpdateStrategyType.IN_PLACE_IF_POSSIBLE.value, UpdateStrategyType.IN_PLACE_ONLY.value})
+
+
+def progress_of(state: RolloutState, grouped: tuple[str, ...]) -> dict[str, ComponentProgress]:
+    """Each grouped component as the plan counts it: counts of another revision than the
+    run's target count as nothing moved yet."""
+    targets, found = state.input.targets, {}
+    for name in grouped:
+        counts = state.counts.get(name)
+        target = targets.get(name)
+        replicas = state.input.replicas.get(name, 0)
+        strategy = state.input.strategies.get(name, UpdateStrategyType.SURGE_THEN_DRAIN.value)
+        on_target = counts is not None and target is not None and counts.revision == target
+        found[name] = ComponentProgress(
+            name=name,
+            replicas=counts.replicas if counts is not None else replicas,
+            changed=target is not None,
+            updated=counts.updated if on_target and counts else 0,
+            updated_serving=counts.updated_serving if on_target and counts else 0,
+            serving=counts.serving if counts is not None else replicas,
+            failed=counts.failed if on_target and counts else 0,
+            finished_at=state.finished_at.get(name),
+            in_place=strategy in IN_PLACE,
+            surges=UpdateStrategyType(strategy) in SURGE_STRATEGIES,
+        )
+    return found
+
+
+def report(
+    state: RolloutState,
+    workflow_id: str,
+    plan: RolloutPlan | Parked,
+    progress: dict[str, ComponentProgress],
+    found: list[Allowance],
+) -> RolloutReport:
+    assert state.started_at is not None
+    base = RolloutReport(
+        run=state.input.run, workflow_id=workflow_id, started_at=state.started_at, targets=state.input.targets,
+        outcome=state.outcome,
+    )
+    if isinstance(plan, Parked):
+        return base.model_copy(update={"parked_reason": plan.reason, "parked_message": plan.message})
+    paused = state.paused is not None
+    return base.model_copy(
+        update={
+            "plan_digest": plan.digest,
+            "group_digests": [g.digest for g in plan.groups],
+            "group_phases": [group_phase(g, progress, paused) for g in plan.groups],
+            "allowances": {
+                a.component: AllowanceView(
+                    limit=a.limit,
+                    gate=a.hold.gate.value if a.hold else None,
+                    reason=a.hold.reason if a.hold else None,
+                )
+                for a in found
+            },
+        }
+    )
+
+
+def view(
+    state: RolloutState, plan: RolloutPlan | Parked, progress: dict[str, ComponentProgress], found: list[Allowance]
+) -> RolloutView:
+    base = RolloutView(run=state.input.run, started_at=state.started_at, reported="Unknown", outcome=state.outcome)
+    if isinstance(plan, Parked):
+        return base.model_copy(update={"parked_reason": plan.reason, "reported": "Paused"})
+    paused = state.paused is not None
+    phases = [group_phase(g, progress, paused) for g in plan.groups]
+    rows = []
+    for group, phase in zip(plan.groups, phases, strict=True):
+        for name in group.components:
+            c = progress[name]
+            allowance = allowance_of(found, name)
+            hold = allowance.hold if allowance is not None else None
+            rows.append(
+                RolloutRow(
+                    group=group.index,
+                    component=name,
+                    strategy=strategy_column(plan, group),
+                    group_phase=phase,
+                    gate=hold.gate.value if hold else None,
+                    reason=hold.reason if hold else None,
+                    capacity=f"{c.updated}/{c.replicas}",
+                    ready=f"{c.updated_serving}/{c.replicas}",
+                    previous=state.input.previous.get(name),
+                    target=state.input.target_names.get(name) or state.input.targets.get(name),
+                    issues=["InstanceFailed"] if c.failed else [],
+                )
+            )
+    return base.model_copy(update={"plan_digest": plan.digest, "rows": rows, "reported": reported(phases)})
+
+
+def record_finishes(progress: dict[str, ComponentProgress], state: RolloutState, now: datetime) -> bool:
+    """Record when each moved component first finished; True when any did just now."""
+    changed = False
+    for name, c in progress.items():
+        if c.changed and c.finished and name not in state.finished_at:
+            state.finished_at[name] = now
+            changed = True
+    return changed
