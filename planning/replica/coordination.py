@@ -1,0 +1,77 @@
+"""A rollout run's cap on an InferenceReplica's update (spec reference §6, §7).
+
+A component in a rollout group moves only as far as its run allows: the Rollout plans, at
+each moment, how many of the component's Instances may be on the run's target revision
+(`planning.rollout.gates`), and the InferenceService hands that `Coordination` to the
+InferenceReplica. The InferenceReplica plans its own starts as always (pause, partition,
+retry block, budgets) and then admits no more than the cap leaves room for; when the cap is
+what holds it, its `rolloutHold` shows the run's gate and reason (`Plan`, `Sequential`,
+`Ratio`, `Pairing`, or `Budget` for a blue-green wave).
+
+A component whose update revision is not the run's target (a newer change, whose run is
+still opening) fails closed: gate `Plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from planning.replica.facts import InstanceFacts
+from planning.replica.hold import HoldDenial, HoldGate
+from planning.replica.update import UpdatePlan, counted, on_revision
+
+
+@dataclass(frozen=True)
+class Coordination:
+    """What the component's rollout run allows now."""
+
+    run: int
+    target: str
+    """The revision hash the run moves the component to."""
+    limit: int
+    """Instances that may be on (or moving to) `target` now."""
+    gate: str | None = None
+    reason: str | None = None
+    max_surge: int | str | None = None
+    max_unavailable: int | str | None = None
+    """A rolling-update group's budgets, which replace the component's own."""
+
+
+def opening(run: int, target: str) -> Coordination:
+    """Before the run has pinned its plan: nothing moves (fail closed)."""
+    return Coordination(run, target, 0, HoldGate.PLAN.value, f"rollout run {run} has not pinned its plan yet")
+
+
+def on_target(instances: Sequence[InstanceFacts], revision: str) -> int:
+    """Instances on `revision`, or moving to it."""
+    return sum(1 for i in counted(instances) if i.target_revision == revision or on_revision(i, revision))
+
+
+def coordinated(
+    plan: UpdatePlan, instances: Sequence[InstanceFacts], revision: str, coordination: Coordination | None
+) -> UpdatePlan:
+    """`plan` with no more starts than the run allows; the run's hold when it holds them all."""
+    if coordination is None or plan.paused or plan.complete or not plan.start:
+        return plan
+    if coordination.target != revision:
+        room = 0
+        denial = HoldDenial(HoldGate.PLAN, f"revision {revision} waits for its rollout run to pin a plan", revision)
+    else:
+        room = max(0, coordination.limit - on_target(instances, revision))
+        gate = HoldGate(coordination.gate) if coordination.gate else HoldGate.BUDGET
+        reason = coordination.reason or (
+            f"rollout run {coordination.run} allows {coordination.limit} Instances on {revision} now"
+        )
+        denial = HoldDenial(gate, reason, revision)
+    if len(plan.start) <= room:
+        return plan
+    started = plan.start[:room]
+    return replace(
+        plan,
+        start=started,
+        denial=None if started else denial,
+        wake_at=None if started else plan.wake_at,
+        waiting=plan.waiting + plan.start[room:],
+        retry_attempt=plan.retry_attempt and bool(started),
+    )

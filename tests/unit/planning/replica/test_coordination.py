@@ -1,0 +1,52 @@
+"""A rollout run's cap on an InferenceReplica's starts, and the hold it shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.instance import UpdateStrategyType
+from planning.replica.budget import UpdatePolicy
+from planning.replica.coordination import Coordination, coordinated, opening
+from planning.replica.hold import HoldGate
+from planning.replica.update import plan_update
+from tests.unit.planning.replica.rows import NEW, NOW, ready, updating
+
+pytestmark = pytest.mark.unit
+
+FOUR = [ready(i) for i in range(4)]
+NO_BUDGET = UpdatePolicy(strategy=UpdateStrategyType.SURGE_THEN_DRAIN)
+
+
+@pytest.mark.parametrize(
+    "instances, coordination, started, gate, reason",
+    [
+        (FOUR, None, (3, 2, 1, 0), None, None),
+        (FOUR, Coordination(2, NEW, 1), (3,), None, None),
+        # One already moving counts against the cap: no room left.
+        ([*FOUR[:3], updating(3)], Coordination(2, NEW, 1, "Budget", "blue-green wave 1 of 4"), (), "Budget", "blue-green wave 1 of 4"),
+        (FOUR, Coordination(2, NEW, 0, "Sequential", "Sequential waiting on decoder"), (), "Sequential", "Sequential waiting on decoder"),
+        (FOUR, opening(2, NEW), (), "Plan", "rollout run 2 has not pinned its plan yet"),
+        # The run moves another revision: this one waits for its own run (fail closed).
+        (FOUR, Coordination(2, "chat-engine-rev-cccccccc", 4), (), "Plan", f"revision {NEW} waits for its rollout run to pin a plan"),
+        (FOUR, Coordination(2, NEW, 4), (3, 2, 1, 0), None, None),
+    ],
+    ids=["uncoordinated", "cap 1", "cap used", "sequential", "opening", "other target", "cap all"],
+)
+def test_the_run_caps_the_starts_and_names_its_gate(
+    instances: list, coordination: Coordination | None, started: tuple[int, ...], gate: str | None, reason: str | None
+) -> None:
+    plan = coordinated(plan_update(instances, 4, NEW, NO_BUDGET, NOW), instances, NEW, coordination)
+    assert plan.start == started
+    assert (plan.denial.gate if plan.denial else None) == (HoldGate(gate) if gate else None)
+    assert (plan.denial.reason if plan.denial else None) == reason
+
+
+def test_the_components_own_budget_still_applies_under_the_cap() -> None:
+    policy = UpdatePolicy(strategy=UpdateStrategyType.SURGE_THEN_DRAIN, max_surge=1)
+    plan = coordinated(plan_update(FOUR, 4, NEW, policy, NOW), FOUR, NEW, Coordination(2, NEW, 4))
+    assert plan.start == (3,)
+
+
+def test_a_paused_plan_is_left_as_it_is() -> None:
+    paused = plan_update(FOUR, 4, NEW, NO_BUDGET, NOW, paused=True)
+    assert coordinated(paused, FOUR, NEW, opening(2, NEW)) is paused
