@@ -188,9 +188,7 @@ def assess_bring_up(
     """
     result = BringUpAssessment()
     by_name = {pod.name: pod for pod in pods}
-    seen: dict[str, datetime] = {}
-    stuck_grace = spec.stuck_pod_grace_seconds
-    unschedulable_grace = spec.unschedulable_grace_seconds
+    waits = _Waits(first_seen, attempt_started_at, now)
     for name, uid in members.items():
         pod = by_name.get(name)
         if not uid:
@@ -202,50 +200,103 @@ def assess_bring_up(
         if pod is None or pod.uid != uid or pod.terminating:
             # Our pod is gone (or going): deleted from outside, evicted, garbage-collected.
             result.missing.append(name)
-            continue
-        if pod.is_terminal:
+        elif pod.is_terminal:
             result.recycle.append(name)
-            continue
-        if node_lost(pod):
+        elif node_lost(pod):
             result.holds.append(HOLD_NODE_UNKNOWN)
-            continue
-        if pod.scheduling_gated:
+        elif pod.scheduling_gated:
             result.holds.append(HOLD_QUOTA)
-            continue
-        if not pod.scheduled and pod.unschedulable_reason:
-            key = f"{name}/Unschedulable"
-            since = max(first_seen.get(key, now), attempt_started_at)
-            seen[key] = since
-            if unschedulable_grace is not None:
-                expires = since + timedelta(seconds=unschedulable_grace)
-                if expires <= now and result.failure is None:
-                    result.failure = InstanceFailure(
-                        pod_name=name,
-                        reason="Unschedulable",
-                        message=pod.unschedulable_message or f"pod {name} could not be scheduled",
-                        time=now,
-                    )
-                result.wake_at = _earliest(result.wake_at, expires)
-            result.holds.append(HOLD_UNSCHEDULABLE)
-            continue
-        for container, reason, message in pod.waiting_reasons():
-            if reason not in STUCK_REASONS:
-                continue
-            key = f"{name}/{container}/{reason}"
-            since = max(first_seen.get(key, now), attempt_started_at)
-            seen[key] = since
-            if stuck_grace is None:
-                continue
-            expires = since + timedelta(seconds=stuck_grace)
-            if expires <= now:
-                candidate = _container_failure(pod, container, reason, message, now)
-                # A counting failure names the revision's fault: prefer it when both occur.
-                if result.failure is None or (candidate.counting and not result.failure.counting):
-                    result.failure = candidate
-            else:
-                result.wake_at = _earliest(result.wake_at, expires)
-    result.first_seen = seen
+        elif not pod.scheduled and pod.unschedulable_reason:
+            _unschedulable(result, waits, pod, spec.unschedulable_grace_seconds)
+        else:
+            _stuck_containers(result, waits, pod, spec.stuck_pod_grace_seconds)
+    result.first_seen = waits.seen
     return result
+
+
+@dataclass
+class _Waits:
+    """When each waiting condition of an attempt was first seen (never before the attempt)."""
+
+    first_seen: dict[str, datetime]
+    started_at: datetime
+    now: datetime
+    seen: dict[str, datetime] = field(default_factory=dict)
+
+    def since(self, key: str) -> datetime:
+        since = max(self.first_seen.get(key, self.now), self.started_at)
+        self.seen[key] = since
+        return since
+
+
+def _unschedulable(result: BringUpAssessment, waits: _Waits, pod: PodSummary, grace: float | None) -> None:
+    """An unschedulable pod holds the clock; past its grace it fails the attempt."""
+    name, now = pod.name, waits.now
+    since = waits.since(f"{name}/Unschedulable")
+    if grace is not None:
+        expires = since + timedelta(seconds=grace)
+        if expires <= now and result.failure is None:
+            result.failure = InstanceFailure(
+                pod_name=name,
+                reason="Unschedulable",
+                message=pod.unschedulable_message or f"pod {name} could not be scheduled",
+                time=now,
+            )
+        result.wake_at = _earliest(result.wake_at, expires)
+    result.holds.append(HOLD_UNSCHEDULABLE)
+
+
+def _stuck_containers(result: BringUpAssessment, waits: _Waits, pod: PodSummary, grace: float | None) -> None:
+    """Containers waiting for a stuck reason fail the attempt once they outlast the grace."""
+    now = waits.now
+    for container, reason, message in pod.waiting_reasons():
+        if reason not in STUCK_REASONS:
+            continue
+        since = waits.since(f"{pod.name}/{container}/{reason}")
+        if grace is None:
+            continue
+        expires = since + timedelta(seconds=grace)
+        if expires <= now:
+            candidate = _container_failure(pod, container, reason, message, now)
+            # A counting failure names the revision's fault: prefer it when both occur.
+            if result.failure is None or (candidate.counting and not result.failure.counting):
+                result.failure = candidate
+        else:
+            result.wake_at = _earliest(result.wake_at, expires)
+
+
+def _pod_failure(
+    name: str, uid: str, pod: PodSummary | None, restart_baseline: dict[str, int], now: datetime
+) -> InstanceFailure | None:
+    """How member `name` (created as `uid`) of a ready Instance failed, if it did."""
+    container_name: str | None = None
+    exit_code: int | None = None
+    if pod is None or (uid and pod.uid != uid):
+        reason, message = "PodDeleted", f"pod {name} was deleted"
+    elif pod.terminating:
+        reason, message = "PodTerminating", f"pod {name} is being deleted"
+    elif pod.is_terminal:
+        reason = pod.pod_reason or f"Pod{pod.phase}"
+        message = pod.pod_message or f"pod {name} ended in phase {pod.phase}"
+    elif node_lost(pod):
+        reason, message = "NodeLost", f"node {pod.node_name} of pod {name} is not Ready"
+    elif pod.restart_count > restart_baseline.get(name, 0):
+        reason, message = "ContainerRestarted", f"a container of pod {name} restarted"
+        for container in pod.containers:
+            if container.restart_count > 0:
+                container_name = container.name
+                exit_code = container.last_terminated_exit_code
+                reason = container.last_terminated_reason or reason
+    else:
+        return None
+    return InstanceFailure(
+        pod_name=name,
+        container_name=container_name,
+        reason=reason,
+        exit_code=exit_code,
+        message=message,
+        time=now,
+    )
 
 
 @dataclass(frozen=True)
@@ -270,39 +321,12 @@ def assess_ready(
     failed: list[str] = []
     failure: InstanceFailure | None = None
     for name, uid in members.items():
-        pod = by_name.get(name)
-        reason: str | None = None
-        message = ""
-        container_name: str | None = None
-        exit_code: int | None = None
-        if pod is None or (uid and pod.uid != uid):
-            reason, message = "PodDeleted", f"pod {name} was deleted"
-        elif pod.terminating:
-            reason, message = "PodTerminating", f"pod {name} is being deleted"
-        elif pod.is_terminal:
-            reason = pod.pod_reason or f"Pod{pod.phase}"
-            message = pod.pod_message or f"pod {name} ended in phase {pod.phase}"
-        elif node_lost(pod):
-            reason, message = "NodeLost", f"node {pod.node_name} of pod {name} is not Ready"
-        elif pod.restart_count > restart_baseline.get(name, 0):
-            reason, message = "ContainerRestarted", f"a container of pod {name} restarted"
-            for container in pod.containers:
-                if container.restart_count > 0:
-                    container_name = container.name
-                    exit_code = container.last_terminated_exit_code
-                    reason = container.last_terminated_reason or reason
-        if reason is None:
+        found = _pod_failure(name, uid, by_name.get(name), restart_baseline, now)
+        if found is None:
             continue
         failed.append(name)
         if failure is None:
-            failure = InstanceFailure(
-                pod_name=name,
-                container_name=container_name,
-                reason=reason,
-                exit_code=exit_code,
-                message=message,
-                time=now,
-            )
+            failure = found
     lost_all = bool(members) and all(
         by_name.get(n) is None or by_name[n].terminating or by_name[n].is_terminal or node_lost(by_name[n])
         for n in members

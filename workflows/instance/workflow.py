@@ -1,8 +1,8 @@
 """The `Instance` workflow: one OMENative Instance from creation to deletion.
 
 `instance/{ns}/{isvc}-{component}-{index}`. Observe (the watcher's `pods_changed` signals,
-activity results) -> plan (`planning.instance_*`) -> act (Kubernetes activities through
-`workflows.kube_calls`) -> wait (`wait_condition` with the deadlines planning computes; a
+activity results) -> plan (`planning.instance.steps.next_step`) -> act (Kubernetes activities
+through `workflows.kube_calls`) -> wait (`wait_condition` with the deadlines planning computes; a
 slow re-list is only a safety net). A pod that looks gone or failed in a watcher observation
 is confirmed with a fresh list before anything is recreated, because a signal may lag
 behind our own writes.
@@ -11,8 +11,8 @@ Message handlers only record what arrived (no awaits), so they need no lock; the
 takes requests from the state at safe points, and continue-as-new happens only in a
 resting phase, after the handlers have finished, carrying the one `InstanceState`.
 
-Phases and messages: see `models/instance.py`. The operations live in
-`workflows/instance/operations.py`; this module holds the message handlers and the main loop.
+Phases and messages: see `models/instance.py`. The steps are carried out by
+`workflows/instance/lifecycle.py`; this module holds the message handlers and the main loop.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ with workflow.unsafe.imports_passed_through():
         UpdateRequest,
     )
     from models.pods import InstancePods
-    from planning.instance.pause import hold_update, pending_may_rebuild
+    from planning.instance.pause import hold_update
     from planning.instance.state import InstanceState, build_status, newer_observation
+    from planning.instance.steps import next_step, next_wake
     from workflows import search_attributes
     from workflows.instance.lifecycle import InstanceLifecycle
 
@@ -152,24 +153,14 @@ class InstanceWorkflow(InstanceLifecycle):
         return self.state.phase in (P.READY, P.FAILED, P.PENDING)
 
     async def step(self) -> bool:
-        """One pass of the loop; True when the workflow is done."""
+        """One pass of the loop: take the requests, carry out the step `next_step` chooses,
+        and when there is nothing to do, wait for news; True when the workflow is done."""
         state = self.state
         since = self.mark()
         if state.pending_delete is not None:
             await self.delete_instance(state.pending_delete)
             return True
-        if state.pending_drain:
-            state.pending_drain = False
-            await self.take_out_of_rotation("DrainRequested")
-        await self.absorb_releases()
-        # A Pending Instance (restart policy None, its pods lost) is not rebuilt during a pause.
-        if state.phase == P.CREATING or (state.phase == P.PENDING and pending_may_rebuild(state.pause_mode)):
-            return await self.create_instance()
-        if state.phase == P.READY:
-            if await self.handle_ready():
-                return False
-        elif state.phase == P.FAILED:
-            if await self.handle_failed():
-                return False
-        await self.wait_for_news(self.next_wake(), since)
+        await self.take_requests()
+        if not await self.carry_out(next_step(state, workflow.now())):
+            await self.wait_for_news(next_wake(state, workflow.now()), since)
         return False

@@ -1,0 +1,170 @@
+"""Taking an Instance's pods down: out of rotation, drained, deleted, force-deleted when stuck on
+a dead node; and recording a failed attempt, which takes its pods down unless they are kept.
+
+A mixin of `InstanceWorkflow` (workflows/instance/workflow.py), between the shared helpers of
+`workflows/instance/operations.py` and the bring-up of `workflows/instance/bring_up.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from models.instance import DeleteRequest, InstanceFailure, RetryBlockState
+    from models.kube_ops import DeletePodsInput, ForceDeletePodInput, PodsGoneInput, SetServingInput
+    from planning.instance import rules as policy
+    from workflows import kube_calls
+    from workflows.instance.operations import InstanceOperations
+
+
+class InstanceTeardown(InstanceOperations):
+    async def delete_pods(self, targets: dict[str, str], why: str) -> None:
+        if not targets:
+            return
+        spec = self.spec
+        await kube_calls.delete_pods(
+            DeletePodsInput(
+                namespace=spec.namespace, names=sorted(targets), uids={n: u for n, u in targets.items() if u}
+            ),
+            summary=f"delete {len(targets)} pods of {spec.instance_name} ({why})",
+        )
+
+    async def take_out_of_rotation(self, reason: str, targets: dict[str, str] | None = None) -> None:
+        spec = self.spec
+        pods = self.state.members if targets is None else targets
+        if targets is None:
+            self.state.draining = True
+        if not pods:
+            return
+        await kube_calls.set_serving(
+            SetServingInput(
+                namespace=spec.namespace, pods=sorted(pods), serving=False, reason=reason, uids=pods
+            ),
+            summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
+        )
+
+    async def teardown(self, targets: dict[str, str], drain_seconds: float, reason: str) -> list[str]:
+        """Drain, delete, and wait until the pods are gone; the pods left at the deadline."""
+        spec = self.spec
+        if not targets:
+            return []
+        await self.take_out_of_rotation(reason, targets)
+        if drain_seconds > 0:
+            self.progress("Drain")
+            await workflow.sleep(timedelta(seconds=drain_seconds))
+        await self.delete_pods(targets, reason)
+        self.progress("DeletePods")
+        deadline = (
+            workflow.now() + timedelta(seconds=spec.teardown_deadline_seconds)
+            if spec.teardown_deadline_seconds
+            else None
+        )
+        uids = {n: u for n, u in targets.items() if u}
+        while True:
+            since = self.mark()
+            gone = await kube_calls.pods_gone(
+                PodsGoneInput(namespace=spec.namespace, names=sorted(targets), uids=uids),
+                summary=f"check {len(targets)} pods of {spec.instance_name} are gone",
+            )
+            if gone.all_gone:
+                return []
+            now = workflow.now()
+            await self.force_delete_stuck(set(gone.remaining), now)
+            if deadline is not None and now >= deadline:
+                await self.event(
+                    "TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, gone.remaining)
+                )
+                return gone.remaining
+            await self.wait_for_news(self.next_force_delete(set(gone.remaining), now, deadline), since)
+
+    async def force_delete_stuck(self, names: set[str], now: datetime) -> None:
+        spec = self.spec
+        if spec.force_delete is None:
+            return
+        for pod in self.observed():
+            evidence = (
+                policy.force_delete_evidence(pod, spec.force_delete, now) if pod.name in names else None
+            )
+            if evidence is None:
+                continue
+            await kube_calls.force_delete_pod(
+                ForceDeletePodInput(namespace=spec.namespace, name=pod.name, uid=pod.uid),
+                summary=f"force-delete {pod.name} stuck on node {pod.node_name} ({evidence})",
+            )
+            await self.event("PodForceDeleted", policy.force_deleted_message(spec, pod, evidence, now))
+
+    def next_force_delete(self, names: set[str], now: datetime, other: datetime | None) -> datetime | None:
+        """`other`, or sooner when a stuck pod becomes eligible for force-delete before it."""
+        wakes = [other] if other is not None else []
+        for pod in self.observed():
+            due = policy.force_delete_due_at(pod, self.spec.force_delete) if pod.name in names else None
+            if due is not None:
+                wakes.append(max(due, now + timedelta(seconds=1)))
+        return min(wakes) if wakes else None
+
+    async def live_pods(self) -> dict[str, str]:
+        """Every pod of this Instance that exists now, whatever its incarnation or ordinal."""
+        listed_at, self.listed_at = self.listed_at, None
+        if listed_at is not None and listed_at == self.mark() and self.state.pods is not None:
+            return {pod.name: pod.uid for pod in self.state.pods.pods}
+        fresh = await self.refresh_pods()
+        return {pod.name: pod.uid for pod in fresh.pods}
+
+    async def list_ahead(self) -> None:
+        """List the pods now for a create that comes next (see `listed_at`)."""
+        await self.refresh_pods()
+        self.listed_at = self.mark()
+
+    # --- failure --------------------------------------------------------------------
+
+    async def fail_create(self, failure: InstanceFailure, members: dict[str, str]) -> None:
+        """A failed Create: rebuilt after back-off, unless the Instance already ran the target.
+
+        Then (§9 "already ran target → stays Failed until pods ready") the revision is not at
+        fault, so the failure does not count toward holding it, and the pods are kept: the
+        Instance returns to Ready when they come up, without rebuilding meanwhile.
+        """
+        state = self.state
+        created = any(members.values())
+        if policy.keeps_failed_attempt(state.running_revision, state.spec.revision, created):
+            state.members = dict(members)
+            failure = failure.model_copy(update={"counting": False})
+            await self.fail_attempt(failure, members, keep_pods=True)
+            return
+        await self.fail_attempt(failure, members, keep_pods=False)
+
+    async def fail_attempt(
+        self, failure: InstanceFailure, members: dict[str, str], keep_pods: bool
+    ) -> dict[str, str]:
+        """Record a failed attempt: retry block or rebuild back-off, events; the caller sets
+        phase Failed. The attempt's members that remain: all, or none when its pods were deleted."""
+        state, spec = self.state, self.spec
+        now = workflow.now()
+        state.last_failure = failure
+        await self.event(
+            "InstanceFailed", policy.instance_failed_message(spec, failure.reason, failure.message)
+        )
+        # A gang surge target gives up only until it first serves: once it has taken over
+        # (its source drained), a later failure is its own, handled like any Instance's.
+        if spec.gang_surge_of is not None and state.running_revision is None:
+            await self.event("GangSurgeAbandoned", policy.gang_surge_abandoned_message(spec, failure.reason))
+            state.abandoned = True
+            state.pending_delete = DeleteRequest(reason="GangSurgeAbandoned", drain_seconds=0.0)
+        if failure.counting:
+            block = policy.record_counting_failure(
+                state.retry_block, spec.update_retry, spec.revision, failure.reason, now
+            )
+            state.retry_block = block
+            if block.state == RetryBlockState.HELD:
+                await self.event(
+                    "RetryHeld", policy.retry_held_message(spec, block.attempts_started, failure.reason)
+                )
+        elif not keep_pods:
+            state.failures_in_a_row += 1
+            state.rebuild_at = now + timedelta(seconds=policy.rebuild_delay_seconds(state.failures_in_a_row))
+        if not keep_pods:
+            await self.delete_pods(members, f"failed attempt: {failure.reason}")
+        state.operation = None
+        return dict(members) if keep_pods else {}
