@@ -63,15 +63,7 @@ def test_release_skipped_not_held() -> None:
 
 def test_instance_failed_has_one_wording_the_instances() -> None:
     # The InferenceReplica records no InstanceFailed of its own: the Instance's is the one.
-    spec = InstanceSpec(
-        namespace="ns",
-        isvc="chat",
-        component="engine",
-        index=2,
-        revision="7c9e1a2b3c",
-        revision_name="chat-engine-7c9e1a2b3c",
-        leader_pod_spec={"containers": [{"name": "e", "image": "i:1"}]},
-    )
+    spec = InstanceSpec.model_construct(component="engine", index=2)  # all the wording reads
     assert (
         instance_failed_message(spec, "DeadlineExceeded", "not ready within 30m0s")
         == "OMENative component=engine instance=2 failed (DeadlineExceeded): not ready within 30m0s"
