@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 
 from models.admission_result import Findings
-from models.duration import format_duration, parse_duration
+from models.duration import parse_duration
 from models.inferenceservice import (
     COMPONENTS,
     MAX_CANARY_STEPS,
@@ -342,8 +342,3 @@ def check_rollout(new: InferenceService, old: InferenceService | None, findings:
                           f"group spec.rollout.groups[{indices[0]}]; put it in one canary group")
     _check_ordering(groups, rollout.effective_group_ordering, findings)
     _check_pairing(new, old, declared, findings)
-
-
-def soak_text(duration: str) -> str:
-    """A soak as OME prints it in hold reasons (`10m` -> `10m0s`)."""
-    return format_duration(parse_duration(duration))

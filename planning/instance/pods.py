@@ -253,10 +253,6 @@ def render_headless_service(spec: InstanceSpec) -> dict[str, Any]:
     }
 
 
-def container_images(pod_spec: dict[str, Any]) -> dict[str, str]:
-    return {c["name"]: c.get("image", "") for c in pod_spec.get("containers", [])}
-
-
 def _without_images(pod_spec: dict[str, Any] | None) -> dict[str, Any] | None:
     if pod_spec is None:
         return None

@@ -109,28 +109,6 @@ def reset_rejected(namespace: str, ir_name: str, component: str, error: ResetReq
     return PlannedEvent("Warning", "InstancesResetRejected", message)
 
 
-def instance_failed(component: str, index: int, reason: str, message: str) -> PlannedEvent:
-    """§10 Warning `InstanceFailed`, in the `OMENative component=<c> instance=<i>` form OME uses."""
-    # Same wording as the Instance workflow's own report (planning.instance.rules).
-    return PlannedEvent(
-        "Warning",
-        "InstanceFailed",
-        f"OMENative component={component} instance={index} failed ({reason}): {message}"[:1000],
-        on_isvc=True,
-    )
-
-
-def gang_surge_abandoned(component: str, index: int, revision: str) -> PlannedEvent:
-    """§9: a multi-pod SurgeThenDrain update failed; the Instance stays on its old revision."""
-    return PlannedEvent(
-        "Warning",
-        "GangSurgeAbandoned",
-        f"OMENative component={component} instance={index}: surge to revision {revision} failed; "
-        "replacement deleted, Instance stays Ready on its previous revision",
-        on_isvc=True,
-    )
-
-
 def scaled(component: str, before: int, after: int, source: str) -> PlannedEvent:
     """A Normal event telling why the Instance count changed."""
     return PlannedEvent(

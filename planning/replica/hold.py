@@ -15,8 +15,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
-from models.duration import format_duration
-
 
 class HoldGate(StrEnum):
     PLAN = "Plan"
@@ -86,12 +84,4 @@ def held_reason(revision: str, attempts: int, last: str) -> str:
     return (
         f"revision {revision} held after {attempts} failed attempt(s) (last failure: {last}); "
         "publish a corrected revision or send release_held"
-    )
-
-
-def minimum_ready_wait_reason(min_ready_seconds: float, index: int) -> str:
-    """Pacing note: a moved Instance must serve `minReadySeconds` before it stops counting."""
-    return (
-        f"Instance {index} serves on the new revision for less than minReadySeconds "
-        f"({format_duration(min_ready_seconds)}) and still counts against the budget"
     )

@@ -10,13 +10,8 @@ up; without a policy the first counting failure holds. An Instance that becomes 
 the revision removes its block; a new update revision makes blocks of other revisions moot.
 A `release_held` request removes a Held block (and only a Held one).
 
-After a failure (§9 "After failure"), the Instance's operation decides what follows:
-a failed create or single-pod update retries after a backoff, unless the Instance already
-ran the target revision (it then stays Failed until its pods are ready); a multi-pod
-SurgeThenDrain update abandons its replacement and the Instance is back to Ready on the old
-revision (`GangSurgeAbandoned`); a restart stays Failed; a multi-pod update under another
-strategy keeps its operation and retries at once; a migration ends and removes its
-replacement.
+What follows a failure that holds nothing (a crash loop, a missed deadline) is the
+Instance's own rule: it rebuilds after `planning.instance.rules.rebuild_delay_seconds`.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from models.instance import RetryBlock, RetryBlockState, UpdateRetryPolicy, UpdateStrategyType
+from models.instance import RetryBlock, RetryBlockState, UpdateRetryPolicy
 
 COUNTING_FAILURE_REASONS = frozenset(
     {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError", "InvalidPodSpec"}
@@ -201,54 +196,3 @@ def release_held(blocks: Sequence[RetryBlock], requested: str) -> ReleaseOutcome
         remaining = tuple(other for other in blocks if other is not block)
         return ReleaseOutcome(ReleaseResult.RELEASED, remaining, block)
     return ReleaseOutcome(ReleaseResult.NO_BLOCK, tuple(blocks))
-
-
-class FailureFollowUp(StrEnum):
-    """What the InferenceReplica does with a Failed Instance (§9 "After failure")."""
-
-    RETRY_AFTER_BACKOFF = "RetryAfterBackoff"
-    """Clear the operation and start again after a backoff (or the retry block's NEXT)."""
-    STAY_FAILED = "StayFailed"
-    """Leave it Failed until its pods are ready, or a reset."""
-    ABANDON_SURGE = "AbandonSurge"
-    """Delete the replacement; the Instance is Ready on its old revision (`GangSurgeAbandoned`)."""
-    RETRY_NOW = "RetryNow"
-    """Keep the operation and retry the update at once."""
-    END_MIGRATION = "EndMigration"
-    """End the migration and remove its replacement; the source stays as it is."""
-
-
-def after_failure(
-    operation: str,
-    multi_pod: bool,
-    strategy: UpdateStrategyType | None,
-    ran_target_revision: bool,
-) -> FailureFollowUp:
-    """The §9 rule for an Instance whose `operation` failed."""
-    if operation == "Migrate":
-        return FailureFollowUp.END_MIGRATION
-    if operation == "Restart":
-        return FailureFollowUp.STAY_FAILED
-    if operation == "Update" and multi_pod:
-        if strategy in (None, UpdateStrategyType.SURGE_THEN_DRAIN):
-            return FailureFollowUp.ABANDON_SURGE
-        return FailureFollowUp.RETRY_NOW
-    if operation in ("Create", "Update"):
-        if ran_target_revision:
-            return FailureFollowUp.STAY_FAILED
-        return FailureFollowUp.RETRY_AFTER_BACKOFF
-    return FailureFollowUp.STAY_FAILED
-
-
-# A crash or a missed deadline is not the revision's fault, so it does not feed a retry
-# block; the Instance alone waits and tries again, on the kubelet's crash-loop curve
-# (10s doubling to 5m), which operators already read as "backing off".
-_INSTANCE_BACKOFF_BASE_SECONDS = 10.0
-_INSTANCE_BACKOFF_CAP_SECONDS = 300.0
-
-
-def instance_retry_delay(consecutive_failures: int) -> timedelta:
-    """How long a Failed Instance waits before its next create attempt."""
-    exponent = max(0, consecutive_failures - 1)
-    seconds = min(_INSTANCE_BACKOFF_CAP_SECONDS, _INSTANCE_BACKOFF_BASE_SECONDS * (2 ** min(exponent, 16)))
-    return timedelta(seconds=seconds)

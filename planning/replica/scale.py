@@ -4,7 +4,8 @@ Rules (spec page 001 "What OMENative manages", reference §9):
 - The count is the component's `minReplicas` unless the autoscaler or a transient `scale`
   signal set another, always clamped to `[minReplicas, maxReplicas]`. A transient scale
   lasts until the autoscaler or the next apply sets the count again; the workflow clears
-  it then, and this module only says which value wins.
+  it then, and this module only says which value wins. Whether a `scale` request is valid
+  at all is decided once, by the InferenceService (`planning.service.scale.check_scale`).
 - A new Instance takes the lowest free index. An index stays in use while any Instance
   row holds it, Deleting ones included: their pods still carry the name.
 - Scale-down keeps Instances in an active migration or multi-pod surge handover (and their
@@ -22,21 +23,6 @@ from models.instance import InstancePhase
 from planning.replica.facts import InstanceFacts
 
 DEFAULT_MIN_REPLICAS = 1
-
-
-class ScaleRequestError(ValueError):
-    """A `scale` request that cannot be honoured; the message names the field and the fix."""
-
-
-def validate_scale_request(replicas: object) -> int:
-    """The Instance count a `scale` signal asks for, or `ScaleRequestError` saying why not."""
-    if isinstance(replicas, bool) or not isinstance(replicas, int):
-        raise ScaleRequestError(
-            f"scale.replicas must be a whole number of Instances, got {replicas!r}; send e.g. 3"
-        )
-    if replicas < 0:
-        raise ScaleRequestError(f"scale.replicas must be 0 or more, got {replicas}; send e.g. 3")
-    return replicas
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,17 @@
-"""Pause, resume and delete of an InferenceService, as pure decisions (reference §5, §15).
+"""Pause and resume of an InferenceService, as pure decisions (reference §5).
 
 Pause has two depths: `true` (a fleet-change pause) and `freeze` (also stops repairs).
 While paused, no Instance starts an update, no new Instance starts (one being created may
 finish), migrations neither start nor advance, and spec changes wait; repairs continue at
-`true` and stop at `freeze`; kubelet restarts, scale-down and deletion always proceed.
-Resume removes either depth. Pausing needs active work to pause, never downgrades a
-freeze, and resuming needs a pause; refusals use the spec's wording.
+`true` and stop at `freeze`; kubelet restarts, scale-down and deletion always proceed (the
+InferenceReplicas and Instances enforce this from `spec.pauseMode`). Resume removes either
+depth. Pausing needs active work to pause, never downgrades a freeze, and resuming needs a
+pause; refusals use the spec's wording.
 
-Deletion drains before it deletes: every Instance leaves rotation and is removed by its
-InferenceReplica before any pod is deleted; Deployments, Services and
-PodDisruptionBudgets go next; then the InferenceReplica objects; the InferenceService
-object last, so while anything remains `kubectl get inferenceservice` still shows it.
+Deletion (§15) is the workflow's `tear_down` (`workflows.service.components`): every
+InferenceReplica drains and removes its Instances, then its own object; then each
+component's PodDisruptionBudget or Deployment and its Service; the InferenceService object
+last, so while anything remains `kubectl get inferenceservice` still shows it.
 """
 
 from __future__ import annotations
@@ -59,59 +60,3 @@ def request_resume(current: PauseMode | None) -> PauseDecision:
     if current is None:
         return PauseDecision(None, REFUSED_NOT_PAUSED)
     return PauseDecision(None)
-
-
-@dataclass(frozen=True)
-class PausePermissions:
-    """What may happen at a pause depth (None: not paused)."""
-
-    start_updates: bool
-    create_instances: bool
-    migrations: bool
-    repairs: bool
-    apply_spec: bool
-    scale_down: bool = True
-    delete: bool = True
-
-
-def permissions(mode: PauseMode | None) -> PausePermissions:
-    if mode is None:
-        return PausePermissions(True, True, True, True, True)
-    return PausePermissions(
-        start_updates=False,
-        create_instances=False,
-        migrations=False,
-        repairs=mode == PauseMode.RECOVER,
-        apply_spec=False,
-    )
-
-
-def replica_pause_fields(mode: PauseMode | None) -> tuple[bool, str | None]:
-    """`spec.paused` and `spec.pauseMode` projected onto each InferenceReplica."""
-    if mode is None:
-        return False, None
-    return True, "Freeze" if mode == PauseMode.FREEZE else "Recover"
-
-
-class DeleteStep(StrEnum):
-    DRAIN_INSTANCES = "DrainInstances"
-    """Each InferenceReplica drains and removes its Instances (pods leave rotation first)."""
-    DELETE_DEPLOYMENTS = "DeleteDeployments"
-    DELETE_SERVICES = "DeleteServices"
-    """Services and PodDisruptionBudgets."""
-    DELETE_REPLICAS = "DeleteInferenceReplicas"
-    DELETE_ISVC = "DeleteInferenceService"
-
-
-def delete_steps(has_omenative: bool, has_deployments: bool) -> list[DeleteStep]:
-    """The order deletion runs in; steps with nothing to do are left out."""
-    steps: list[DeleteStep] = []
-    if has_omenative:
-        steps.append(DeleteStep.DRAIN_INSTANCES)
-    if has_deployments:
-        steps.append(DeleteStep.DELETE_DEPLOYMENTS)
-    steps.append(DeleteStep.DELETE_SERVICES)
-    if has_omenative:
-        steps.append(DeleteStep.DELETE_REPLICAS)
-    steps.append(DeleteStep.DELETE_ISVC)
-    return steps

@@ -320,16 +320,15 @@ class ServiceComponents(ServiceProjection):
         state = self.state
         namespace, name = identity(state.manifest)
         forwards, state.forwards = state.forwards, []
-        for component, signal, payload in forwards:
+        for forward in forwards:
+            signal, component = forward.signal, forward.component
             refusal = forward_refusal(signal, component, state.modes)
             if refusal is not None or component not in state.sent_configs:
                 message = refusal or f"{signal} refused: component {component} has no InferenceReplica yet"
-                self.reject(
-                    signal, {"component": component, "value": payload["value"]}, REQUEST_REJECTED, message
-                )
+                self.reject(signal, {"component": component, "value": forward.value}, REQUEST_REJECTED, message)
                 continue
             handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))
-            await handle.signal(signal, payload["value"])
+            await handle.signal(signal, forward.value)
 
     async def tear_down(self) -> bool:
         """Drain every Instance (their InferenceReplicas delete them), then remove the objects."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models.inferencereplica import Condition
 from models.instance import InstancePauseMode
@@ -92,6 +92,24 @@ class ResetInstancesRequest(_Message):
     instances: str
 
 
+class Forward(_Message):
+    """`release_held` / `reset_instances`: `value` for `signal` to `component`'s InferenceReplica."""
+
+    component: str
+    signal: str
+    value: str
+    """The request's `revision` or `instances`, as the InferenceReplica's signal takes it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _carried_tuple(cls, data: Any) -> Any:
+        """State carried from before this model: `[component, signal, {"value": value}]`."""
+        if isinstance(data, list | tuple):
+            component, signal, payload = data
+            return {"component": component, "signal": signal, "value": payload["value"]}
+        return data
+
+
 # --- InferenceService -------------------------------------------------------------------
 
 
@@ -106,30 +124,16 @@ class ServiceState(_Message):
     runtime_spec: dict[str, Any] | None = None
     runtime_missing: str | None = None
     modes: dict[str, str] = Field(default_factory=dict)
-    paused: bool = False
     pause: PauseMode | None = None
-    """The pause depth (`true` / `freeze`); `paused` is True whenever it is set."""
+    """The pause depth in force (`true` / `freeze`); None when not paused."""
     pause_events: list[PlannedPauseEvent] = Field(default_factory=list)
     """(reason, message, type) of pause/resume outcomes the next pass records as Events."""
-
-    @property
-    def pause_depth(self) -> PauseMode | None:
-        """The pause in force; a pause carried from before depths existed is `true`."""
-        if not self.paused:
-            return None
-        return self.pause or PauseMode.RECOVER
-
-    @property
-    def replica_pause_mode(self) -> InstancePauseMode | None:
-        """`spec.pauseMode` of each InferenceReplica: `Recover`, `Freeze`, or None."""
-        return replica_pause_mode(self.pause_depth)
-
     transient: dict[str, int] = Field(default_factory=dict)
     sent_configs: dict[str, str] = Field(default_factory=dict)
     """Fingerprint of the last `configure` sent to each InferenceReplica."""
     replicas: dict[str, ReplicaReport] = Field(default_factory=dict)
-    forwards: list[tuple[str, str, dict[str, Any]]] = Field(default_factory=list)
-    """(component, signal, payload) to pass on to an InferenceReplica at the next pass."""
+    forwards: list[Forward] = Field(default_factory=list)
+    """Requests to pass on to an InferenceReplica at the next pass."""
     deleting: bool = False
     delete_sent: list[str] = Field(default_factory=list)
     retiring: dict[str, str] = Field(default_factory=dict)
@@ -149,6 +153,27 @@ class ServiceState(_Message):
     last_rejected: RejectedRequest | None = None
     unrecorded_rejections: list[RejectedRequest] = Field(default_factory=list)
     """Refusals whose Warning Event the next pass records."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _carried_pause(cls, data: Any) -> Any:
+        """State carried from before `pause` alone held the pause: `paused` goes, and
+        `paused: true` without a depth is `true` (Recover), as it was then read."""
+        if isinstance(data, dict) and "paused" in data:
+            data = dict(data)
+            paused = data.pop("paused")
+            data["pause"] = (data.get("pause") or PauseMode.RECOVER.value) if paused else None
+        return data
+
+    @property
+    def paused(self) -> bool:
+        """Whether a pause of either depth is in force."""
+        return self.pause is not None
+
+    @property
+    def replica_pause_mode(self) -> InstancePauseMode | None:
+        """`spec.pauseMode` of each InferenceReplica: `Recover`, `Freeze`, or None."""
+        return replica_pause_mode(self.pause)
 
 
 class ServiceStatusView(_Message):

@@ -21,7 +21,6 @@ from temporalio import workflow
 from models.inferencereplica import Condition
 from models.kube_ops import ObjectRef, PatchStatusInput
 from models.runtime import ServingRuntimeSpec
-from planning.objects import OME_API_VERSION
 from planning.replica.conditions import PlannedCondition
 from planning.service.deployment import DeploymentObserved, rolling_out
 from planning.service.status import (
@@ -32,6 +31,7 @@ from planning.service.status import (
     lifecycle_status,
 )
 from workflows import kube_calls, search_attributes
+from workflows.events import isvc_ref
 from workflows.service.messages import ServiceState
 
 
@@ -54,14 +54,7 @@ class ServiceProjection:
 
     def ref(self) -> ObjectRef:
         namespace, name = identity(self.state.manifest)
-        return ObjectRef(
-            api_version=OME_API_VERSION,
-            kind="InferenceService",
-            name=name,
-            namespace=namespace,
-            plural="inferenceservices",
-            uid=self.state.isvc_uid,
-        )
+        return isvc_ref(name, namespace, self.state.isvc_uid)
 
     def runtime(self) -> ServingRuntimeSpec | None:
         spec = self.state.runtime_spec

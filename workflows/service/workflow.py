@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -79,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_SCALE,
         UPDATE_APPLY,
         ApplyResult,
+        Forward,
         ReleaseHeldRequest,
         ResetInstancesRequest,
         ScaleRequest,
@@ -106,13 +108,24 @@ def _same_spec(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return essence(a) == essence(b)
 
 
-def admission_error(summary: str, reasons: list[str]) -> ApplicationError:
-    return ApplicationError(
-        f"InferenceService refused by admission:\n{summary}"[:4000],
-        reasons,
-        type=ADMISSION_DENIED,
-        non_retryable=True,
-    )
+@dataclass(frozen=True)
+class Admitted:
+    """Admission's answer for a manifest replacing the current one."""
+
+    allowed: bool
+    summary: str
+    reasons: tuple[str, ...]
+    """Reason codes of a refusal (`FieldValueInvalid`, ...)."""
+    warnings: tuple[str, ...]
+
+    def error(self) -> ApplicationError:
+        """The refusal as the update and a direct start answer it."""
+        return ApplicationError(
+            f"InferenceService refused by admission:\n{self.summary}"[:4000],
+            list(self.reasons),
+            type=ADMISSION_DENIED,
+            non_retryable=True,
+        )
 
 
 @workflow.defn(name=INFERENCE_SERVICE)
@@ -135,13 +148,13 @@ class InferenceServiceWorkflow(ServiceComponents):
 
     # --- the spec -------------------------------------------------------------------
 
-    def _admit(self, manifest: dict[str, Any]) -> tuple[bool, str, list[str], list[str]]:
-        """(allowed, summary, denial reasons, warnings) for `manifest` replacing the current one."""
+    def _admit(self, manifest: dict[str, Any]) -> Admitted:
+        """Admission of `manifest` replacing the current one, in this workflow."""
         state = self.state
         old = state.manifest if state.admitted else None
         runtime = ServingRuntimeSpec.model_validate(state.runtime_spec) if state.runtime_spec else None
         admission = admit(manifest, old, runtime)
-        warnings = [finding.message for finding in admission.warnings]
+        warnings = tuple(finding.message for finding in admission.warnings)
         expected = workflow.info().workflow_id
         namespace, name = identity(manifest)
         if admission.allowed and isvc_workflow_id(namespace, name) != expected:
@@ -149,14 +162,14 @@ class InferenceServiceWorkflow(ServiceComponents):
                 f'metadata.namespace/name "{namespace}/{name}" does not belong to workflow {expected}; '
                 f"apply it to workflow {isvc_workflow_id(namespace, name)} (FieldValueInvalid)"
             )
-            return False, message, ["FieldValueInvalid"], warnings
-        return admission.allowed, admission.summary(), admission.reasons, warnings
+            return Admitted(False, message, ("FieldValueInvalid",), warnings)
+        return Admitted(admission.allowed, admission.summary(), tuple(admission.reasons), warnings)
 
     @workflow.update(name=UPDATE_APPLY)
     async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
         async with self.lock:
             state = self.state
-            _, _, _, warnings = self._admit(manifest)
+            warnings = list(self._admit(manifest).warnings)
             changed = not state.admitted or not _same_spec(manifest, state.manifest)
             if state.transient or state.scale_requests:
                 # A transient scale lasts until the next apply sets the count again; one
@@ -178,9 +191,9 @@ class InferenceServiceWorkflow(ServiceComponents):
                 "the InferenceService is being deleted; apply again once its workflow has completed",
                 type=ADMISSION_DENIED,
             )
-        allowed, summary, reasons, _ = self._admit(manifest)
-        if not allowed:
-            raise admission_error(summary, reasons)
+        admitted = self._admit(manifest)
+        if not admitted.allowed:
+            raise admitted.error()
 
     # --- user signals ---------------------------------------------------------------
 
@@ -189,9 +202,8 @@ class InferenceServiceWorkflow(ServiceComponents):
         """No input (or `"true"`) pauses fleet changes; `"freeze"` stops repairs too (§5).
         Any other value is refused, and a freeze is never downgraded: the Event says why."""
         state = self.state
-        outcome = on_pause(state.pause_depth, mode)
+        outcome = on_pause(state.pause, mode)
         state.pause = outcome.mode
-        state.paused = outcome.mode is not None
         state.pause_events.append(outcome.event)
         self.seq += 1
 
@@ -199,9 +211,8 @@ class InferenceServiceWorkflow(ServiceComponents):
     def resume(self) -> None:
         """Removes either depth; without a pause it is refused (Event `ResumeRefused`)."""
         state = self.state
-        outcome = on_resume(state.pause_depth)
+        outcome = on_resume(state.pause)
         state.pause = outcome.mode
-        state.paused = outcome.mode is not None
         state.pause_events.append(outcome.event)
         self.seq += 1
 
@@ -214,12 +225,16 @@ class InferenceServiceWorkflow(ServiceComponents):
 
     @workflow.signal(name=SIGNAL_RELEASE_HELD)
     def release_held(self, request: ReleaseHeldRequest) -> None:
-        self.state.forwards.append((request.component, SIGNAL_RELEASE_HELD, {"value": request.revision}))
+        self.state.forwards.append(
+            Forward(component=request.component, signal=SIGNAL_RELEASE_HELD, value=request.revision)
+        )
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_RESET_INSTANCES)
     def reset_instances(self, request: ResetInstancesRequest) -> None:
-        self.state.forwards.append((request.component, SIGNAL_RESET_INSTANCES, {"value": request.instances}))
+        self.state.forwards.append(
+            Forward(component=request.component, signal=SIGNAL_RESET_INSTANCES, value=request.instances)
+        )
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_DELETE)
@@ -246,7 +261,7 @@ class InferenceServiceWorkflow(ServiceComponents):
             generation=self.state.generation,
             phase=self.phase(),
             paused=self.state.paused,
-            pause=self.state.pause_depth.value if self.state.pause_depth is not None else None,
+            pause=self.state.pause.value if self.state.pause is not None else None,
             deleting=self.state.deleting,
             transient_replicas=dict(self.state.transient),
             status=InferenceServiceStatus.model_validate(self.status_body()),
@@ -260,9 +275,9 @@ class InferenceServiceWorkflow(ServiceComponents):
     async def run(self, arg: dict[str, Any]) -> ServiceStatusView:
         state = self.state
         if not state.admitted:
-            allowed, summary, reasons, _ = self._admit(state.manifest)
-            if not allowed:
-                raise admission_error(summary, reasons)
+            admitted = self._admit(state.manifest)
+            if not admitted.allowed:
+                raise admitted.error()
             state.admitted = True
             state.generation = max(state.generation, 1)
         _, name = identity(state.manifest)

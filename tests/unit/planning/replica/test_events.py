@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.instance import RetryBlock, RetryBlockState
+from models.instance import InstanceSpec, RetryBlock, RetryBlockState
+from planning.instance.rules import instance_failed_message
 from planning.replica.events import (
-    instance_failed,
     retry_block_release_skipped_no_block,
     retry_block_release_skipped_not_held,
     retry_block_released,
@@ -61,10 +61,10 @@ def test_release_skipped_not_held() -> None:
     assert event.message.endswith(f"retryBlock for revision {NEW} is Backoff, not Held; nothing to release")
 
 
-def test_instance_failed() -> None:
-    event = instance_failed("engine", 2, "DeadlineExceeded", "not ready within 30m0s")
-    assert (event.type, event.reason) == ("Warning", "InstanceFailed")
+def test_instance_failed_has_one_wording_the_instances() -> None:
+    # The InferenceReplica records no InstanceFailed of its own: the Instance's is the one.
+    spec = InstanceSpec.model_construct(component="engine", index=2)  # all the wording reads
     assert (
-        event.message
+        instance_failed_message(spec, "DeadlineExceeded", "not ready within 30m0s")
         == "OMENative component=engine instance=2 failed (DeadlineExceeded): not ready within 30m0s"
     )

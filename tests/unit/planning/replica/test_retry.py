@@ -1,4 +1,4 @@
-"""Retry blocks, release, and the after-failure rules (reference §9, §11)."""
+"""Retry blocks and their release (reference §11)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,11 @@ from datetime import timedelta
 
 import pytest
 
-from models.instance import RetryBlock, RetryBlockState, UpdateRetryPolicy, UpdateStrategyType
+from models.instance import RetryBlock, RetryBlockState, UpdateRetryPolicy
 from planning.replica.retry import (
     CHART_UPDATE_RETRY,
-    FailureFollowUp,
     ReleaseResult,
-    after_failure,
     current_blocks,
-    instance_retry_delay,
     is_counting_failure,
     record_counting_failure,
     release_held,
@@ -152,61 +149,3 @@ def test_current_blocks_drop_replaced_and_proven_revisions() -> None:
     blocks = [_block(RetryBlockState.HELD, OLD), _block(RetryBlockState.BACKOFF, NEW)]
     assert [b.target_revision for b in current_blocks(blocks, NEW, set())] == [NEW]
     assert current_blocks(blocks, NEW, {NEW}) == []
-
-
-SURGE = UpdateStrategyType.SURGE_THEN_DRAIN
-RECREATE = UpdateStrategyType.RECREATE_POD
-
-
-@pytest.mark.parametrize(
-    ("name", "operation", "multi_pod", "strategy", "ran_target", "follow_up"),
-    [
-        ("failed create retries", "Create", False, None, False, FailureFollowUp.RETRY_AFTER_BACKOFF),
-        ("failed create that ran target stays", "Create", False, None, True, FailureFollowUp.STAY_FAILED),
-        ("single-pod update retries", "Update", False, SURGE, False, FailureFollowUp.RETRY_AFTER_BACKOFF),
-        (
-            "single-pod recreate update retries",
-            "Update",
-            False,
-            RECREATE,
-            False,
-            FailureFollowUp.RETRY_AFTER_BACKOFF,
-        ),
-        (
-            "single-pod update that ran target stays",
-            "Update",
-            False,
-            SURGE,
-            True,
-            FailureFollowUp.STAY_FAILED,
-        ),
-        ("gang surge is abandoned", "Update", True, SURGE, False, FailureFollowUp.ABANDON_SURGE),
-        ("gang recreate retries at once", "Update", True, RECREATE, False, FailureFollowUp.RETRY_NOW),
-        (
-            "gang in-place retries at once",
-            "Update",
-            True,
-            UpdateStrategyType.IN_PLACE_ONLY,
-            False,
-            FailureFollowUp.RETRY_NOW,
-        ),
-        ("failed restart stays", "Restart", True, None, True, FailureFollowUp.STAY_FAILED),
-        ("single-pod restart stays", "Restart", False, None, True, FailureFollowUp.STAY_FAILED),
-        ("migration ends", "Migrate", False, None, False, FailureFollowUp.END_MIGRATION),
-        ("gang migration ends", "Migrate", True, None, False, FailureFollowUp.END_MIGRATION),
-    ],
-)
-def test_after_failure(
-    name: str,
-    operation: str,
-    multi_pod: bool,
-    strategy: UpdateStrategyType | None,
-    ran_target: bool,
-    follow_up: FailureFollowUp,
-) -> None:
-    assert after_failure(operation, multi_pod, strategy, ran_target) == follow_up, name
-
-
-@pytest.mark.parametrize(("failures", "seconds"), [(1, 10), (2, 20), (3, 40), (5, 160), (6, 300), (50, 300)])
-def test_instance_retry_delay(failures: int, seconds: float) -> None:
-    assert instance_retry_delay(failures) == timedelta(seconds=seconds)

@@ -9,13 +9,11 @@ from hypothesis import strategies as st
 from models.instance import InstancePhase
 from planning.replica.facts import InstanceFacts
 from planning.replica.scale import (
-    ScaleRequestError,
     counted_instances,
     desired_replicas,
     keep_order,
     lowest_free_indexes,
     plan_scale,
-    validate_scale_request,
 )
 from tests.unit.planning.replica.rows import creating, deleting, failed, ready
 
@@ -56,16 +54,6 @@ def test_desired_replicas(
 def test_clamp_note_explains_the_bounds() -> None:
     note = desired_replicas(1, 3, None, 5).note
     assert note == "3 Instance(s): scale asked for 5, clamped to [minReplicas, maxReplicas]"
-
-
-@pytest.mark.parametrize("bad", [-1, "3", 2.5, True, None])
-def test_scale_request_refuses_non_counts(bad: object) -> None:
-    with pytest.raises(ScaleRequestError, match="scale.replicas"):
-        validate_scale_request(bad)
-
-
-def test_scale_request_accepts_zero() -> None:
-    assert validate_scale_request(0) == 0
 
 
 @pytest.mark.parametrize(
