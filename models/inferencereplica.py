@@ -34,7 +34,7 @@ InstancePhase = Literal[
 ]
 RESTING_PHASES: frozenset[str] = frozenset({"Ready", "Pending", "Failed"})
 RetryState = Literal["Backoff", "RetryInProgress", "Held"]
-HoldGate = Literal["Plan", "Pairing", "Ratio", "Sequential", "Budget", "RetryBlockRow", "Held"]
+HoldGate = Literal["Plan", "Pairing", "Ratio", "Sequential", "Budget", "RetryBlock", "Held"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
