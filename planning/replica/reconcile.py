@@ -8,7 +8,9 @@ set the hold and sleep until `wake_at` at the latest. It reads, in this order:
    in the keep order, a pause holds new Instances but not removals;
 2. the rollout (`planning.replica.update`): which Instances move to the update revision now, within
    the budget, the partition and the update revision's retry block;
-3. the hold (`planning.replica.hold`): set on a fresh denial, `since` kept, cleared on admission.
+3. the hold (`planning.replica.hold`): set on a fresh denial, `since` kept, cleared on admission;
+   a component in a rollout group moves no further than its run allows
+   (`planning.replica.coordination`), and its hold then shows the run's gate.
 
 Revisions here are template hashes (the `ome.io/revision` label), which is what Instances
 report; the hold names the revision by its full name for status.
@@ -32,6 +34,7 @@ from datetime import datetime
 
 from models.instance import InstancePhase, RetryBlock, RetryBlockState
 from planning.replica.budget import UpdatePolicy
+from planning.replica.coordination import Coordination, coordinated
 from planning.replica.facts import InstanceFacts
 from planning.replica.handover import gang_surge_applies, plan_handovers, replacement_indexes
 from planning.replica.hold import HoldDenial, RolloutHold, next_hold
@@ -123,6 +126,7 @@ def reconcile(
     reserved_indexes: Sequence[int] = (),
     instance_retries: bool = True,
     update_multi_pod: bool = False,
+    coordination: Coordination | None = None,
 ) -> ReplicaActions:
     """The actions of one pass; pure, so the workflow only carries them out.
 
@@ -167,6 +171,7 @@ def reconcile(
         paused=paused,
         instance_retries=instance_retries and not gang,
     )
+    plan = coordinated(plan, staying, update_revision, coordination)
     by_index = {instance.index: instance for instance in staying}
     surged = [i for i in plan.start if gang_surge_applies(policy, by_index[i], update_multi_pod)]
     updates = tuple(i for i in plan.start if i not in surged)

@@ -50,3 +50,26 @@ def test_the_components_own_budget_still_applies_under_the_cap() -> None:
 def test_a_paused_plan_is_left_as_it_is() -> None:
     paused = plan_update(FOUR, 4, NEW, NO_BUDGET, NOW, paused=True)
     assert coordinated(paused, FOUR, NEW, opening(2, NEW)) is paused
+
+
+def test_a_pass_under_a_run_shows_the_runs_gate_on_the_revisions_name() -> None:
+    from planning.replica.reconcile import reconcile
+
+    names = {NEW: "chat-engine-7d9f"}
+    actions = reconcile(
+        desired=4,
+        instances=FOUR,
+        update_revision=NEW,
+        current_revision="chat-engine-rev-aaaaaaaa",
+        revision_names=names,
+        policy=NO_BUDGET,
+        retry_blocks=[],
+        previous_hold=None,
+        paused=False,
+        now=NOW,
+        coordination=Coordination(2, NEW, 0, "Sequential", "Sequential waiting on decoder"),
+    )
+    assert actions.update == () and actions.hold is not None
+    assert (actions.hold.gate, actions.hold.reason, actions.hold.target) == (
+        HoldGate.SEQUENTIAL, "Sequential waiting on decoder", "chat-engine-7d9f",
+    )
