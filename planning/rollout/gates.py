@@ -75,6 +75,8 @@ class ComponentProgress:
 class Hold:
     gate: HoldGate
     reason: str
+    release: str = ""
+    """What would release it (the `explain` query): a peer finishing, a soak ending, ..."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,8 @@ def blue_green(group: GroupPlan, progress: list[ComponentProgress]) -> list[Allo
             waiting = [f"{o.name} ({o.updated_serving}/{wave_limit(o.replicas, wave)} serving)" for o in laggards]
             reason = f"blue-green wave {wave} of {WAVES}: {c.name} moved {limit}/{c.replicas} Instances"
             reason += f"; waits for {', '.join(waiting)} on the new revision" if waiting else ""
-            hold = Hold(HoldGate.BUDGET, reason)
+            names = " and ".join(o.name for o in laggards)
+            hold = Hold(HoldGate.BUDGET, reason, f"{names} serving wave {wave} on the new revision")
         result.append(Allowance(c.name, limit, hold))
     return result
 
@@ -136,11 +139,16 @@ def ratio_hold(component: ComponentProgress, peers: list[ComponentProgress], tol
             HoldGate.RATIO,
             f"{component.name} is {component.fraction:.0%} through its rollout, more than {tolerance}% "
             f"further than {slowest.name} ({slowest.fraction:.0%})",
+            f"{slowest.name} moving further through its rollout",
         )
     if component.surges:
         for other in others:
             if not surge_in_band(component, other, tolerance):
-                return Hold(HoldGate.RATIO, "surge would skew cross-Component serving ratio past tolerance")
+                return Hold(
+                    HoldGate.RATIO,
+                    "surge would skew cross-Component serving ratio past tolerance",
+                    f"{other.name} serving more Instances, or {component.name}'s surge draining its old Instance",
+                )
     return None
 
 
@@ -194,13 +202,16 @@ def _sequence_hold(
     if previous is None:
         return None, None
     if not previous.finished:
-        return Hold(HoldGate.SEQUENTIAL, f"Sequential waiting on {previous.name}"), None
+        release = f"{previous.name} serving its target on every Instance"
+        if previous.failed:
+            release += f" (it has {previous.failed} failed Instance(s): a later change must make it healthy)"
+        return Hold(HoldGate.SEQUENTIAL, f"Sequential waiting on {previous.name}", release), None
     if previous.finished_at is None:
         return None, None
     ends = previous.finished_at + timedelta(seconds=soak)
     if soak > 0 and now < ends:
         reason = f"Sequential.Soak: {c.name} waiting out the {format_duration(soak)} soak after {previous.name}"
-        return Hold(HoldGate.SEQUENTIAL, reason), ends
+        return Hold(HoldGate.SEQUENTIAL, reason, "the soak ending"), ends
     return None, None
 
 

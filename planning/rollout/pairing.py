@@ -47,6 +47,7 @@ def drain_hold(draining: Cohorts, other: Cohorts, old_token: str, new_token: str
             f'pairing protocol transition to "{new_token}": the replacement {name} cannot pair because '
             f'no serving {peer} runs cohort "{new_token}" yet; holding the drain of the serving {name} '
             f'of cohort "{old_token}" until one does',
+            f'a serving {peer} of cohort "{new_token}"',
         )
     before = _pairs(draining.old_serving, draining.new_serving, other.old_serving, other.new_serving)
     after = _pairs(draining.old_serving - 1, draining.new_serving, other.old_serving, other.new_serving)
@@ -56,6 +57,7 @@ def drain_hold(draining: Cohorts, other: Cohorts, old_token: str, new_token: str
             f'pairing protocol transition to "{new_token}": draining the serving {name} of cohort '
             f'"{old_token}" would leave no {PAIRED[0]} and {PAIRED[1]} pair serving; holding it until '
             f'cohort "{new_token}" serves on both',
+            f'cohort "{new_token}" serving on both {PAIRED[0]} and {PAIRED[1]}',
         )
     return None
 

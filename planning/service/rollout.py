@@ -17,6 +17,7 @@ from typing import Any
 from models.inferenceservice import RolloutSpec
 from planning.replica.conditions import PlannedCondition
 from planning.rollout.plan import Parked, resolve_plan
+from planning.rollout.runs import supersedes
 
 READY = "RolloutPlanReady"
 DRIFT = "RolloutPlanDrift"
@@ -89,3 +90,31 @@ def rollout_status(run: RunSeen | None) -> dict[str, Any] | None:
     if run.plan_digest is not None:
         active["planDigest"] = run.plan_digest
     return {"activeRun": active, "groups": groups}
+
+
+@dataclass(frozen=True)
+class RunChange:
+    """What a pass does about rollout runs."""
+
+    open: dict[str, str]
+    """Component -> revision name of a run to open now; empty: none."""
+    supersede: bool = False
+    """The active run closes as `Superseded` (the new one takes over)."""
+
+
+def run_change(
+    asked: dict[str, str], active: dict[str, str] | None, last: dict[str, str] | None
+) -> RunChange:
+    """`asked`: each grouped component the spec moves (current revision serving, another
+    asked for) -> the revision asked for. A run opens when something is asked that neither
+    the active run nor the last closed one moved to; a newer revision of a component during
+    a run supersedes that run."""
+    if not asked:
+        return RunChange({})
+    if active is not None:
+        if supersedes(active, asked):
+            return RunChange(dict(asked), supersede=True)
+        return RunChange({})
+    if last is not None and not supersedes(last, asked):
+        return RunChange({})  # the closed run's components are still flipping their current revision
+    return RunChange(dict(asked))

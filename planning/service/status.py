@@ -104,18 +104,20 @@ def isvc_status(
     previous_conditions: Sequence[Condition],
     now: datetime,
     blocking: PlannedCondition | None = None,
+    extra: Sequence[PlannedCondition] = (),
 ) -> dict[str, Any]:
     """The status subresource to patch onto the InferenceService object.
 
     `blocking` is a condition that keeps the whole service from running (its runtime is
     missing, say); it is listed and makes `Ready` False with its reason and message. A
     blocking condition of type `Ready` (the service is being deleted) is `Ready` itself.
+    `extra` conditions (the rollout plan's) are listed after the components'.
     """
     ready = ready_condition(reports)
     if blocking is not None:
         ready = PlannedCondition("Ready", "False", blocking.reason, blocking.message)
-    extra = [blocking] if blocking is not None and blocking.type != "Ready" else []
-    planned = [ready, *(report.condition for report in reports), *extra]
+    blocked = [blocking] if blocking is not None and blocking.type != "Ready" else []
+    planned = [ready, *(report.condition for report in reports), *blocked, *extra]
     conditions = with_transitions(previous_conditions, planned, now, generation)
     components: dict[str, Any] = {}
     for report in reports:

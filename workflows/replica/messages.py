@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from models.inferencereplica import Condition, InferenceReplicaSpec, InferenceReplicaStatus
 from models.inferenceservice import ComponentSpec
 from models.instance import InstancePauseMode, InstanceStatus, RetryBlock
+from planning.replica.coordination import Coordination
 from planning.replica.handover import GangSurge
 from planning.replica.hold import RolloutHold
 from planning.replica.revisions import RevisionState
@@ -58,6 +59,8 @@ class ReplicaConfig(_Message):
     history_limit_annotation: str | None = None
     cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)
     parent_workflow_id: str | None = None
+    coordination: Coordination | None = None
+    """While a rollout run moves this component: how far it may move now (`planning.replica.coordination`)."""
 
     @property
     def effective(self) -> ComponentSpec:

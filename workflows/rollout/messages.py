@@ -77,6 +77,31 @@ class AllowanceView(_Message):
     limit: int
     gate: str | None = None
     reason: str | None = None
+    release: str | None = None
+    """What would release the hold (the `explain` query)."""
+    wake_at: datetime | None = None
+    """When the hold ends by itself (a soak)."""
+    max_surge: int | str | None = None
+    max_unavailable: int | str | None = None
+    """A rolling-update group's budgets, which replace the component's own."""
+
+
+class RolloutRow(_Message):
+    """One group and component of `rollout status` (reference §3.4 columns)."""
+
+    group: int
+    component: str
+    strategy: str
+    group_phase: str
+    gate: str | None = None
+    reason: str | None = None
+    capacity: str = ""
+    """`updated/replicas` on the target revision."""
+    ready: str = ""
+    """`serving-on-target/replicas`."""
+    previous: str | None = None
+    target: str | None = None
+    issues: list[str] = Field(default_factory=list)
 
 
 class RolloutReport(_Message):
@@ -94,6 +119,9 @@ class RolloutReport(_Message):
     allowances: dict[str, AllowanceView] = Field(default_factory=dict)
     outcome: str | None = None
     """`Completed` or `Superseded` once the run has closed."""
+    reported: str = "Unknown"
+    """REPORTED of `rollout status`: Failed, Paused, InProgress or Succeeded."""
+    rows: list[RolloutRow] = Field(default_factory=list)
 
 
 class RolloutState(_Message):
@@ -120,24 +148,6 @@ class RolloutState(_Message):
     outcome: str | None = None
     reported: str = ""
     """Fingerprint of the last report sent to the parent."""
-
-
-class RolloutRow(_Message):
-    """One group and component of `rollout status` (reference §3.4 columns)."""
-
-    group: int
-    component: str
-    strategy: str
-    group_phase: str
-    gate: str | None = None
-    reason: str | None = None
-    capacity: str = ""
-    """`updated/replicas` on the target revision."""
-    ready: str = ""
-    """`serving-on-target/replicas`."""
-    previous: str | None = None
-    target: str | None = None
-    issues: list[str] = Field(default_factory=list)
 
 
 class RolloutView(_Message):

@@ -48,10 +48,13 @@ def report(
     progress: dict[str, ComponentProgress],
     found: list[Allowance],
 ) -> RolloutReport:
+    """What the parent hears: the plan, each group's phase, each moved component's allowance
+    (with a rolling-update group's budgets) and the `rollout status` rows."""
     assert state.started_at is not None
+    shown = view(state, plan, progress, found)
     base = RolloutReport(
         run=state.input.run, workflow_id=workflow_id, started_at=state.started_at, targets=state.input.targets,
-        outcome=state.outcome,
+        outcome=state.outcome, reported=shown.reported, rows=shown.rows,
     )
     if isinstance(plan, Parked):
         return base.model_copy(update={"parked_reason": plan.reason, "parked_message": plan.message})
@@ -61,15 +64,22 @@ def report(
             "plan_digest": plan.digest,
             "group_digests": [g.digest for g in plan.groups],
             "group_phases": [group_phase(g, progress, paused) for g in plan.groups],
-            "allowances": {
-                a.component: AllowanceView(
-                    limit=a.limit,
-                    gate=a.hold.gate.value if a.hold else None,
-                    reason=a.hold.reason if a.hold else None,
-                )
-                for a in found
-            },
+            "allowances": {a.component: allowance_view(plan, a) for a in found},
         }
+    )
+
+
+def allowance_view(plan: RolloutPlan, allowance: Allowance) -> AllowanceView:
+    group = plan.group_of(allowance.component)
+    hold = allowance.hold
+    return AllowanceView(
+        limit=allowance.limit,
+        gate=hold.gate.value if hold else None,
+        reason=hold.reason if hold else None,
+        release=hold.release or None if hold else None,
+        wake_at=allowance.wake_at,
+        max_surge=group.max_surge if group is not None else None,
+        max_unavailable=group.max_unavailable if group is not None else None,
     )
 
 

@@ -45,8 +45,15 @@ from workflows import kube_calls, search_attributes
 from workflows.events import record_event
 from workflows.names import INFERENCE_REPLICA, irep_workflow_id
 from workflows.replica.messages import SIGNAL_CONFIGURE, SIGNAL_DELETE, ReplicaConfig
+from workflows.service import rollouts
 from workflows.service.messages import SIGNAL_SCALE, RejectedRequest, isvc_object
 from workflows.service.projection import ServiceProjection, identity, runs_deployment
+
+
+def config_fingerprint(config: ReplicaConfig) -> str:
+    """What was sent, to send nothing twice; a config outside a rollout run has the same
+    fingerprint as before runs existed, so a running service resends nothing."""
+    return config.model_dump_json(exclude={"coordination"} if config.coordination is None else None)
 
 
 class ServiceComponents(ServiceProjection):
@@ -285,7 +292,17 @@ class ServiceComponents(ServiceProjection):
             history_limit_annotation=annotations.get(REVISION_HISTORY_ANNOTATION),
             cluster=state.cluster,
             parent_workflow_id=workflow.info().workflow_id,
+            coordination=rollouts.coordination(state.rollout, plan.name),
         )
+
+    async def steer_rollout(self, isvc: InferenceService) -> None:
+        """Open (or supersede) a rollout run when a change moves grouped components, and tell
+        the active run what it has not heard yet (`workflows.service.rollouts`)."""
+        plans = self.plans(isvc)
+        change = rollouts.decide(self.state, isvc, plans)
+        if change.open:
+            await rollouts.open_run(self.state, isvc, plans, change)
+        await rollouts.forward(self.state, isvc, plans)
 
     async def configure_replicas(self, isvc: InferenceService) -> None:
         """Start each OMENative component's InferenceReplica, or send it its new configuration."""
@@ -294,7 +311,7 @@ class ServiceComponents(ServiceProjection):
             if not plan.omenative:
                 continue
             config = self.replica_config(isvc, plan)
-            fingerprint = config.model_dump_json()
+            fingerprint = config_fingerprint(config)
             if state.sent_configs.get(plan.name) == fingerprint:
                 continue
             workflow_id = irep_workflow_id(isvc.namespace, isvc.name, plan.name)

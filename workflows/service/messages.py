@@ -25,6 +25,7 @@ from planning.service.deployment import DeploymentObserved
 from planning.service.pause import PauseMode
 from planning.service.pause_signal import PlannedPauseEvent, replica_pause_mode
 from workflows.replica.messages import ReplicaReport
+from workflows.rollout.messages import RolloutReport
 
 # --- message names (user interface: `temporal workflow signal --name ...`) ---------------
 UPDATE_APPLY = "apply"
@@ -113,6 +114,22 @@ class Forward(_Message):
 # --- InferenceService -------------------------------------------------------------------
 
 
+class RolloutTracking(_Message):
+    """The InferenceService's side of its rollout runs (`workflows.service.rollouts`)."""
+
+    run: int | None = None
+    """The active run (the generation that opened it); None between runs."""
+    targets: dict[str, str] = Field(default_factory=dict)
+    """Component -> the revision hash the active run moves it to."""
+    target_names: dict[str, str] = Field(default_factory=dict)
+    """Component -> that revision's name (what the InferenceReplicas report)."""
+    report: RolloutReport | None = None
+    """The latest report of the active run, or of the last one once it closed."""
+    forwarded: dict[str, str] = Field(default_factory=dict)
+    """Fingerprints of what the active run was last sent: each component's counts, the
+    pause (`pause`) and, while it is parked, `spec.rollout` (`respec`)."""
+
+
 class ServiceState(_Message):
     """The InferenceService workflow's whole state, handed to continue-as-new."""
 
@@ -153,6 +170,7 @@ class ServiceState(_Message):
     last_rejected: RejectedRequest | None = None
     unrecorded_rejections: list[RejectedRequest] = Field(default_factory=list)
     """Refusals whose Warning Event the next pass records."""
+    rollout: RolloutTracking = Field(default_factory=RolloutTracking)
 
     @model_validator(mode="before")
     @classmethod

@@ -19,10 +19,13 @@ from typing import Any
 from temporalio import workflow
 
 from models.inferencereplica import Condition
+from models.inferenceservice import InferenceService
 from models.kube_ops import ObjectRef, PatchStatusInput
 from models.runtime import ServingRuntimeSpec
 from planning.replica.conditions import PlannedCondition
 from planning.service.deployment import DeploymentObserved, rolling_out
+from planning.service.rollout import conditions as rollout_conditions
+from planning.service.rollout import rollout_status
 from planning.service.status import (
     DELETING,
     ComponentReport,
@@ -32,6 +35,7 @@ from planning.service.status import (
 )
 from workflows import kube_calls, search_attributes
 from workflows.events import isvc_ref
+from workflows.service import rollouts
 from workflows.service.messages import ServiceState
 
 
@@ -122,11 +126,18 @@ class ServiceProjection:
                 "ComponentsStarting",
                 f"waiting for the first report of {', '.join(waiting)}",
             )
+        isvc = InferenceService.model_validate(state.manifest)
+        grouped = bool(isvc.spec.rollout and isvc.spec.rollout.groups)
+        run = rollouts.run_seen(state.rollout)
+        extra = rollout_conditions(run, isvc.spec.rollout) if grouped or run is not None else []
         body = isvc_status(
-            state.applied_generation or None, reports, state.conditions, workflow.now(), blocking
+            state.applied_generation or None, reports, state.conditions, workflow.now(), blocking, extra
         )
         for component, mode in state.modes.items():
             body["components"].setdefault(component, {})["deploymentMode"] = mode
+        shown = rollout_status(run)
+        if shown is not None:
+            body["rollout"] = shown
         return body
 
     async def write_status(self) -> None:

@@ -65,6 +65,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
+    from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
+    from workflows.service import rollouts
     from workflows.service.components import ServiceComponents
     from workflows.service.events import record_pause_events
     from workflows.service.messages import (
@@ -247,6 +249,11 @@ class InferenceServiceWorkflow(ServiceComponents):
         self.state.replicas[report.component] = report
         self.seq += 1
 
+    @workflow.signal(name=SIGNAL_ROLLOUT_CHANGED)
+    def rollout_changed(self, report: RolloutReport) -> None:
+        if rollouts.on_report(self.state.rollout, report):
+            self.seq += 1
+
     @workflow.signal(name=SIGNAL_DEPLOYMENT_CHANGED)
     def deployment_changed(self, observed: DeploymentObserved) -> None:
         if self.observe(observed):
@@ -330,6 +337,7 @@ class InferenceServiceWorkflow(ServiceComponents):
         if state.runtime_missing is None:
             self.take_scale_requests(isvc)
             await self.keep_deployments(isvc, recheck)
+            await self.steer_rollout(isvc)
             await self.configure_replicas(isvc)
             await self.pass_on_requests()
         await self.record_rejections()

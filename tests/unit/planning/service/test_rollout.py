@@ -9,7 +9,7 @@ import pytest
 
 from models.inferenceservice import RolloutSpec
 from planning.rollout.plan import plan_digest
-from planning.service.rollout import RunSeen, conditions, live_digest, rollout_status
+from planning.service.rollout import RunSeen, conditions, live_digest, rollout_status, run_change
 
 pytestmark = pytest.mark.unit
 
@@ -65,3 +65,27 @@ def test_status_rollout_pins_the_active_run_and_drops_it_once_closed() -> None:
     }
     closed = rollout_status(replace(RUN, outcome="Completed", group_phases=["Succeeded"]))
     assert closed == {"groups": [{"observedDigest": "rp1:cca45ec1fb0f", "phase": "Succeeded"}]}
+
+
+@pytest.mark.parametrize(
+    "asked, active, last, opens, supersede",
+    [
+        ({}, None, None, {}, False),
+        ({"engine": "e2"}, None, None, {"engine": "e2"}, False),
+        # The run moves them already, or one finished and dropped out of what is asked.
+        ({"engine": "e2", "decoder": "d2"}, {"engine": "e2", "decoder": "d2"}, None, {}, False),
+        ({"engine": "e2"}, {"engine": "e2", "decoder": "d2"}, None, {}, False),
+        # A newer image during the run.
+        ({"engine": "e3", "decoder": "d2"}, {"engine": "e2", "decoder": "d2"}, None, {"engine": "e3", "decoder": "d2"}, True),
+        # The closed run's component has not flipped its current revision yet: no new run.
+        ({"engine": "e2"}, None, {"engine": "e2", "decoder": "d2"}, {}, False),
+        # Back to the previous image after the run completed: a new run.
+        ({"engine": "e1"}, None, {"engine": "e2"}, {"engine": "e1"}, False),
+    ],
+    ids=["nothing asked", "first change", "same run", "one finished", "superseded", "flipping", "rollback"],
+)
+def test_when_runs_open_and_close(
+    asked: dict[str, str], active: dict[str, str] | None, last: dict[str, str] | None, opens: dict[str, str], supersede: bool
+) -> None:
+    change = run_change(asked, active, last)
+    assert (change.open, change.supersede) == (opens, supersede)

@@ -1,0 +1,209 @@
+"""The InferenceService's side of its rollout runs (spec: the rollout groups page; reference
+§4, §6): opening a `Rollout` child when a change moves grouped components, superseding it
+when a newer revision arrives mid-run, forwarding the InferenceReplicas' counts, the pause
+and (while parked) `spec.rollout` to it, and turning its allowances into each grouped
+InferenceReplica's `Coordination`.
+
+The decisions are `planning.service.rollout.run_change` and the Rollout's own planning;
+this module carries them out. Components in no group roll out on their own, as before.
+"""
+
+from __future__ import annotations
+
+import json
+
+from temporalio import workflow
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from models.inferenceservice import InferenceService
+from planning.replica.budget import update_policy
+from planning.replica.coordination import Coordination, opening
+from planning.service.components import ComponentPlan
+from planning.service.rollout import RunChange, RunSeen, run_change
+from workflows.names import ROLLOUT, rollout_workflow_id
+from workflows.replica.messages import ReplicaReport
+from workflows.rollout.messages import (
+    SIGNAL_PAUSE,
+    SIGNAL_PROGRESS,
+    SIGNAL_RESPEC,
+    SIGNAL_SUPERSEDE,
+    ComponentCounts,
+    RolloutInput,
+    RolloutReport,
+)
+from workflows.service.messages import RolloutTracking, ServiceState
+
+
+def grouped_components(isvc: InferenceService) -> list[str]:
+    rollout = isvc.spec.rollout
+    return [c for g in (rollout.groups or []) for c in g.components] if rollout is not None else []
+
+
+def asked(state: ServiceState, isvc: InferenceService, plans: list[ComponentPlan]) -> dict[str, str]:
+    """Grouped components whose spec asks for another revision than the one serving."""
+    grouped = set(grouped_components(isvc))
+    found = {}
+    for plan in plans:
+        report = state.replicas.get(plan.name)
+        current = report.status.current_revision if report is not None and not report.deleted else None
+        if plan.name in grouped and plan.omenative and current is not None and current != plan.revision_name:
+            found[plan.name] = plan.revision_name
+    return found
+
+
+def decide(state: ServiceState, isvc: InferenceService, plans: list[ComponentPlan]) -> RunChange:
+    tracking = state.rollout
+    active = tracking.target_names if tracking.run is not None else None
+    last = tracking.target_names if tracking.run is None and tracking.target_names else None
+    return run_change(asked(state, isvc, plans), active, last)
+
+
+def desired(state: ServiceState, plan: ComponentPlan) -> int:
+    return state.transient.get(plan.name, plan.min_replicas)
+
+
+async def open_run(
+    state: ServiceState, isvc: InferenceService, plans: list[ComponentPlan], change: RunChange
+) -> None:
+    """Supersede the active run if asked, then start the new one (ID: this generation)."""
+    tracking = state.rollout
+    run = state.generation
+    if change.supersede and tracking.run is not None:
+        old = rollout_workflow_id(isvc.namespace, isvc.name, tracking.run)
+        await workflow.get_external_workflow_handle(old).signal(SIGNAL_SUPERSEDE, run)
+    by_name = {plan.name: plan for plan in plans}
+    moved = [by_name[name] for name in change.open]
+    previous = {
+        p.name: report.status.current_revision or ""
+        for p in moved
+        if (report := state.replicas.get(p.name)) is not None
+    }
+    rollout = isvc.spec.rollout
+    run_input = RolloutInput(
+        namespace=isvc.namespace,
+        isvc=isvc.name,
+        isvc_uid=state.isvc_uid,
+        run=run,
+        rollout=rollout.model_dump(mode="json", by_alias=True, exclude_none=True) if rollout else {},
+        targets={p.name: p.revision_hash for p in moved},
+        target_names=dict(change.open),
+        previous=previous,
+        replicas={p.name: desired(state, p) for p in moved},
+        strategies={p.name: update_policy(p.effective.lifecycle).strategy.value for p in moved},
+        paused=state.pause.value if state.pause is not None else None,
+        parent_workflow_id=workflow.info().workflow_id,
+    )
+    names = ", ".join(f"{p.name} -> {p.revision_name}" for p in moved)
+    try:
+        await workflow.start_child_workflow(
+            ROLLOUT,
+            run_input,
+            id=rollout_workflow_id(isvc.namespace, isvc.name, run),
+            # Continue-as-new of this workflow must not end the run.
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            static_summary=f"Rollout run {run} of {isvc.name}: {names}",
+        )
+    except WorkflowAlreadyStartedError:
+        pass  # opened by an earlier run of this workflow: adopt it
+    state.rollout = RolloutTracking(
+        run=run,
+        targets=dict(run_input.targets),
+        target_names=dict(change.open),
+        forwarded={"pause": str(run_input.paused), "respec": _spec_key(isvc)},
+    )
+
+
+def _spec_key(isvc: InferenceService) -> str:
+    rollout = isvc.spec.rollout
+    return json.dumps(rollout.model_dump(mode="json", by_alias=True, exclude_none=True) if rollout else {}, sort_keys=True)
+
+
+def counts_of(tracking: RolloutTracking, component: str, report: ReplicaReport, replicas: int) -> ComponentCounts:
+    """A component's counts as the run reads them: the revision as the run's target hash
+    when the InferenceReplica already moves to it."""
+    status = report.status
+    on_target = status.update_revision == tracking.target_names.get(component)
+    ready = status.condition("Ready")
+    return ComponentCounts(
+        component=component,
+        revision=tracking.targets[component] if on_target else status.update_revision,
+        replicas=replicas,
+        updated=status.updated_replicas,
+        updated_serving=status.updated_ready_replicas,
+        serving=status.serving_replicas,
+        failed=1 if ready is not None and ready.reason == "InstanceFailed" else 0,
+    )
+
+
+async def forward(state: ServiceState, isvc: InferenceService, plans: list[ComponentPlan]) -> None:
+    """Tell the active run what changed since it last heard: counts, pause, parked spec."""
+    tracking = state.rollout
+    if tracking.run is None:
+        return
+    handle = workflow.get_external_workflow_handle(rollout_workflow_id(isvc.namespace, isvc.name, tracking.run))
+    by_name = {plan.name: plan for plan in plans}
+    for component in tracking.targets:
+        report, plan = state.replicas.get(component), by_name.get(component)
+        if report is None or plan is None:
+            continue
+        counts = counts_of(tracking, component, report, desired(state, plan))
+        key = counts.model_dump_json()
+        if tracking.forwarded.get(component) != key:
+            await handle.signal(SIGNAL_PROGRESS, counts)
+            tracking.forwarded[component] = key
+    pause = state.pause.value if state.pause is not None else None
+    if tracking.forwarded.get("pause") != str(pause):
+        await handle.signal(SIGNAL_PAUSE, pause)
+        tracking.forwarded["pause"] = str(pause)
+    parked = tracking.report is not None and tracking.report.parked_reason is not None
+    if parked and tracking.forwarded.get("respec") != _spec_key(isvc):
+        rollout = isvc.spec.rollout
+        await handle.signal(SIGNAL_RESPEC, rollout.model_dump(mode="json", by_alias=True, exclude_none=True) if rollout else {})
+        tracking.forwarded["respec"] = _spec_key(isvc)
+
+
+def on_report(tracking: RolloutTracking, report: RolloutReport) -> bool:
+    """Keep the active run's report; a closed run stops coordinating. False: stale."""
+    if tracking.run is None or report.run != tracking.run:
+        return False  # a superseded run's last words
+    tracking.report = report
+    if report.outcome is not None:
+        tracking.run = None
+    return True
+
+
+def coordination(tracking: RolloutTracking, component: str) -> Coordination | None:
+    """What a grouped component's InferenceReplica may do now; None outside an active run."""
+    if tracking.run is None or component not in tracking.targets:
+        return None
+    target = tracking.targets[component]
+    report = tracking.report
+    allowance = report.allowances.get(component) if report is not None else None
+    if allowance is None:
+        closed = opening(tracking.run, target)
+        if report is not None and report.parked_reason is not None:
+            reason = f"rollout run {tracking.run} parked ({report.parked_reason}): {report.parked_message}"
+            return Coordination(closed.run, target, 0, closed.gate, reason)
+        return closed
+    return Coordination(
+        tracking.run, target, allowance.limit, allowance.gate, allowance.reason,
+        allowance.max_surge, allowance.max_unavailable,
+    )
+
+
+def run_seen(tracking: RolloutTracking) -> RunSeen | None:
+    """The run as status shows it; None before its first report."""
+    report = tracking.report
+    if report is None:
+        return None
+    return RunSeen(
+        run=report.run,
+        started_at=report.started_at,
+        targets={name: tracking.target_names.get(name, rev) for name, rev in report.targets.items()},
+        plan_digest=report.plan_digest,
+        group_digests=list(report.group_digests),
+        group_phases=list(report.group_phases),
+        parked_reason=report.parked_reason,
+        parked_message=report.parked_message,
+        outcome=report.outcome,
+    )
