@@ -25,7 +25,7 @@ from planning.service.deployment import DeploymentObserved
 from planning.service.pause import PauseMode
 from planning.service.pause_signal import PlannedPauseEvent, replica_pause_mode
 from workflows.replica.messages import ReplicaReport
-from workflows.rollout.messages import RolloutReport
+from workflows.rollout.messages import RolloutReport, RolloutRow
 
 # --- message names (user interface: `temporal workflow signal --name ...`) ---------------
 UPDATE_APPLY = "apply"
@@ -36,6 +36,12 @@ SIGNAL_RELEASE_HELD = "release_held"
 SIGNAL_RESET_INSTANCES = "reset_instances"
 SIGNAL_DELETE = "delete"
 QUERY_STATUS = "status"
+QUERY_ROLLOUT_STATUS = "rollout_status"
+"""A row per rollout group and component (`kubectl ome rollout status`, computed from the run itself)."""
+QUERY_EXPLAIN = "explain"
+"""Why a component waits, and what would release it; input: the component's name."""
+QUERY_PREVIEW = "preview"
+"""The plan a manifest would run, without applying it; input: the manifest."""
 SIGNAL_DEPLOYMENT_CHANGED = "deployment_changed"
 """From the watcher (`workers.watch.deployments`): a Deployment-mode component's Deployment changed."""
 
@@ -232,3 +238,65 @@ def isvc_object(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
         "metadata": metadata,
         "spec": manifest.get("spec") or {},
     }
+
+
+# --- rollout queries -------------------------------------------------------------------
+
+
+class RolloutStatusView(_Message):
+    """`rollout_status`: REPORTED (`NotConfigured` without groups), the run and its rows."""
+
+    reported: str
+    run: int | None = None
+    active: bool = False
+    plan_digest: str | None = None
+    parked_reason: str | None = None
+    outcome: str | None = None
+    rows: list[RolloutRow] = Field(default_factory=list)
+
+
+class ExplainView(_Message):
+    """`explain <component>`: why it waits and what would release it."""
+
+    component: str
+    grouped: bool
+    group: int | None = None
+    run: int | None = None
+    target: str | None = None
+    gate: str | None = None
+    reason: str | None = None
+    since: datetime | None = None
+    release: str | None = None
+    time_left: str | None = None
+    """Until a soak ends, as Go prints a duration."""
+    limit: int | None = None
+    updated: int = 0
+    replicas: int = 0
+    plan_ready: str | None = None
+    drift: str | None = None
+    summary: str = ""
+
+
+class PreviewGroupView(_Message):
+    index: int
+    components: list[str]
+    strategy: str
+    moves: list[str]
+    batches: dict[str, list[int]]
+    gates: list[str]
+    soak: str | None = None
+
+
+class PreviewView(_Message):
+    """`preview <manifest>`: what `apply` would run, changing nothing."""
+
+    accepted: bool
+    reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    moves: dict[str, str] = Field(default_factory=dict)
+    """Component -> the revision the change gives it."""
+    groups: list[PreviewGroupView] = Field(default_factory=list)
+    stages: list[list[str]] = Field(default_factory=list)
+    independent: list[str] = Field(default_factory=list)
+    parked: str | None = None
+    notes: list[str] = Field(default_factory=list)

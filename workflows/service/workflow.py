@@ -72,6 +72,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.service.messages import (
         ADMISSION_DENIED,
         CONTINUED_STATE_KEY,
+        QUERY_EXPLAIN,
+        QUERY_PREVIEW,
+        QUERY_ROLLOUT_STATUS,
         QUERY_STATUS,
         SIGNAL_DELETE,
         SIGNAL_DEPLOYMENT_CHANGED,
@@ -82,9 +85,12 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_SCALE,
         UPDATE_APPLY,
         ApplyResult,
+        ExplainView,
         Forward,
+        PreviewView,
         ReleaseHeldRequest,
         ResetInstancesRequest,
+        RolloutStatusView,
         ScaleRequest,
         ServiceState,
         ServiceStatusView,
@@ -275,6 +281,27 @@ class InferenceServiceWorkflow(ServiceComponents):
             deployments=dict(self.state.deployments),
             last_rejected_request=self.state.last_rejected,
         )
+
+    @workflow.query(name=QUERY_ROLLOUT_STATUS)
+    def rollout_status(self) -> RolloutStatusView:
+        return rollouts.status_view(self.state, InferenceService.model_validate(self.state.manifest))
+
+    @workflow.query(name=QUERY_EXPLAIN)
+    def explain(self, component: str) -> ExplainView:
+        isvc = InferenceService.model_validate(self.state.manifest)
+        return rollouts.explain_view(self.state, isvc, component, workflow.now())
+
+    @workflow.query(name=QUERY_PREVIEW)
+    def preview(self, manifest: dict[str, Any]) -> PreviewView:
+        """What `apply` of `manifest` would run: refused as `apply` would refuse it, or the
+        rollout plan it would open, computed by the same planning; nothing changes."""
+        admitted = self._admit(manifest)
+        if not admitted.allowed:
+            return PreviewView(accepted=False, reasons=list(admitted.reasons), warnings=list(admitted.warnings))
+        new = InferenceService.model_validate(manifest)
+        current = InferenceService.model_validate(self.state.manifest) if self.state.admitted else None
+        shown = rollouts.preview_view(self.state, current, new, self.plans(new))
+        return shown.model_copy(update={"warnings": list(admitted.warnings)})
 
     # --- main loop ------------------------------------------------------------------
 
