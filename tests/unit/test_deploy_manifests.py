@@ -29,7 +29,7 @@ from activities.kube import KubeActivities
 from models.admission import admit
 from models.runtime import ClusterServingRuntime
 from planning.service.components import plan_components
-from tests.unit.deploy_usage import Request, Usage, example_isvc, example_runtime, product_requests
+from tests.unit.deploy_usage import EXAMPLES, Request, Usage, example_isvc, example_runtime, product_requests
 from workers.config import Settings, env_var_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -289,6 +289,35 @@ def test_examples_are_admitted_and_name_each_other() -> None:
         "the runtime supplies the image"
     )
     assert (engine.min_replicas, engine.max_replicas) == (2, 2)
+
+
+def _example(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((EXAMPLES / name).read_text())
+    return loaded
+
+
+def test_the_rollout_group_examples_are_admitted_in_the_walkthroughs_order() -> None:
+    """mistral-pd (seed 004), its new image, then its kv-v1 -> kv-v2 change: each admitted
+    against the one before, and each change moves the engine and the decoder together."""
+    runtime = ClusterServingRuntime.model_validate(
+        yaml.safe_load((EXAMPLES / "srt-mistral-7b-instruct-pd.yaml").read_text())
+    )
+    order = ["mistral-pd.json", "mistral-pd-new-image.json", "mistral-pd-kv-v2.json"]
+    previous = None
+    revisions: list[dict[str, str]] = []
+    for name in order:
+        manifest = _example(name)
+        admission = admit(manifest, previous, runtime=runtime.spec)
+        assert admission.allowed, (name, admission.denials)
+        assert admission.isvc is not None and admission.isvc.spec.runtime is not None
+        assert admission.isvc.spec.runtime.name == runtime.metadata.name
+        plans = plan_components(admission.isvc, runtime.spec)
+        assert {(p.name, p.mode) for p in plans} == {("router", "OMENative"), ("engine", "OMENative"), ("decoder", "OMENative")}
+        revisions.append({p.name: p.revision_hash for p in plans})
+        previous = manifest
+    for before, after in zip(revisions, revisions[1:], strict=False):
+        assert before["engine"] != after["engine"] and before["decoder"] != after["decoder"]
+        assert before["router"] == after["router"], "the router is in no group and the changes leave it alone"
 
 
 # --- RBAC ------------------------------------------------------------------------------------
