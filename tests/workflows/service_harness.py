@@ -100,16 +100,18 @@ class Story:
     custom: Any
     relay: PodRelay | None = None
     cluster: dict[str, Any] | None = None
+    name: str = NAME
+    namespace: str = NAMESPACE
 
     @property
     def isvc_id(self) -> str:
-        return isvc_workflow_id(NAMESPACE, NAME)
+        return isvc_workflow_id(self.namespace, self.name)
 
     def handle(self) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(self.isvc_id)
 
     def irep(self, component: str = "engine") -> WorkflowHandle[Any, Any]:
-        return self.client.get_workflow_handle(irep_workflow_id(NAMESPACE, NAME, component))
+        return self.client.get_workflow_handle(irep_workflow_id(self.namespace, self.name, component))
 
     async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
         start = WithStartWorkflowOperation(
@@ -130,7 +132,7 @@ class Story:
         return await self.irep().query(InferenceReplicaWorkflow.status)
 
     def pods(self) -> list[Any]:
-        listed = self.core.list_namespaced_pod(NAMESPACE, label_selector=f"ome.io/inferenceservice={NAME}")
+        listed = self.core.list_namespaced_pod(self.namespace, label_selector=f"ome.io/inferenceservice={self.name}")
         return list(listed.items)
 
     def zone_of(self, node: str) -> str:
@@ -149,7 +151,7 @@ class Story:
     def object(self, plural: str, name: str) -> dict[str, Any] | None:
         try:
             found: dict[str, Any] = self.custom.get_namespaced_custom_object(
-                "ome.io", "v1beta1", NAMESPACE, plural, name
+                "ome.io", "v1beta1", self.namespace, plural, name
             )
         except kubernetes.client.ApiException as error:
             if error.status == 404:
@@ -251,23 +253,31 @@ class PodRelay:
 
 @asynccontextmanager
 async def story(
-    client: Client, task_queue: str, sim: KubeSim, cluster: dict[str, Any] | None = None
+    client: Client,
+    task_queue: str,
+    sim: KubeSim,
+    cluster: dict[str, Any] | None = None,
+    *,
+    name: str = NAME,
+    namespace: str = NAMESPACE,
+    runtime: dict[str, Any] | None = None,
 ) -> AsyncIterator[Story]:
-    """A worker and a watcher around one kubesim, with the example's runtime in place."""
+    """A worker and a watcher around one kubesim, with a runtime in place (the spec 003
+    example's unless `runtime` names another, applied in `namespace`)."""
     api = sim.api_client()
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
-    core.create_namespace({"metadata": {"name": NAMESPACE}})
-    custom.create_namespaced_custom_object(
-        "ome.io", "v1beta1", NAMESPACE, "servingruntimes", runtime_manifest()
-    )
+    core.create_namespace({"metadata": {"name": namespace}})
+    runtime = runtime or runtime_manifest()
+    runtime = {**runtime, "metadata": {**runtime["metadata"], "namespace": namespace}}
+    custom.create_namespaced_custom_object("ome.io", "v1beta1", namespace, "servingruntimes", runtime)
     relay = PodRelay(client, sim)
     relay.start()
     try:
         # Activities still running when the test ends are cancelled at once, not awaited.
         async with build_worker(client, task_queue, sim.api_client(), graceful_shutdown_timeout=timedelta(0)):
             try:
-                yield Story(client, task_queue, sim, core, custom, relay, cluster)
+                yield Story(client, task_queue, sim, core, custom, relay, cluster, name, namespace)
             finally:
                 await terminate_leftovers(client, task_queue)
     finally:
