@@ -20,6 +20,7 @@ from workflows.replica.messages import ReplicaState
 
 
 def ir_ref(state: ReplicaState) -> ObjectRef:
+    """The InferenceReplica object (with its uid once written)."""
     config = state.config
     return ObjectRef(
         api_version=OME_API_VERSION,
@@ -64,6 +65,7 @@ async def check_gang_scheduling(state: ReplicaState) -> None:
 
 
 async def delete_object(state: ReplicaState) -> None:
+    """Delete the InferenceReplica object: the last act of a deletion."""
     await kube_calls.delete_object(
         DeleteObjectInput(ref=ir_ref(state)),
         summary=f"delete InferenceReplica {state.config.ir_name}: every Instance drained and deleted",

@@ -125,6 +125,7 @@ async def publish(state: ReplicaState, now: datetime) -> datetime | None:
 
 
 async def write_status(state: ReplicaState, status: InferenceReplicaStatus, body: dict[str, Any]) -> None:
+    """Patch the object's status to `body` (a missing object is no error)."""
     ready = status.condition("Ready")
     hold = status.rollout_hold
     await kube_calls.patch_status(

@@ -23,6 +23,7 @@ from workflows.replica.object import record
 
 
 async def answer_releases(state: ReplicaState) -> None:
+    """Answer every queued `release_held`, in the order they arrived."""
     requests, state.pending_releases = state.pending_releases, []
     for requested in requests:
         await answer_release(state, requested)
@@ -71,6 +72,7 @@ async def release(state: ReplicaState, block: RetryBlock) -> None:
 
 
 async def answer_resets(state: ReplicaState) -> None:
+    """Answer every queued `reset_instances`: restart the Instances it names, or say why not."""
     config = state.config
     requests, state.pending_resets = state.pending_resets, []
     for value in requests:

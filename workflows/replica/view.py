@@ -18,6 +18,7 @@ from workflows.replica.messages import ReplicaConfig, ReplicaState
 
 
 def policy(config: ReplicaConfig) -> UpdatePolicy:
+    """The component's update policy: its lifecycle over the cluster's defaults."""
     return update_policy(config.effective.lifecycle, config.cluster.update_policy)
 
 

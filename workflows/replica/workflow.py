@@ -151,7 +151,7 @@ class InferenceReplicaWorkflow:
         state, config = self.state, self.state.config
         now = workflow.now()
         self.wake_at = None
-        # Observe: the revision the config asks for, and the object on its first pass.
+        # Observe: the revision the config asks for; on the first pass, the object itself.
         state.revisions = observe_template(state.revisions, config.revision_name, config.revision_hash)
         state.specs[config.revision_hash] = config.component_spec
         if state.ir_uid is None:
@@ -159,19 +159,20 @@ class InferenceReplicaWorkflow:
             await check_gang_scheduling(state)
         if state.deleting:
             return await self.tear_down()
+        # The user's requests, the desired count, lifecycle settings the Instances must hear of.
         await answer_releases(state)
         await answer_resets(state)
         desired = await self.observe_desired(config)
         await resend_lifecycle(state)
-        # Plan and act on the Instances, then project the outcome.
+        # Plan and act on the Instances (`instances.act`), then project the outcome; `run` waits.
         self.wake_at = await act(state, self.ended, desired, now)
         await write_spec(state, desired)
         self.wake_at = earliest(self.wake_at, await publish(state, now))
         return False
 
     async def observe_desired(self, config: ReplicaConfig) -> int:
-        """The desired count, recorded in a `Scaled` Event when it changed (`config`: the
-        pass's, which says what changed it)."""
+        """The desired count, recorded in a `Scaled` Event when it changed; `config` is the one
+        the pass began with, whose transient scale says what changed the count."""
         state = self.state
         desired = view.desired(state.config)
         if state.last_desired is not None and state.last_desired != desired:
