@@ -6,25 +6,15 @@ from datetime import timedelta
 
 import pytest
 
-from models.instance import InstancePhase, RetryBlock, RetryBlockState
+from models.instance import InstancePhase, RetryBlockState
 from planning.replica.budget import UpdatePolicy
 from planning.replica.handover import GangSurge
 from planning.replica.overlay import earliest, ready_revisions, replica_facts, replica_retry_blocks
 from tests.unit.planning.replica.rows import NEW, NOW, OLD
+from tests.unit.planning.replica.test_reconcile import block
 from tests.unit.planning.replica.test_status import status
 
 pytestmark = pytest.mark.unit
-
-
-def block(revision: str, state: RetryBlockState, attempts: int = 1) -> RetryBlock:
-    return RetryBlock(
-        target_revision=revision,
-        state=state,
-        attempts_started=attempts,
-        first_failure_at=NOW,
-        last_failure_at=NOW,
-        reason="ErrImagePull",
-    )
 
 
 def test_facts_fold_in_requests_deletes_starts_and_handovers() -> None:
@@ -46,15 +36,15 @@ def test_a_report_that_shows_the_requested_revision_is_taken_as_it_is() -> None:
 
 
 def test_retry_blocks_keep_the_most_advanced_block_of_the_update_revision() -> None:
-    reports = [status(0).model_copy(update={"retry_block": block(NEW, RetryBlockState.BACKOFF)})]
-    kept = [block(NEW, RetryBlockState.HELD, attempts=3), block(OLD, RetryBlockState.HELD)]
+    reports = [status(0).model_copy(update={"retry_block": block(RetryBlockState.BACKOFF)})]
+    kept = [block(RetryBlockState.HELD, attempts=3), block(RetryBlockState.HELD, OLD)]
     assert replica_retry_blocks(reports, kept, NEW) == [kept[0]]
 
 
 def test_retry_blocks_go_once_an_instance_is_ready_on_the_revision() -> None:
     ready_on_new = status(0).model_copy(update={"running_revision": NEW})
     assert ready_revisions([ready_on_new, status(1)]) == {NEW, OLD}
-    assert replica_retry_blocks([ready_on_new], [block(NEW, RetryBlockState.HELD)], NEW) == []
+    assert replica_retry_blocks([ready_on_new], [block(RetryBlockState.HELD)], NEW) == []
 
 
 def test_earliest() -> None:
