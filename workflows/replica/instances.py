@@ -1,17 +1,10 @@
-"""The InferenceReplica workflow's hands on its Instances: start, update, restart, release, delete.
+"""The InferenceReplica workflow's hands on its Instances: plan and carry out starts, updates,
+deletes and handovers; resend lifecycle settings; drain them all on deletion.
 
-`ReplicaInstances` sits between `workflows.replica.projection.ReplicaProjection` (facts and
-projections) and `workflows.replica.workflow.InferenceReplicaWorkflow` (messages and the
-loop). It carries out what the rules planned (`planning.replica.reconcile.reconcile`,
-`planning.replica.reset`, `planning.replica.retry`) as `Instance` child starts and signals,
-in the order the plan lists them, and folds every request it sends into the workflow state at
-once so a second pass before the Instance answers neither repeats it nor spends the budget
-twice.
-
-Multi-pod SurgeThenDrain handovers (`planning.replica.handover`) live here too: which
-replacement was started for which Instance is known only to this workflow
-(`state.gang_surges`), so its facts, retry blocks and status rows are overlaid with it, and a
-replacement that gave up leaves its retry block with this workflow (`state.gang_blocks`).
+`act` is one pass's plan (`planning.replica.reconcile.reconcile`) and its execution, as
+`Instance` child starts and signals in the order the plan lists them (`workflows.replica.children`).
+Every request sent is folded into the state at once, so a second pass before the Instance
+answers neither repeats it nor spends the budget twice.
 
 Imported by the workflow module inside `workflow.unsafe.imports_passed_through()`.
 """
@@ -19,344 +12,160 @@ Imported by the workflow module inside `workflow.unsafe.imports_passed_through()
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import replace
 from datetime import datetime, timedelta
 
-from temporalio import workflow
-from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-
-from models.inferencereplica import InferenceReplicaStatus
-from models.inferenceservice import ComponentSpec
 from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
-from models.instance import SIGNAL_RELEASE_HELD as INSTANCE_RELEASE_HELD
-from models.instance import SIGNAL_RESTART as INSTANCE_RESTART
 from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
 from models.instance import DeleteRequest as InstanceDeleteRequest
-from models.instance import (
-    InstanceSpec,
-    InstanceStatus,
-    RestartRequest,
-    RetryBlock,
-    RetryBlockState,
-    UpdateRequest,
-)
-from models.instance import ReleaseHeldRequest as InstanceReleaseRequest
-from models.kube_ops import DeleteObjectInput
+from models.instance import RetryBlock, RetryBlockState, UpdateRequest
 from planning.replica import events
-from planning.replica.conditions import PlannedCondition
-from planning.replica.facts import InstanceFacts
-from planning.replica.handover import (
-    GANG_SURGE_COMPLETED,
-    GangSurge,
-    cleaning_up,
-    handover_rows,
-    settle_surges,
-    with_handovers,
-)
-from planning.replica.reconcile import aggregate_blocks, reconcile
-from planning.replica.reset import ResetRequestError, parse_reset_request, plan_reset
-from planning.replica.retry import (
-    ReleaseResult,
-    absorb_abandoned_surge,
-    current_blocks,
-    release_held,
-    start_retry_attempt,
-)
+from planning.replica.handover import GangSurge, cleaning_up
+from planning.replica.lifecycle import lifecycle_digest
+from planning.replica.overlay import earliest
+from planning.replica.reconcile import ReplicaActions, reconcile
+from planning.replica.retry import start_retry_attempt
 from planning.replica.revisions import complete_rollout, history_limit, trim_history
-from planning.replica.template import InstanceIdentity, instance_spec
-from workflows import kube_calls
-from workflows.names import INSTANCE, instance_workflow_id
-from workflows.replica.pause import ReplicaPause
+from workflows.replica import view
+from workflows.replica.children import EndedInstances, send_all, signal_instance, spec_for, start_instance
+from workflows.replica.handovers import finish_handovers, settle_handovers, surging_for
+from workflows.replica.messages import ReplicaConfig, ReplicaState
+from workflows.replica.object import record
+from workflows.replica.pause import tell_pause
+
+START_AGAIN = timedelta(seconds=1)
+"""How soon a start that found the index's ended Instance still closing is tried again."""
 
 
-class ReplicaInstances(ReplicaPause):
-    """Acts on the Instance children; the workflow subclass decides when."""
+async def act(state: ReplicaState, ended: EndedInstances, desired: int, now: datetime) -> datetime | None:
+    """Tell the pause, plan, carry the plan out; returns when the plan can change (None: no need)."""
+    # The pass acts for the config it began acting on, even if a new one arrives meanwhile.
+    config = state.config
+    # The Instances hear of a pause change before this pass starts or updates anything.
+    await tell_pause(state)
+    actions, blocks = plan(state, config, desired, now)
+    await carry_out(state, config, ended, actions, now)
+    wake = earliest(actions.wake_at, now + START_AGAIN if ended.start_again else None)
+    names = view.names(state)
+    keep_revisions(state, config, actions, names)
+    await announce_held(state, config, blocks, names)
+    return wake
 
-    ended_indexes: frozenset[int] = frozenset()
-    """Indexes whose Instance reported its end in this run: its workflow may still be closing,
-    so a start at that index that finds it running is tried again (`start_instance`)."""
-    start_again: bool = False
 
-    # --- handovers --------------------------------------------------------------------
+def plan(
+    state: ReplicaState, config: ReplicaConfig, desired: int, now: datetime
+) -> tuple[ReplicaActions, list[RetryBlock]]:
+    """What to start, update, delete and hand over now; and the retry blocks it planned with."""
+    policy = view.policy(state.config)
+    current = state.revisions.record(state.revisions.current)
+    settle_handovers(state)
+    blocks = view.retry_blocks(state)
+    actions = reconcile(
+        desired=desired,
+        instances=view.facts(state),
+        update_revision=config.revision_hash,
+        current_revision=current.hash if current is not None else None,
+        revision_names=view.names(state),
+        policy=policy,
+        retry_blocks=blocks,
+        previous_hold=state.hold,
+        paused=config.paused,
+        now=now,
+        reserved_indexes=[*state.removing, *cleaning_up(state.gang_surges)],
+        update_multi_pod=config.effective.is_multi_pod,
+    )
+    return actions, blocks
 
-    def note_report(self, status: InstanceStatus) -> None:
-        """Called by `instance_changed` before the report is folded into the state.
 
-        A surge replacement that gave up deletes itself and its retry block with it: the
-        block stays here, so the next replacement is the next attempt, not a first one. Its
-        record stays until its last report says its pods are gone (`GangSurgeTargetCleanup`).
-        """
-        state = self.state
-        if status.deleted or status.abandoned:
-            self.ended_indexes = self.ended_indexes | {status.index}
-        surge = state.gang_surges.get(status.index)
-        if surge is None:
-            return
-        if status.abandoned and not surge.abandoned:
-            kept = next((b for b in state.gang_blocks if b.target_revision == surge.revision), None)
-            failure = status.last_failure
-            block = absorb_abandoned_surge(
-                kept,
-                status.retry_block,
-                surge.revision,
-                failure.reason if failure is not None else None,
-                workflow.now(),
-                state.config.cluster.update_retry,
-            )
-            others = [b for b in state.gang_blocks if b.target_revision != surge.revision]
-            state.gang_blocks = others + ([block] if block is not None else [])
-            state.gang_surges[status.index] = replace(surge, abandoned=True)
-        if status.deleted:
-            del state.gang_surges[status.index]
-
-    def facts(self) -> list[InstanceFacts]:
-        return with_handovers(super().facts(), self.state.gang_surges)
-
-    def retry_blocks(self) -> list[RetryBlock]:
-        """The Instances' blocks and those kept from surge replacements that gave up."""
-        state = self.state
-        ready_on = {s.running_revision for s in state.instances.values() if s.ready and s.running_revision}
-        blocks = aggregate_blocks([*super().retry_blocks(), *state.gang_blocks])
-        return current_blocks(blocks, state.config.revision_hash, {r for r in ready_on if r})
-
-    def build_status(self, now: datetime) -> tuple[InferenceReplicaStatus, PlannedCondition]:
-        status, component = super().build_status(now)
-        if not self.state.gang_surges:
-            return status, component
-        rows = handover_rows(status.instance_statuses, self.state.gang_surges)
-        return status.model_copy(update={"instance_statuses": rows}), component
-
-    def settle_handovers(self) -> None:
-        """Forget handovers that ended, and kept blocks that no longer matter."""
-        state = self.state
-        state.gang_surges = settle_surges(state.gang_surges, set(state.instances) | set(state.launched))
-        ready_on = {s.running_revision for s in state.instances.values() if s.ready and s.running_revision}
-        state.gang_blocks = current_blocks(
-            state.gang_blocks, state.config.revision_hash, {r for r in ready_on if r}
-        )
-
-    # --- one pass ---------------------------------------------------------------------
-
-    async def act(self, desired: int, now: datetime) -> None:
-        state, config = self.state, self.state.config
-        # The Instances hear of a pause change before this pass starts or updates anything.
-        await self.tell_pause()
-        policy = self.policy()
-        current = state.revisions.record(state.revisions.current)
-        self.settle_handovers()
-        blocks = self.retry_blocks()
-        actions = reconcile(
-            desired=desired,
-            instances=self.facts(),
-            update_revision=config.revision_hash,
-            current_revision=current.hash if current is not None else None,
-            revision_names=self.names(),
-            policy=policy,
-            retry_blocks=blocks,
-            previous_hold=state.hold,
-            paused=config.paused,
-            now=now,
-            reserved_indexes=[*state.removing, *cleaning_up(state.gang_surges)],
-            update_multi_pod=config.effective.is_multi_pod,
-        )
-        self.start_again = False
-        # Every start and signal of the pass goes out in one workflow task (the commands are
-        # issued in the plan's order); awaiting each in turn would cost a task per Instance.
-        sends: list[Awaitable[None]] = [
-            self.start_instance(new.index, new.revision) for new in actions.create
+async def carry_out(
+    state: ReplicaState, config: ReplicaConfig, ended: EndedInstances, actions: ReplicaActions, now: datetime
+) -> None:
+    """Send the plan's starts and signals in one workflow task, then keep its hold."""
+    ended.start_again = False
+    await send_all(requests(state, config, ended, actions, now))
+    if actions.retry_attempt and any(new.index in state.gang_surges for new in actions.surge_create):
+        # This pass started the attempt the kept block waited for (unless the start must
+        # be tried again: then the block is still due).
+        state.gang_blocks = [
+            start_retry_attempt(b) if b.target_revision == config.revision_hash else b for b in state.gang_blocks
         ]
-        for index in actions.update:
-            state.requested_updates[index] = config.revision_hash
-            spec = self.instance_spec(index, config.revision_hash)
-            sends.append(self.signal_instance(index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
-        for new in actions.surge_create:
-            source = new.replaces if new.replaces is not None else new.index
-            state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)
-            sends.append(self.start_instance(new.index, new.revision, gang_surge_of=source))
-        for index in actions.delete:
-            sends.append(
-                self.signal_instance(index, INSTANCE_DELETE, InstanceDeleteRequest(reason="ScaleDown"))
-            )
-            state.removing.append(index)
-        sends += self.finish_handovers(actions.handover_delete)
-        await self.send_all(sends)
-        if actions.retry_attempt and any(new.index in state.gang_surges for new in actions.surge_create):
-            # This pass started the attempt the kept block waited for (unless the start must
-            # be tried again: then the block is still due).
-            state.gang_blocks = [
-                start_retry_attempt(b) if b.target_revision == config.revision_hash else b
-                for b in state.gang_blocks
-            ]
-        state.hold = actions.hold
-        self.wake_at = actions.wake_at
-        if self.start_again:
-            # An ended Instance's workflow was still closing: try its index again shortly.
-            retry = now + timedelta(seconds=1)
-            self.wake_at = retry if self.wake_at is None else min(self.wake_at, retry)
-        if actions.rollout_complete and not state.launched and not state.requested_updates:
-            state.revisions = complete_rollout(state.revisions)
-        limit, _ = history_limit(config.history_limit_annotation, config.cluster.revision_history_limit)
-        names = self.names()
-        running = {
-            names.get(s.running_revision, s.running_revision)
-            for s in state.instances.values()
-            if s.running_revision
-        }
-        state.revisions = trim_history(state.revisions, running, limit)
-        kept = {record.hash for record in state.revisions.history}
-        state.specs = {digest: spec for digest, spec in state.specs.items() if digest in kept}
-        block = blocks[0] if blocks else None
-        if (
-            block is not None
-            and block.state == RetryBlockState.HELD
-            and block.target_revision not in state.announced_held
-        ):
-            state.announced_held.append(block.target_revision)
-            named = block.model_copy(
-                update={"target_revision": names.get(block.target_revision, block.target_revision)}
-            )
-            await self.record(events.retry_held(config.namespace, config.ir_name, config.component, named))
+    state.hold = actions.hold
 
-    def finish_handovers(self, sources: tuple[int, ...]) -> list[Awaitable[None]]:
-        """Drain and delete each source whose replacement serves (`GangSurgeCompleted`)."""
-        state = self.state
-        sends: list[Awaitable[None]] = []
-        for source in sources:
-            request = InstanceDeleteRequest(reason=GANG_SURGE_COMPLETED)
-            sends.append(self.signal_instance(source, INSTANCE_DELETE, request))
-            state.removing.append(source)
-            # The replacement is a plain Instance from now on: a later failure of it is
-            # retried like any other, not abandoned as a surge that never took over.
-            for index, surge in state.gang_surges.items():
-                if surge.source == source:
-                    plain = UpdateRequest(spec=self.instance_spec(index, surge.revision))
-                    sends.append(self.signal_instance(index, INSTANCE_UPDATE, plain))
-        return sends
 
-    def instance_spec(self, index: int, revision_hash: str, gang_surge_of: int | None = None) -> InstanceSpec:
-        config = self.state.config
-        component = self.state.specs.get(revision_hash, config.component_spec)
-        identity = InstanceIdentity(
-            namespace=config.namespace,
-            isvc=config.isvc,
-            component=config.component,
-            index=index,
-            revision=revision_hash,
-            revision_name=self.names().get(revision_hash, config.revision_name),
-            isvc_uid=config.isvc_uid,
-            pairing_protocol=config.pairing_protocol,
-            gang_surge_of=gang_surge_of,
-            parent_workflow_id=workflow.info().workflow_id,
-            pause_mode=config.effective_pause_mode,
+def requests(
+    state: ReplicaState, config: ReplicaConfig, ended: EndedInstances, actions: ReplicaActions, now: datetime
+) -> list[Awaitable[None]]:
+    """The plan's starts and signals in its order, each folded into the state as it is listed."""
+    sends: list[Awaitable[None]] = [start_instance(state, ended, new.index, new.revision) for new in actions.create]
+    for index in actions.update:
+        state.requested_updates[index] = config.revision_hash
+        spec = spec_for(state, index, config.revision_hash)
+        sends.append(signal_instance(state.config, index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
+    for new in actions.surge_create:
+        source = new.replaces if new.replaces is not None else new.index
+        state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)
+        sends.append(start_instance(state, ended, new.index, new.revision, gang_surge_of=source))
+    for index in actions.delete:
+        request = InstanceDeleteRequest(reason="ScaleDown")
+        sends.append(signal_instance(state.config, index, INSTANCE_DELETE, request))
+        state.removing.append(index)
+    return sends + finish_handovers(state, actions.handover_delete)
+
+
+def keep_revisions(state: ReplicaState, config: ReplicaConfig, actions: ReplicaActions, names: dict[str, str]) -> None:
+    """Complete a finished rollout, trim the revision history, and forget specs no longer kept."""
+    if actions.rollout_complete and not state.launched and not state.requested_updates:
+        state.revisions = complete_rollout(state.revisions)
+    limit, _ = history_limit(config.history_limit_annotation, config.cluster.revision_history_limit)
+    running = {
+        names.get(s.running_revision, s.running_revision) for s in state.instances.values() if s.running_revision
+    }
+    state.revisions = trim_history(state.revisions, running, limit)
+    kept = {record.hash for record in state.revisions.history}
+    state.specs = {digest: spec for digest, spec in state.specs.items() if digest in kept}
+
+
+async def announce_held(
+    state: ReplicaState, config: ReplicaConfig, blocks: list[RetryBlock], names: dict[str, str]
+) -> None:
+    """Record `RetryHeld` once for a revision whose retries ran out."""
+    block = blocks[0] if blocks else None
+    if block is None or block.state != RetryBlockState.HELD or block.target_revision in state.announced_held:
+        return
+    state.announced_held.append(block.target_revision)
+    named = view.named(block, names)
+    await record(state, events.retry_held(config.namespace, config.ir_name, config.component, named))
+
+
+async def resend_lifecycle(state: ReplicaState) -> None:
+    """Send running Instances a lifecycle-only change (no new revision, no pod moves)."""
+    config = state.config
+    current = lifecycle_digest(spec_for(state, 0, config.revision_hash))
+    if current == state.lifecycle_digest:
+        return
+    # The first pass only remembers it: every Instance started with these settings.
+    told = state.lifecycle_digest != ""
+    state.lifecycle_digest = current
+    if not told:
+        return
+    targets = {index: status.target_revision for index, status in state.instances.items()}
+    targets.update(state.launched)
+    targets.update(state.requested_updates)
+    sends = [
+        signal_instance(
+            config,
+            index,
+            INSTANCE_UPDATE,
+            UpdateRequest(spec=spec_for(state, index, revision, gang_surge_of=surging_for(state, index))),
         )
-        return instance_spec(identity, ComponentSpec.model_validate(component), config.cluster, self.policy())
+        for index, revision in sorted(targets.items())
+        if index not in state.removing
+    ]
+    await send_all(sends)
 
-    async def start_instance(self, index: int, revision_hash: str, gang_surge_of: int | None = None) -> None:
-        config = self.state.config
-        workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
-        # Recorded before the start, so a pass while it is in flight counts it already.
-        self.state.launched[index] = revision_hash
-        try:
-            await workflow.start_child_workflow(
-                INSTANCE,
-                self.instance_spec(index, revision_hash, gang_surge_of),
-                id=workflow_id,
-                # The Instance must outlive this run's continue-as-new; deletion is a signal.
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                static_summary=f"Instance {index} of {config.ir_name} ({self.names().get(revision_hash)})",
-            )
-        except WorkflowAlreadyStartedError:
-            if index in self.ended_indexes:
-                # The Instance that had this index reported its end but its workflow has not
-                # closed yet: nothing was started, so the next pass starts it again.
-                self.state.launched.pop(index, None)
-                self.state.gang_surges.pop(index, None)
-                self.start_again = True
-                return
-            # Started by an earlier run of this workflow: it reports to us by workflow ID.
-        self.ended_indexes = self.ended_indexes - {index}
 
-    # --- requests -------------------------------------------------------------------
-
-    async def answer_releases(self) -> None:
-        state, config = self.state, self.state.config
-        requests, state.pending_releases = state.pending_releases, []
-        names = self.names()
-        for requested in requests:
-            # A release names the revision by its full name or its hash (or the hash's 8 hex).
-            digest = next((h for h, n in names.items() if n == requested), requested)
-            outcome = release_held(self.retry_blocks(), digest)
-            block = outcome.block
-            shown = (
-                names.get(block.target_revision, block.target_revision) if block is not None else requested
-            )
-            if outcome.result == ReleaseResult.RELEASED and block is not None:
-                event = events.retry_block_released(config.namespace, config.ir_name, config.component, shown)
-                state.gang_blocks = [
-                    b for b in state.gang_blocks if b.target_revision != block.target_revision
-                ]
-                await self.send_all(
-                    [
-                        self.signal_instance(
-                            status.index,
-                            INSTANCE_RELEASE_HELD,
-                            InstanceReleaseRequest(revision=status.retry_block.target_revision),
-                        )
-                        for status in state.instances.values()
-                        if status.retry_block is not None
-                        and status.retry_block.target_revision == block.target_revision
-                    ]
-                )
-                if block.target_revision in state.announced_held:
-                    state.announced_held.remove(block.target_revision)
-            elif outcome.result == ReleaseResult.NOT_HELD and block is not None:
-                named = block.model_copy(update={"target_revision": shown})
-                event = events.retry_block_release_skipped_not_held(
-                    config.namespace, config.ir_name, config.component, named
-                )
-            else:
-                event = events.retry_block_release_skipped_no_block(
-                    config.namespace, config.ir_name, config.component, requested
-                )
-            await self.record(event)
-
-    async def answer_resets(self) -> None:
-        state, config = self.state, self.state.config
-        requests, state.pending_resets = state.pending_resets, []
-        for value in requests:
-            try:
-                request = parse_reset_request(value)
-            except ResetRequestError as error:
-                await self.record(
-                    events.reset_rejected(config.namespace, config.ir_name, config.component, error)
-                )
-                continue
-            outcome = plan_reset(request, self.facts())
-            # A restart of a Failed Instance deletes its pods and clears its operation.
-            restart = RestartRequest(reason="InstancesReset")
-            await self.send_all(
-                [self.signal_instance(index, INSTANCE_RESTART, restart) for index in outcome.reset]
-            )
-            for event in events.reset_events(config.namespace, config.ir_name, config.component, outcome):
-                await self.record(event)
-
-    # --- deletion -------------------------------------------------------------------
-
-    async def tear_down(self) -> bool:
-        """Drain and delete every Instance, then the InferenceReplica object; True when done."""
-        state, config = self.state, self.state.config
-        request = InstanceDeleteRequest(reason="InferenceServiceDeleted")
-        leaving = [i for i in sorted(set(state.instances) | set(state.launched)) if i not in state.removing]
-        state.removing.extend(leaving)
-        await self.send_all([self.signal_instance(index, INSTANCE_DELETE, request) for index in leaving])
-        if state.instances or state.launched:
-            await self.publish(workflow.now())
-            return False
-        await kube_calls.delete_object(
-            DeleteObjectInput(ref=self.ir_ref()),
-            summary=f"delete InferenceReplica {config.ir_name}: every Instance drained and deleted",
-        )
-        await self.report(deleted=True)
-        return True
+async def drain_all(state: ReplicaState) -> None:
+    """Tell every Instance not yet told to drain and delete itself: the InferenceService is gone."""
+    request = InstanceDeleteRequest(reason="InferenceServiceDeleted")
+    leaving = [i for i in sorted(set(state.instances) | set(state.launched)) if i not in state.removing]
+    state.removing.extend(leaving)
+    await send_all([signal_instance(state.config, index, INSTANCE_DELETE, request) for index in leaving])

@@ -79,47 +79,97 @@ class ReplicaConfig(_Message):
 
 
 class ReplicaState(_Message):
-    """The InferenceReplica workflow's whole state, handed to continue-as-new."""
+    """The InferenceReplica workflow's whole state, handed to continue-as-new.
+
+    Only the workflow writes it: its handlers (`workflows.replica.workflow`) record what
+    arrived, and each pass's steps (`workflows.replica.instances`, `requests`, `handovers`,
+    `pause`, `object`, `projection`) fold in what they sent or wrote. Each field says who
+    writes it and when it is cleared.
+    """
 
     config: ReplicaConfig
+    """The parent's latest config: the run's input, replaced by each `configure`. Never cleared."""
     specs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """The effective component of each revision hash still in use: an Instance the partition
-    keeps behind, or a new one started while the update revision is Held, runs the old one."""
+    keeps behind, or a new one started while the update revision is Held, runs the old one.
+    Each pass adds the config's; `instances.keep_revisions` drops hashes gone from `revisions`."""
     instances: dict[int, InstanceStatus] = Field(default_factory=dict)
-    """Each Instance's latest `instance_changed` report."""
+    """Each Instance's latest `instance_changed` report, by index. Written by that handler;
+    an entry goes when its report says the Instance was deleted or abandoned."""
     launched: dict[int, str] = Field(default_factory=dict)
-    """Instances started whose first report has not arrived: index -> revision hash."""
+    """Instances started whose first report has not arrived: index -> revision hash. Written
+    by `children.start_instance` before the start; cleared by the Instance's first report, or
+    by the start itself when it found the index's ended Instance still closing."""
     requested_updates: dict[int, str] = Field(default_factory=dict)
-    """Updates signalled whose report does not show the target yet: index -> revision hash."""
+    """Updates signalled whose report does not show the target yet: index -> revision hash.
+    Written when the plan's updates are sent (`instances.requests`); cleared by the report
+    that shows the target revision, or by the Instance's end."""
     removing: list[int] = Field(default_factory=list)
-    """Instances told to delete that have not reported their end."""
+    """Instances told to delete that have not reported their end: appended when a scale-down,
+    a finished handover (`handovers.finish_handovers`) or the deletion (`instances.drain_all`)
+    tells one to go; an index leaves when its Instance reports it was deleted or abandoned."""
     instances_told_pause: InstancePauseMode | None = None
-    """The pause every Instance was last told (`set_pause`); a change of `config.pause_mode` is news."""
+    """The pause every Instance was last told (`pause.tell_pause`, each pass); a change of
+    `config.pause_mode` is news. None: unpaused (or none told yet)."""
     revisions: RevisionState = Field(default_factory=RevisionState)
+    """The current and update revisions and their history, ControllerRevision-style. Each pass
+    observes the config's (`observe_template`), then completes a finished rollout and trims
+    the history (`instances.keep_revisions`)."""
     gang_surges: dict[int, GangSurge] = Field(default_factory=dict)
     """Multi-pod surge handovers in flight (`planning.replica.handover`): replacement index ->
-    the Instance it replaces; no Instance reports this, only this workflow knows it."""
+    the Instance it replaces; no Instance reports this, only this workflow knows it. Added
+    when the plan starts a replacement; marked abandoned, then dropped, by the replacement's
+    reports (`handovers.note_surge_report`); forgotten once either side is gone
+    (`handovers.settle_handovers`) or when its start must be tried again."""
     gang_blocks: list[RetryBlock] = Field(default_factory=list)
-    """Retry blocks kept from surge replacements that gave up and deleted themselves."""
+    """Retry blocks kept from surge replacements that gave up and deleted themselves: written
+    by `handovers.note_surge_report`, moved on when a new attempt starts
+    (`instances.carry_out`); dropped once they are not the update revision's or an Instance
+    is Ready on it (`handovers.settle_handovers`), or on release (`requests.release`)."""
     hold: RolloutHold | None = None
+    """Why the rollout waits, from the last plan (`instances.carry_out`, each pass); shown in
+    the status and kept so the hold's start time carries over. None: nothing holds it."""
     announced_held: list[str] = Field(default_factory=list)
+    """Revision hashes whose `RetryHeld` Event was recorded (`instances.announce_held`), so it
+    is recorded once; a hash leaves when the user releases its block (`requests.release`)."""
     pending_resets: list[str] = Field(default_factory=list)
+    """`reset_instances` requests not answered yet: appended by that handler, emptied by the
+    next pass (`requests.answer_resets`)."""
     pending_releases: list[str] = Field(default_factory=list)
+    """`release_held` requests not answered yet: appended by that handler, emptied by the next
+    pass (`requests.answer_releases`)."""
     deleting: bool = False
+    """Set by the `delete` signal; never cleared: the run tears everything down and ends."""
     ir_uid: str | None = None
+    """The InferenceReplica object's uid, from its first write (`object.write_spec`); None
+    until then, which is how a pass knows the object must be written first."""
     podgroup_crd: bool | None = None
+    """Whether the PodGroup CRD is installed, checked once on the first pass of a multi-pod
+    component (`object.check_gang_scheduling`); None: not checked."""
     conditions: list[Condition] = Field(default_factory=list)
+    """The status conditions last built (`projection.publish`, each pass), whose transition
+    times the next status keeps."""
     last_desired: int | None = None
+    """The desired count of the last pass (`InferenceReplicaWorkflow.observe_desired`): a
+    change is a `Scaled` Event. None before the first pass."""
     written_spec: str = ""
-    """Fingerprints (`workflows.replica.projection.digest`) of what was last written and reported."""
+    """Fingerprint (`planning.replica.publish.digest`) of the object last applied
+    (`object.write_spec`): the same rendering is not written again."""
     written_status: str = ""
+    """Fingerprint of the status body last written (`projection.publish`)."""
     reported: str = ""
+    """Fingerprint of the report last sent to the parent, transition time left out
+    (`projection.report`): the same report is not sent again."""
     published_key: str = ""
-    """Fingerprint of the conditions' statuses and reasons and the phase last published."""
+    """Fingerprint of the conditions' statuses and reasons, the component condition and the
+    phase last published (`projection.publish`): a change there is written at once."""
     status_written_at: datetime | None = None
-    """When the status was last written: large components pace their writes from it."""
+    """When the status was last written (`projection.publish`): large components pace their
+    writes from it. None: never written."""
     lifecycle_digest: str = ""
-    """`planning.replica.lifecycle.lifecycle_digest` of the settings the Instances were last sent."""
+    """`planning.replica.lifecycle.lifecycle_digest` of the settings the Instances were last
+    sent (`instances.resend_lifecycle`, each pass); "" before the first pass, which only
+    remembers it."""
 
 
 class ReplicaReport(_Message):

@@ -13,13 +13,10 @@ down; deletion is an explicit `delete` signal). Each pass is observe -> plan -> 
   the parent the component's totals and condition (`replica_changed`);
 - wait: for the next message, or the moment the plan said the decision can change.
 
-What this workflow asked for and has not heard back yet (an update signalled, an Instance
-started, a delete sent) is folded into its view at once, so a second pass before the
-report arrives neither repeats the request nor spends the budget twice.
-
-This module holds the messages and the loop; the acts on the Instance children live in
-`workflows.replica.instances`, the facts, status, object and Events in
-`workflows.replica.projection` (the workflow class inherits both).
+This module holds the handlers and the loop; the steps are plain functions of the state:
+`view` (what the rules read), `requests` (the user's requests), `instances` (plan and act on
+the Instance children), `handovers`, `pause`, `children` (start and signal one Instance),
+`object` (the InferenceReplica object and its Events), `projection` (status and report).
 """
 
 from __future__ import annotations
@@ -31,14 +28,16 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.inferencereplica import InferenceReplicaStatus
-    from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus, UpdateRequest
-    from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
+    from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
     from planning.replica import events
-    from planning.replica.lifecycle import lifecycle_digest
+    from planning.replica.overlay import earliest
     from planning.replica.revisions import observe_template
     from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
-    from workflows.replica.instances import ReplicaInstances
+    from workflows.replica import view
+    from workflows.replica.children import EndedInstances
+    from workflows.replica.handovers import note_surge_report
+    from workflows.replica.instances import act, drain_all, resend_lifecycle
     from workflows.replica.messages import (
         QUERY_STATUS,
         SIGNAL_CONFIGURE,
@@ -48,26 +47,40 @@ with workflow.unsafe.imports_passed_through():
         ReplicaConfig,
         ReplicaState,
     )
+    from workflows.replica.object import check_gang_scheduling, delete_object, record, write_spec
+    from workflows.replica.projection import build_status, publish, report
+    from workflows.replica.requests import answer_releases, answer_resets
 
 SAFETY_RECHECK = timedelta(minutes=5)
 """Everything reaches this workflow as a message; the timer only covers a lost one."""
 
 
 @workflow.defn(name=INFERENCE_REPLICA)
-class InferenceReplicaWorkflow(ReplicaInstances):
+class InferenceReplicaWorkflow:
     @workflow.init
     def __init__(self, arg: ReplicaConfig | ReplicaState) -> None:
         self.state = arg if isinstance(arg, ReplicaState) else ReplicaState(config=arg)
+        """Everything that survives continue-as-new (`ReplicaState` documents each field)."""
+        # Not persistent: a run after continue-as-new starts with these afresh.
         self.lock = asyncio.Lock()
+        """Held by a pass, so passes never interleave (handlers never take it)."""
         self.seq = 0
+        """Bumped by every handler; the loop waits until it moves past what its pass saw."""
         self.wake_at: datetime | None = None
+        """When the last pass's plan said its decision can change (a back-off ends, a paced
+        status write is due, a start is tried again); None: no need. Reset by each pass."""
+        self.ended = EndedInstances()
+        """Instances that reported their end in this run (`instance_changed`), for a start at
+        their index that finds their workflow still closing (`children.start_instance`)."""
 
     # --- messages -------------------------------------------------------------------
 
     @workflow.signal(name=PARENT_SIGNAL_INSTANCE_CHANGED)
     def instance_changed(self, status: InstanceStatus) -> None:
         state = self.state
-        self.note_report(status)
+        if status.deleted or status.abandoned:
+            self.ended.ended.add(status.index)
+        note_surge_report(state, status, workflow.now())
         state.launched.pop(status.index, None)
         if status.deleted or status.abandoned:
             state.instances.pop(status.index, None)
@@ -102,7 +115,7 @@ class InferenceReplicaWorkflow(ReplicaInstances):
 
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> InferenceReplicaStatus:
-        return self.build_status(workflow.now())[0]
+        return build_status(self.state, workflow.now())[0]
 
     # --- main loop ------------------------------------------------------------------
 
@@ -121,72 +134,60 @@ class InferenceReplicaWorkflow(ReplicaInstances):
             async with self.lock:
                 finished = await self.pass_once()
             if finished:
-                return self.build_status(workflow.now())[0]
+                return build_status(self.state, workflow.now())[0]
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state)
             await self.wait_for_news(seen)
 
     async def wait_for_news(self, seen: int) -> None:
+        """Wait: for a message newer than `seen`, the plan's `wake_at`, or the safety re-check."""
         await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, SAFETY_RECHECK)
 
     # --- one pass -------------------------------------------------------------------
-
-    async def resend_lifecycle(self) -> None:
-        """Send running Instances a lifecycle-only change (no new revision, no pod moves)."""
-        state, config = self.state, self.state.config
-        current = lifecycle_digest(self.instance_spec(0, config.revision_hash))
-        if current == state.lifecycle_digest:
-            return
-        # The first pass only remembers it: every Instance started with these settings.
-        told = state.lifecycle_digest != ""
-        state.lifecycle_digest = current
-        if not told:
-            return
-        targets = {index: status.target_revision for index, status in state.instances.items()}
-        targets.update(state.launched)
-        targets.update(state.requested_updates)
-        sends = [
-            self.signal_instance(
-                index,
-                INSTANCE_UPDATE,
-                UpdateRequest(
-                    spec=self.instance_spec(index, revision, gang_surge_of=self.surging_for(index))
-                ),
-            )
-            for index, revision in sorted(targets.items())
-            if index not in state.removing
-        ]
-        await self.send_all(sends)
-
-    def surging_for(self, index: int) -> int | None:
-        """The source Instance `index` is still a gang surge target for; None once it took over."""
-        surge = self.state.gang_surges.get(index)
-        if surge is None or surge.source in self.state.removing:
-            return None
-        return surge.source
 
     async def pass_once(self) -> bool:
         """One pass; True when the InferenceReplica is gone and the workflow ends."""
         state, config = self.state, self.state.config
         now = workflow.now()
         self.wake_at = None
+        # Observe: the revision the config asks for; on the first pass, the object itself.
         state.revisions = observe_template(state.revisions, config.revision_name, config.revision_hash)
         state.specs[config.revision_hash] = config.component_spec
         if state.ir_uid is None:
-            await self.write_spec(self.desired())
-            await self.check_gang_scheduling()
+            await write_spec(state, view.desired(state.config))
+            await check_gang_scheduling(state)
         if state.deleting:
             return await self.tear_down()
-        await self.answer_releases()
-        await self.answer_resets()
-        desired = self.desired()
+        # The user's requests, the desired count, lifecycle settings the Instances must hear of.
+        await answer_releases(state)
+        await answer_resets(state)
+        desired = await self.observe_desired(config)
+        await resend_lifecycle(state)
+        # Plan and act on the Instances (`instances.act`), then project the outcome; `run` waits.
+        self.wake_at = await act(state, self.ended, desired, now)
+        await write_spec(state, desired)
+        self.wake_at = earliest(self.wake_at, await publish(state, now))
+        return False
+
+    async def observe_desired(self, config: ReplicaConfig) -> int:
+        """The desired count, recorded in a `Scaled` Event when it changed; `config` is the one
+        the pass began with, whose transient scale says what changed the count."""
+        state = self.state
+        desired = view.desired(state.config)
         if state.last_desired is not None and state.last_desired != desired:
             source = "scale" if config.transient_replicas is not None else "minReplicas"
-            await self.record(events.scaled(config.component, state.last_desired, desired, source))
+            await record(state, events.scaled(config.component, state.last_desired, desired, source))
         state.last_desired = desired
-        await self.resend_lifecycle()
-        await self.act(desired, now)
-        await self.write_spec(desired)
-        await self.publish(now)
-        return False
+        return desired
+
+    async def tear_down(self) -> bool:
+        """Drain and delete every Instance, then the InferenceReplica object; True when done."""
+        state = self.state
+        await drain_all(state)
+        if state.instances or state.launched:
+            self.wake_at = await publish(state, workflow.now())
+            return False
+        await delete_object(state)
+        await report(state, deleted=True)
+        return True

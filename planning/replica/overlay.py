@@ -1,0 +1,83 @@
+"""What the InferenceReplica's rules read: its Instances' reports, overlaid with what the
+workflow knows and the Instances do not say.
+
+The workflow folds its own requests into its view at once (an update signalled, an Instance
+started, a delete sent), so a second pass before the Instance answers neither repeats the
+request nor spends the budget twice. On top of that lie the multi-pod handovers in flight
+(`planning.replica.handover`), which only the InferenceReplica knows of, and the retry
+blocks it keeps from surge replacements that gave up and deleted themselves.
+
+Each rule here was once an override in a chain of workflow mixins; it is spelled out once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from models.instance import InstancePhase, InstanceStatus, RetryBlock
+from planning.replica.budget import UpdatePolicy
+from planning.replica.facts import InstanceFacts, facts_from_status
+from planning.replica.handover import GangSurge, with_handovers
+from planning.replica.reconcile import aggregate_blocks, with_target
+from planning.replica.retry import current_blocks
+
+
+def ready_revisions(reports: Iterable[InstanceStatus]) -> set[str]:
+    """Revisions some Instance is Ready on: proof that they can run (their blocks go)."""
+    return {status.running_revision for status in reports if status.ready and status.running_revision}
+
+
+def replica_facts(
+    reports: Mapping[int, InstanceStatus],
+    launched: Mapping[int, str],
+    requested_updates: Mapping[int, str],
+    removing: Sequence[int],
+    surges: Mapping[int, GangSurge],
+    policy: UpdatePolicy,
+) -> list[InstanceFacts]:
+    """The rows the rules read, by index.
+
+    Each report, moved to the revision an update was requested for (until the report shows
+    it), or shown deleting once a delete was sent; an Instance started and not heard from
+    yet, as `Creating`; then the handovers in flight (`with_handovers`).
+    """
+    facts: dict[int, InstanceFacts] = {}
+    for index, status in reports.items():
+        fact = facts_from_status(status)
+        requested = requested_updates.get(index)
+        if requested is not None and fact.target_revision != requested:
+            fact = with_target(fact, requested, policy)
+        if index in removing:
+            fact = replace(fact, phase=InstancePhase.DELETING, operation="Delete")
+        facts[index] = fact
+    for index, revision in launched.items():
+        facts.setdefault(
+            index,
+            InstanceFacts(
+                index=index,
+                phase=InstancePhase.CREATING,
+                target_revision=revision,
+                operation="Create",
+                has_pods=False,
+            ),
+        )
+    return with_handovers([facts[index] for index in sorted(facts)], surges)
+
+
+def replica_retry_blocks(
+    reports: Iterable[InstanceStatus], kept: Sequence[RetryBlock], update_revision: str
+) -> list[RetryBlock]:
+    """The update revision's block: the Instances' own, and those kept from surge
+    replacements that gave up (`kept`); none once an Instance is Ready on the revision."""
+    reports = list(reports)
+    ready = ready_revisions(reports)
+    reported = current_blocks(aggregate_blocks([status.retry_block for status in reports]), update_revision, ready)
+    return current_blocks(aggregate_blocks([*reported, *kept]), update_revision, ready)
+
+
+def earliest(*moments: datetime | None) -> datetime | None:
+    """The first of the moments given; None when none is."""
+    present = [moment for moment in moments if moment is not None]
+    return min(present) if present else None

@@ -1,0 +1,111 @@
+"""How the InferenceReplica workflow reaches its `Instance` children: their spec, their start,
+and a signal to one of them.
+
+Every start and signal of a pass goes out in one workflow task (`send_all`): the commands
+are issued in the order the plan lists them; awaiting each in turn would cost a task per
+Instance. What is sent is folded into the state by the caller (or, for a start, here, before
+the start), so a pass while it is in flight counts it already.
+
+Imported by the workflow modules inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from models.inferenceservice import ComponentSpec
+from models.instance import InstanceSpec
+from planning.replica.template import InstanceIdentity, instance_spec
+from workflows.names import INSTANCE, instance_workflow_id
+from workflows.replica import view
+from workflows.replica.messages import ReplicaConfig, ReplicaState
+
+
+@dataclass
+class EndedInstances:
+    """Instances that reported their end in this run: not persistent (a run after
+    continue-as-new starts with none, and its starts find nothing still closing).
+
+    Written by the `instance_changed` handler (`ended`) and by `start_instance`.
+    """
+
+    ended: set[int] = field(default_factory=set)
+    """Indexes whose Instance reported its end: its workflow may still be closing, so a start
+    at that index that finds it running is tried again. Cleared per index by a start there."""
+    start_again: bool = False
+    """Set by `start_instance` when such a start found the old workflow still closing: the
+    pass wakes shortly to try it again. Cleared by the pass before it starts anything."""
+
+
+async def send_all(sends: Sequence[Awaitable[object]]) -> None:
+    """Await `sends` together, so their commands leave in one workflow task, in order."""
+    await asyncio.gather(*sends)
+
+
+async def signal_instance(config: ReplicaConfig, index: int, name: str, payload: Any) -> None:
+    """Signal Instance `index`; one that already ended needs nothing, so a failure is logged."""
+    workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
+    try:
+        await workflow.get_external_workflow_handle(workflow_id).signal(name, payload)
+    except Exception as error:  # noqa: BLE001 - an Instance that already ended needs nothing
+        workflow.logger.warning("signal %s to %s failed: %s", name, workflow_id, error)
+
+
+def spec_for(state: ReplicaState, index: int, revision_hash: str, gang_surge_of: int | None = None) -> InstanceSpec:
+    """The spec of Instance `index` on `revision_hash` (a gang surge replacement of `gang_surge_of`)."""
+    config = state.config
+    component = state.specs.get(revision_hash, config.component_spec)
+    identity = InstanceIdentity(
+        namespace=config.namespace,
+        isvc=config.isvc,
+        component=config.component,
+        index=index,
+        revision=revision_hash,
+        revision_name=view.names(state).get(revision_hash, config.revision_name),
+        isvc_uid=config.isvc_uid,
+        pairing_protocol=config.pairing_protocol,
+        gang_surge_of=gang_surge_of,
+        parent_workflow_id=workflow.info().workflow_id,
+        pause_mode=config.effective_pause_mode,
+    )
+    return instance_spec(identity, ComponentSpec.model_validate(component), config.cluster, view.policy(config))
+
+
+async def start_instance(
+    state: ReplicaState,
+    ended: EndedInstances,
+    index: int,
+    revision_hash: str,
+    gang_surge_of: int | None = None,
+) -> None:
+    """Start Instance `index` as an abandoned child (it outlives this run; deletion is a signal)."""
+    config = state.config
+    workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
+    # Recorded before the start, so a pass while it is in flight counts it already.
+    state.launched[index] = revision_hash
+    try:
+        await workflow.start_child_workflow(
+            INSTANCE,
+            spec_for(state, index, revision_hash, gang_surge_of),
+            id=workflow_id,
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            static_summary=f"Instance {index} of {config.ir_name} ({view.names(state).get(revision_hash)})",
+        )
+    except WorkflowAlreadyStartedError:
+        if index in ended.ended:
+            # The Instance that had this index reported its end but its workflow has not
+            # closed yet: nothing was started, so the next pass starts it again.
+            state.launched.pop(index, None)
+            state.gang_surges.pop(index, None)
+            ended.start_again = True
+            return
+        # Started by an earlier run of this workflow: it reports to us by workflow ID.
+    ended.ended.discard(index)

@@ -1,0 +1,55 @@
+"""The InferenceReplica workflow's view of its state: what its rules and projections read.
+
+Plain functions of `ReplicaState` / `ReplicaConfig`, no Temporal calls: the update policy,
+the desired count, the revision names, the facts (`planning.replica.overlay.replica_facts`)
+and the retry blocks in force (`planning.replica.overlay.replica_retry_blocks`).
+
+Imported by the workflow modules inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+from models.instance import RetryBlock
+from planning.replica.budget import UpdatePolicy, update_policy
+from planning.replica.facts import InstanceFacts
+from planning.replica.overlay import replica_facts, replica_retry_blocks
+from planning.replica.scale import desired_replicas
+from workflows.replica.messages import ReplicaConfig, ReplicaState
+
+
+def policy(config: ReplicaConfig) -> UpdatePolicy:
+    """The component's update policy: its lifecycle over the cluster's defaults."""
+    return update_policy(config.effective.lifecycle, config.cluster.update_policy)
+
+
+def desired(config: ReplicaConfig) -> int:
+    """How many Instances the component wants: min/max replicas, or the transient scale."""
+    effective = config.effective
+    return desired_replicas(effective.min_replicas, effective.max_replicas, None, config.transient_replicas).desired
+
+
+def names(state: ReplicaState) -> dict[str, str]:
+    """Revision hash -> ControllerRevision-style name, for status and events."""
+    return {record.hash: record.name for record in state.revisions.history}
+
+
+def named(block: RetryBlock, names: dict[str, str]) -> RetryBlock:
+    """`block` with its revision shown by name, as status rows and Events show it."""
+    return block.model_copy(update={"target_revision": names.get(block.target_revision, block.target_revision)})
+
+
+def facts(state: ReplicaState) -> list[InstanceFacts]:
+    """What the rules read: reports, overlaid with what we asked for and have not heard back."""
+    return replica_facts(
+        state.instances,
+        state.launched,
+        state.requested_updates,
+        state.removing,
+        state.gang_surges,
+        policy(state.config),
+    )
+
+
+def retry_blocks(state: ReplicaState) -> list[RetryBlock]:
+    """The Instances' blocks and those kept from surge replacements that gave up."""
+    return replica_retry_blocks(state.instances.values(), state.gang_blocks, state.config.revision_hash)
