@@ -72,6 +72,7 @@ def plan(
         now=now,
         reserved_indexes=[*state.removing, *cleaning_up(state.gang_surges)],
         update_multi_pod=config.effective.is_multi_pod,
+        coordination=config.coordination,
     )
     return actions, blocks
 

@@ -9,6 +9,8 @@ Imported by the workflow modules inside `workflow.unsafe.imports_passed_through(
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from models.instance import RetryBlock
 from planning.replica.budget import UpdatePolicy, update_policy
 from planning.replica.facts import InstanceFacts
@@ -18,8 +20,13 @@ from workflows.replica.messages import ReplicaConfig, ReplicaState
 
 
 def policy(config: ReplicaConfig) -> UpdatePolicy:
-    """The component's update policy: its lifecycle over the cluster's defaults."""
-    return update_policy(config.effective.lifecycle, config.cluster.update_policy)
+    """The component's update policy: its lifecycle over the cluster's defaults; a rolling-update
+    rollout group's `maxSurge` / `maxUnavailable` replace its own budgets while its run moves it."""
+    own = update_policy(config.effective.lifecycle, config.cluster.update_policy)
+    group = config.coordination
+    if group is None or (group.max_surge is None and group.max_unavailable is None):
+        return own
+    return replace(own, max_surge=group.max_surge, max_unavailable=group.max_unavailable)
 
 
 def desired(config: ReplicaConfig) -> int:
