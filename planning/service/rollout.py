@@ -81,7 +81,8 @@ def rollout_status(run: RunSeen | None) -> dict[str, Any] | None:
         for digest, phase in zip(run.group_digests, run.group_phases, strict=False)
     ]
     if not run.active:
-        return {"groups": groups}
+        # The status is written as a merge patch: a closed run's `activeRun` is cleared by null.
+        return {"activeRun": None, "groups": groups}
     active: dict[str, Any] = {
         "id": str(run.run),
         "startedAt": run.started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -133,8 +133,13 @@ def counts_of(tracking: RolloutTracking, component: str, report: ReplicaReport, 
     """A component's counts as the run reads them: the revision as the run's target hash
     when the InferenceReplica already moves to it."""
     status = report.status
-    on_target = status.update_revision == tracking.target_names.get(component)
+    target_name = tracking.target_names.get(component)
+    on_target = status.update_revision == target_name
     ready = status.condition("Ready")
+    # A failed Instance, or a failed attempt at the target (its retry block), fails the group.
+    failing = (ready is not None and ready.reason == "InstanceFailed") or any(
+        block.target_revision == target_name for block in status.retry_blocks
+    )
     return ComponentCounts(
         component=component,
         revision=tracking.targets[component] if on_target else status.update_revision,
@@ -142,7 +147,7 @@ def counts_of(tracking: RolloutTracking, component: str, report: ReplicaReport, 
         updated=status.updated_replicas,
         updated_serving=status.updated_ready_replicas,
         serving=status.serving_replicas,
-        failed=1 if ready is not None and ready.reason == "InstanceFailed" else 0,
+        failed=1 if failing else 0,
     )
 
 

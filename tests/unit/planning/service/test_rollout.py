@@ -64,7 +64,7 @@ def test_status_rollout_pins_the_active_run_and_drops_it_once_closed() -> None:
         "groups": [{"observedDigest": "rp1:cca45ec1fb0f", "phase": "Progressing"}],
     }
     closed = rollout_status(replace(RUN, outcome="Completed", group_phases=["Succeeded"]))
-    assert closed == {"groups": [{"observedDigest": "rp1:cca45ec1fb0f", "phase": "Succeeded"}]}
+    assert closed == {"activeRun": None, "groups": [{"observedDigest": "rp1:cca45ec1fb0f", "phase": "Succeeded"}]}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,261 @@
+"""Rollout groups end to end on kubesim (spec: the rollout groups page, seed 004): the
+InferenceService opens a `Rollout` run when a change moves grouped components, the run
+paces each InferenceReplica, and status, Events and the rollout queries show it.
+
+The dev server runs in real time here, with kubesim; the 10-minute soak of the seed is
+shown on the time-skipping server in `test_rollout.py`, a 3-second one here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+from uuid import uuid4
+
+import pytest
+import yaml
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from kubesim.handle import KubeSim
+from tests.unit.deploy_usage import EXAMPLES
+from tests.workflows.service_harness import IMAGE_1, IMAGE_2, Story, eventually, story
+from workflows.names import rollout_workflow_id
+from workflows.replica.workflow import InferenceReplicaWorkflow
+from workflows.rollout.messages import RolloutView
+from workflows.service.messages import ExplainView, RolloutStatusView
+from workflows.service.workflow import InferenceServiceWorkflow
+
+pytestmark = pytest.mark.workflows
+
+NAME, NAMESPACE = "mistral-pd", "mistral-demo"
+IMAGE_3 = "docker.io/lmsysorg/sglang:v0.4.8"
+BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
+FAST = {"drain_seconds": 0.2, "stuck_pod_grace_seconds": 1, "update_retry": None}
+BLUE_GREEN = {"groups": [{"components": ["engine", "decoder"]}]}
+
+
+def runtime() -> dict[str, Any]:
+    """The example's prefill-decode runtime as a namespaced ServingRuntime, on IMAGE_1 and
+    without GPUs (the test is about rollouts, not capacity)."""
+    loaded: dict[str, Any] = yaml.safe_load((EXAMPLES / "srt-mistral-7b-instruct-pd.yaml").read_text())
+    loaded["kind"] = "ServingRuntime"
+    for key in ("routerConfig", "engineConfig", "decoderConfig"):
+        runner = loaded["spec"][key]["runner"]
+        runner.pop("resources", None)
+        runner["image"] = IMAGE_1
+    return loaded
+
+
+def manifest(
+    s: Story, rollout: dict[str, Any], image: str | None = None, replicas: tuple[int, int] = (1, 1)
+) -> dict[str, Any]:
+    """The example's mistral-pd in the test's namespace, with `rollout` and the engine's and
+    decoder's image and counts."""
+    loaded: dict[str, Any] = json.loads((EXAMPLES / "mistral-pd.json").read_text())
+    loaded["metadata"]["namespace"] = s.namespace
+    spec = loaded["spec"]
+    spec["rollout"] = rollout
+    for component, count in zip(("engine", "decoder"), replicas, strict=True):
+        spec[component] = {"minReplicas": count, "maxReplicas": count}
+        if image is not None:
+            spec[component]["runner"] = {"image": image}
+    return loaded
+
+
+def serving_images(s: Story, component: str) -> list[str]:
+    return sorted(
+        p.spec.containers[0].image for p in s.serving_pods() if p.metadata.labels["ome.io/component"] == component
+    )
+
+
+async def settled(s: Story, counts: dict[str, int], image: str) -> bool:
+    """Every component serves `counts` Instances, the engine and the decoder on `image`."""
+    view = await s.status()
+    ready = view.status.condition("Ready")
+    if ready is None or ready.status != "True":
+        return False
+    return all(
+        serving_images(s, c) == [image] * n for c, n in counts.items() if c != "router"
+    ) and len(serving_images(s, "router")) == counts.get("router", 1)
+
+
+async def rollout_status(s: Story) -> RolloutStatusView:
+    return await s.handle().query(InferenceServiceWorkflow.rollout_status)
+
+
+async def explain(s: Story, component: str) -> ExplainView:
+    return await s.handle().query(InferenceServiceWorkflow.explain, component)
+
+
+async def run_outcome(s: Story, run: int) -> str | None:
+    handle = s.client.get_workflow_handle(rollout_workflow_id(s.namespace, NAME, run), result_type=RolloutView)
+    try:
+        description = await handle.describe()
+    except Exception:  # noqa: BLE001 - not started yet
+        return None
+    if description.status != WorkflowExecutionStatus.COMPLETED:
+        return None
+    result = await handle.result()
+    return result.outcome
+
+
+class Sampler:
+    """Samples something every 50 ms while a change rolls out."""
+
+    def __init__(self, probe: Callable[[], Any]) -> None:
+        self.probe, self.samples, self.task = probe, [], None  # type: ignore[var-annotated]
+
+    async def run(self) -> None:
+        while True:
+            value = self.probe()
+            if asyncio.iscoroutine(value):
+                value = await value
+            self.samples.append((time.monotonic(), value))
+            await asyncio.sleep(0.05)
+
+    async def __aenter__(self) -> Sampler:
+        self.task = asyncio.create_task(self.run())  # type: ignore[assignment]
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.task is not None
+        if self.task.done():
+            self.task.result()  # a sampler that died says why
+        self.task.cancel()
+
+
+def mistral(client: Client, task_queue: str, sim: KubeSim, cluster: dict[str, Any] | None = None) -> Any:
+    """Each test in a namespace of its own: run IDs derive from it, and the dev server keeps
+    the runs of earlier tests."""
+    namespace = f"{NAMESPACE}-{uuid4().hex[:6]}"
+    return story(client, task_queue, sim, cluster=cluster or FAST, name=NAME, namespace=namespace, runtime=runtime())
+
+
+async def test_engine_and_decoder_roll_out_together_by_blue_green_and_the_router_alone(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with mistral(dev_client, task_queue, kubesim) as s:
+        await s.apply(manifest(s, BLUE_GREEN))
+        await eventually(lambda: settled(s, {"engine": 1, "decoder": 1}, IMAGE_1), "mistral-pd serving", within=60)
+        first = await rollout_status(s)
+        assert first.run is None and first.rows == [], "the very first revision never runs a rollout"
+        router_before = (await s.irep("router").query(InferenceReplicaWorkflow.status)).current_revision
+
+        changed = await s.apply(manifest(s, BLUE_GREEN, IMAGE_2))
+        assert changed.generation == 2
+        await eventually(lambda: run_outcome(s, 2), "rollout run 2 to complete", within=90)
+        await eventually(lambda: settled(s, {"engine": 1, "decoder": 1}, IMAGE_2), "both on the new image")
+
+        shown = await rollout_status(s)
+        assert shown.run == 2 and shown.outcome == "Completed" and not shown.active
+        assert [(r.component, r.strategy) for r in shown.rows] == [("engine", "BlueGreen"), ("decoder", "BlueGreen")]
+        assert (await s.irep("router").query(InferenceReplicaWorkflow.status)).current_revision == router_before
+        isvc = await eventually(lambda: _rollout_closed(s), "status.rollout to show the closed run")
+        assert isvc["status"]["rollout"]["groups"][0]["observedDigest"] == "rp1:cca45ec1fb0f"
+        conditions = {c["type"]: c for c in isvc["status"]["conditions"]}
+        assert conditions["RolloutPlanReady"]["reason"] == "NoActiveRun"
+        why = await explain(s, "router")
+        assert not why.grouped and "in no rollout group" in why.summary
+
+
+def _rollout_closed(s: Story) -> dict[str, Any] | None:
+    isvc = s.object("inferenceservices", NAME) or {}
+    rollout = (isvc.get("status") or {}).get("rollout") or {}
+    groups = rollout.get("groups") or []
+    return isvc if groups and "activeRun" not in rollout and groups[0].get("phase") == "Succeeded" else None
+
+
+async def test_a_sequence_rolls_the_decoder_then_the_engine_after_the_soak(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    sequence = {"groups": [{"components": ["decoder"], "soak": "3s"}, {"components": ["engine"]}]}
+    async with mistral(dev_client, task_queue, kubesim) as s:
+        await s.apply(manifest(s, sequence))
+        await eventually(lambda: settled(s, {"engine": 1, "decoder": 1}, IMAGE_1), "mistral-pd serving", within=60)
+
+        async def sample() -> tuple[Any, list[str], list[str]]:
+            hold = (await s.irep("engine").query(InferenceReplicaWorkflow.status)).rollout_hold
+            return (
+                (hold.gate, hold.reason) if hold is not None else None,
+                serving_images(s, "decoder"),
+                [p.spec.containers[0].image for p in s.pods() if p.metadata.labels["ome.io/component"] == "engine"],
+            )
+
+        async with Sampler(sample) as sampler:
+            await s.apply(manifest(s, sequence, IMAGE_2))
+            await eventually(lambda: run_outcome(s, 2), "rollout run 2 to complete", within=90)
+        holds = [value[0] for _, value in sampler.samples if value[0] is not None]
+        assert ("Sequential", "Sequential waiting on decoder") in holds, holds
+        assert ("Sequential", "Sequential.Soak: engine waiting out the 3s soak after decoder") in holds, holds
+        decoder_done = next(t for t, value in sampler.samples if value[1] == [IMAGE_2])
+        engine_started = next(t for t, value in sampler.samples if IMAGE_2 in value[2])
+        assert engine_started >= decoder_done + 2.9, "the engine starts no earlier than the decoder's finish + soak"
+
+
+async def test_a_failed_instance_fails_the_group_and_the_other_component_goes_on(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    kubesim.set_image_behavior(BAD_IMAGE, fail_pull=True)
+    async with mistral(dev_client, task_queue, kubesim) as s:
+        await s.apply(manifest(s, BLUE_GREEN))
+        await eventually(lambda: settled(s, {"engine": 1, "decoder": 1}, IMAGE_1), "mistral-pd serving", within=60)
+        broken = manifest(s, BLUE_GREEN, IMAGE_2)
+        broken["spec"]["engine"]["runner"] = {"image": BAD_IMAGE}
+        await s.apply(broken)
+        events = await eventually(lambda: _events(s, "CoordinationGroupFailed"), "CoordinationGroupFailed", within=60)
+        assert events[0]["type"] == "Warning"
+        assert "group 0 (engine, decoder) failed: a failed Instance in engine" in events[0]["message"]
+        await eventually(lambda: serving_images(s, "decoder") == [IMAGE_2], "the decoder to go on to the new image")
+        assert (await rollout_status(s)).reported == "Failed"
+
+
+def _events(s: Story, reason: str) -> list[dict[str, Any]] | None:
+    listed = s.core.list_namespaced_event(s.namespace).items
+    found = [{"type": e.type, "message": e.message} for e in listed if e.reason == reason]
+    return found or None
+
+
+async def test_a_newer_image_during_a_run_supersedes_it(dev_client: Client, task_queue: str, kubesim: KubeSim) -> None:
+    kubesim.set_image_behavior(IMAGE_2, ready_seconds=2.0)
+    async with mistral(dev_client, task_queue, kubesim) as s:
+        await s.apply(manifest(s, BLUE_GREEN))
+        await eventually(lambda: settled(s, {"engine": 1, "decoder": 1}, IMAGE_1), "mistral-pd serving", within=60)
+        await s.apply(manifest(s, BLUE_GREEN, IMAGE_2))
+        await eventually(lambda: _started(s, 2), "rollout run 2 to open")
+        await s.apply(manifest(s, BLUE_GREEN, IMAGE_3))
+        assert await eventually(lambda: run_outcome(s, 2), "run 2 to close", within=60) == "Superseded"
+        assert await eventually(lambda: run_outcome(s, 3), "run 3 to complete", within=90) == "Completed"
+        await eventually(lambda: settled(s, {"engine": 1, "decoder": 1}, IMAGE_3), "both on the newest image")
+
+
+async def _started(s: Story, run: int) -> bool:
+    try:
+        await s.client.get_workflow_handle(rollout_workflow_id(s.namespace, NAME, run)).describe()
+    except Exception:  # noqa: BLE001 - not yet
+        return False
+    return True
+
+
+async def test_a_pause_during_a_run_holds_its_groups_paused_until_resume(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    kubesim.set_image_behavior(IMAGE_2, ready_seconds=1.5)
+    async with mistral(dev_client, task_queue, kubesim) as s:
+        await s.apply(manifest(s, BLUE_GREEN, replicas=(2, 2)))
+        await eventually(lambda: settled(s, {"engine": 2, "decoder": 2}, IMAGE_1), "mistral-pd serving", within=60)
+        await s.apply(manifest(s, BLUE_GREEN, IMAGE_2, replicas=(2, 2)))
+        await eventually(lambda: _started(s, 2), "rollout run 2 to open")
+        await s.handle().signal("pause")
+        paused = await eventually(lambda: _reported(s, "Paused"), "the run to show Paused", within=30)
+        assert paused.active and {r.group_phase for r in paused.rows} == {"Paused"}
+        await s.handle().signal("resume")
+        await eventually(lambda: run_outcome(s, 2), "rollout run 2 to complete after resume", within=90)
+        await eventually(lambda: settled(s, {"engine": 2, "decoder": 2}, IMAGE_2), "all on the new image")
+
+
+async def _reported(s: Story, state: str) -> RolloutStatusView | None:
+    shown = await rollout_status(s)
+    return shown if shown.reported == state else None
