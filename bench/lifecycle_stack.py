@@ -40,6 +40,7 @@ IMAGE_1 = "docker.io/lmsysorg/sglang:v0.4.6"
 IMAGE_2 = "docker.io/lmsysorg/sglang:v0.4.7"
 LABEL_ISVC = "ome.io/inferenceservice"
 LABEL_INDEX = "ome.io/instance-index"
+LABEL_COMPONENT = "ome.io/component"
 SERVING_GATE = "ome.io/serving"
 
 BENCH_CLUSTER: dict[str, Any] = {"drain_seconds": 0.0}
@@ -135,6 +136,7 @@ class PodView:
     ready: bool
     serving: bool
     terminating: bool
+    component: str = ""
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,10 @@ class PodSnapshot:
             for pod in self.live()
             if pod.index is not None and pod.ready and pod.serving and (image is None or pod.image == image)
         }
+
+    def of(self, component: str) -> PodSnapshot:
+        """The pods of one component."""
+        return PodSnapshot(tuple(pod for pod in self.pods if pod.component == component))
 
     def live_by_index(self) -> dict[int | None, list[PodView]]:
         found: dict[int | None, list[PodView]] = {}
@@ -185,6 +191,7 @@ def _view(pod: dict[str, Any]) -> PodView:
         ready=conditions.get("Ready") == "True",
         serving=conditions.get(SERVING_GATE) == "True",
         terminating=metadata.get("deletionTimestamp") is not None,
+        component=str(labels.get(LABEL_COMPONENT, "")),
     )
 
 

@@ -43,6 +43,7 @@ SIGNAL_DRAIN = "drain"
 SIGNAL_DELETE = "delete"
 SIGNAL_RELEASE_HELD = "release_held"
 SIGNAL_SET_PAUSE = "set_pause"
+SIGNAL_HOLD_DRAIN = "hold_drain"
 QUERY_STATUS = "status"
 PARENT_SIGNAL_INSTANCE_CHANGED = "instance_changed"
 
@@ -313,6 +314,13 @@ class ReleaseHeldRequest(StatusModel):
     """Lift the Held retry block of `revision` (full hash or its first 8 characters)."""
 
     revision: str
+
+
+class HoldDrainRequest(StatusModel):
+    """From the InferenceReplica while its rollout run holds drains (gate `Pairing`): an
+    in-flight SurgeThenDrain keeps its old pod serving until `reason` is None again."""
+
+    reason: str | None = None
 
 
 class PauseRequest(StatusModel):

@@ -45,6 +45,9 @@ HOLD_POD_GROUP_TERMINATING = "PodGroupTerminating"
 HOLD_NODE_UNKNOWN = "NodeUnknown"
 HOLD_PAUSED = "Paused"
 """Set by the pause (`planning.instance.pause`), not by the pods: the clock restarts in full on resume."""
+HOLD_PAIRING = "Pairing"
+"""A rollout run holds the old pod's drain until a same-token engine and decoder pair serves
+(an operation's `waiting`, not a readiness hold: the new pod is already serving)."""
 
 
 def is_counting(reason: str) -> bool:

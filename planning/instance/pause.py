@@ -39,9 +39,10 @@ def hold_update(mode: InstancePauseMode | None) -> bool:
     return mode is not None
 
 
-def surge_may_drain(mode: InstancePauseMode | None) -> bool:
-    """Whether an in-flight single-pod SurgeThenDrain may drain its old pod now (§5)."""
-    return mode is None
+def surge_may_drain(mode: InstancePauseMode | None, drain_hold: str | None = None) -> bool:
+    """Whether an in-flight single-pod SurgeThenDrain may drain its old pod now: not paused
+    (§5), and no rollout run holds the drain (gate `Pairing`, §6)."""
+    return mode is None and drain_hold is None
 
 
 def repairs_allowed(mode: InstancePauseMode | None) -> bool:
@@ -94,12 +95,13 @@ def on_pod_failure(
 
 
 def instances_to_tell(
-    told: InstancePauseMode | None,
-    mode: InstancePauseMode | None,
+    told: str | None,
+    mode: str | None,
     indexes: Iterable[int],
     removing: Iterable[int],
 ) -> list[int]:
-    """The Instances the InferenceReplica signals `set_pause` when the pause changed.
+    """The Instances the InferenceReplica signals when the pause (`set_pause`) or a rollout
+    run's drain hold (`hold_drain`) changed.
 
     `told` is what the Instances were last told; when it equals `mode` nobody needs telling.
     Instances being removed are left out: scale-down and deletion proceed whatever the pause.

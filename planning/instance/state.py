@@ -65,6 +65,9 @@ class InstanceState(BaseModel):
     """The component's pause as last told (`set_pause`, or the spec at start); None: not paused."""
     paused_update: InstanceSpec | None = None
     """An update that arrived during a pause: it waits here and becomes pending on resume."""
+    drain_hold: str | None = None
+    """Why the old pod of an in-flight SurgeThenDrain may not drain yet (a rollout run's
+    `Pairing` gate, `hold_drain`); None: it may. Unlike a pause, updates still start."""
 
     pending_update: InstanceSpec | None = None
     pending_restart: RestartRequest | None = None

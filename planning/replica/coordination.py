@@ -36,6 +36,9 @@ class Coordination:
     max_surge: int | str | None = None
     max_unavailable: int | str | None = None
     """A rolling-update group's budgets, which replace the component's own."""
+    drain_hold: str | None = None
+    """Why old Instances may not drain yet (the pairing-protocol transition's `Pairing` gate):
+    the InferenceReplica tells its Instances (`hold_drain`) and holds its own handover drains."""
 
 
 def opening(run: int, target: str) -> Coordination:
@@ -52,7 +55,12 @@ def coordinated(
     plan: UpdatePlan, instances: Sequence[InstanceFacts], revision: str, coordination: Coordination | None
 ) -> UpdatePlan:
     """`plan` with no more starts than the run allows; the run's hold when it holds them all."""
-    if coordination is None or plan.paused or plan.complete or not plan.start:
+    if coordination is None or plan.paused or plan.complete:
+        return plan
+    if not plan.start:
+        if coordination.drain_hold is not None and plan.denial is None and coordination.target == revision:
+            # Nothing else waits: the rollout shows why the old Instances keep serving.
+            return replace(plan, denial=HoldDenial(HoldGate.PAIRING, coordination.drain_hold, revision))
         return plan
     if coordination.target != revision:
         room = 0

@@ -181,11 +181,12 @@ def reconcile(
         NewInstance(index=index, revision=update_revision, replaces=source)
         for source, index in zip(surged, replacement_indexes(used, len(surged), floor), strict=True)
     )
+    drain_held = coordination is not None and coordination.drain_hold is not None
     handovers = plan_handovers(
         [instance for instance in instances if instance.index not in leaving],
         policy.min_ready_seconds,
         now,
-        paused,
+        paused or drain_held,
     )
     denial = plan.denial
     if denial is not None:

@@ -54,6 +54,9 @@ class ComponentProgress:
     """Instances serving, any revision."""
     failed: int = 0
     """Instances Failed on the target revision."""
+    surge_serving: int = 0
+    """Moving Instances whose new pod already serves beside their old one (not yet counted
+    in `updated_serving`, which counts an Instance once its old pod is gone)."""
     finished_at: datetime | None = None
     """When every Instance last served on the target revision (the component's rollout done)."""
     in_place: bool = False
@@ -88,6 +91,8 @@ class Allowance:
     hold: Hold | None = None
     wake_at: datetime | None = None
     """When the decision changes with no report (a soak ends)."""
+    drain_hold: Hold | None = None
+    """Old Instances may not drain yet (the pairing-protocol transition, `planning.rollout.pairing`)."""
 
 
 def wave_limit(replicas: int, wave: int) -> int:

@@ -14,10 +14,12 @@ cohort. The drain of an old pod waits, gate `Pairing`, in two cases:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from planning.replica.hold import HoldGate
-from planning.rollout.gates import Hold
+from planning.rollout.gates import Allowance, ComponentProgress, Hold
+from planning.rollout.plan import RolloutPlan
 
 PAIRED = ("engine", "decoder")
 
@@ -41,7 +43,8 @@ def drain_hold(draining: Cohorts, other: Cohorts, old_token: str, new_token: str
     name, peer = draining.component, other.component
     if draining.old_serving <= 0:
         return None
-    if other.new_serving == 0 and other.surges and draining.new_serving > 0:
+    # Set before the replacement serves: a SurgeThenDrain Instance drains the moment it does.
+    if other.new_serving == 0 and other.surges:
         return Hold(
             HoldGate.PAIRING,
             f'pairing protocol transition to "{new_token}": the replacement {name} cannot pair because '
@@ -65,3 +68,38 @@ def drain_hold(draining: Cohorts, other: Cohorts, old_token: str, new_token: str
 def pair_serves(engine: Cohorts, decoder: Cohorts) -> bool:
     """The invariant: some engine and decoder of the same token serve."""
     return _pairs(engine.old_serving, engine.new_serving, decoder.old_serving, decoder.new_serving) > 0
+
+
+def transition(plan: RolloutPlan, pairing_from: str | None) -> tuple[str, str] | None:
+    """(old token, new token) while the run changes the pairing protocol of an engine and a
+    decoder rolled out in one group; None otherwise (setting a token first, or clearing it)."""
+    new = plan.pairing_protocol
+    group = plan.group_of(PAIRED[0])
+    if not pairing_from or not new or pairing_from == new or group is None or PAIRED[1] not in group.components:
+        return None
+    return pairing_from, new
+
+
+def cohorts(c: ComponentProgress) -> Cohorts:
+    """Serving per token: an Instance at a held drain serves both its old and its new pod."""
+    new = c.updated_serving + c.surge_serving
+    return Cohorts(c.name, old_serving=max(0, c.serving - c.updated_serving), new_serving=new, surges=c.surges)
+
+
+def with_pairing(
+    plan: RolloutPlan, progress: Mapping[str, ComponentProgress], found: list[Allowance], pairing_from: str | None
+) -> list[Allowance]:
+    """The allowances with each paired component's drain hold; a held component with no other
+    hold shows the `Pairing` gate."""
+    tokens = transition(plan, pairing_from)
+    if tokens is None or any(name not in progress for name in PAIRED):
+        return found
+    engine, decoder = (cohorts(progress[name]) for name in PAIRED)
+    holds = {
+        PAIRED[0]: drain_hold(engine, decoder, *tokens),
+        PAIRED[1]: drain_hold(decoder, engine, *tokens),
+    }
+    return [
+        replace(a, drain_hold=holds[a.component], hold=a.hold or holds[a.component]) if a.component in holds else a
+        for a in found
+    ]

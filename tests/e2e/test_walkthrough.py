@@ -26,9 +26,9 @@ WALKTHROUGH_WITHIN = 280.0
 """Seconds for the whole walkthrough: two rolling updates and a deletion in real kubesim time."""
 
 
-def walkthrough_commands(readme: str) -> list[str]:
-    """Every command of the `## Walkthrough` section's bash blocks, continuation lines joined."""
-    section = readme.split("\n## Walkthrough\n", 1)[1]
+def walkthrough_commands(readme: str, heading: str = "Walkthrough") -> list[str]:
+    """Every command of the `## <heading>` section's bash blocks, continuation lines joined."""
+    section = readme.split(f"\n## {heading}\n", 1)[1]
     section = re.split(r"\n## (?!#)", section, maxsplit=1)[0]
     commands: list[str] = []
     for block in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL):
@@ -144,3 +144,28 @@ def test_readme_walkthrough_runs_as_written(stack: RunningStack, tmp_path: Path)
             break
         time.sleep(1)
     assert types == ["InferenceReplica", "InferenceService", "Instance", "Instance"], listed
+
+
+@pytest.mark.timeout(300)
+def test_readme_rollout_groups_walkthrough_runs_as_written(stack: RunningStack, tmp_path: Path) -> None:
+    commands = walkthrough_commands(README.read_text(), "Walkthrough: rollout groups")
+    assert len(commands) >= 12, f"the rollout walkthrough lost its commands: {commands}"
+    outputs, _ = run_walkthrough(stack, tmp_path, commands)
+
+    preview = output_of(commands, outputs, "temporal workflow query --workflow-id isvc/mistral-demo/mistral-pd --name preview")
+    assert "BlueGreen" in preview and "engine" in preview and "decoder" in preview, preview
+
+    status = output_of(commands, outputs, "temporal workflow query --workflow-id isvc/mistral-demo/mistral-pd --name rollout_status")
+    assert "BlueGreen" in status and "2" in status, status
+
+    completed = output_of(commands, outputs, "temporal workflow result --workflow-id rollout/mistral-demo/mistral-pd/2")
+    assert "Completed" in completed, completed
+    protocol = output_of(commands, outputs, "temporal workflow result --workflow-id rollout/mistral-demo/mistral-pd/3")
+    assert "Completed" in protocol, protocol
+
+    pods = output_of(commands, outputs, "kubectl get pods -n mistral-demo -L")
+    paired = [line.split() for line in pods.strip().splitlines()[1:] if "kv-v2" in line]
+    assert {row[-2] for row in paired} == {"engine", "decoder"}, pods
+
+    digest = output_of(commands, outputs, "kubectl get inferenceservice mistral-pd -n mistral-demo -o jsonpath")
+    assert digest.strip() == "rp1:cca45ec1fb0f", digest

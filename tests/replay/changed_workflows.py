@@ -22,8 +22,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows.instance.workflow import InstanceWorkflow
-    from workflows.names import INFERENCE_REPLICA, INFERENCE_SERVICE, INSTANCE
+    from workflows.names import INFERENCE_REPLICA, INFERENCE_SERVICE, INSTANCE, ROLLOUT
     from workflows.replica.workflow import InferenceReplicaWorkflow
+    from workflows.rollout.workflow import RolloutWorkflow
     from workflows.service.workflow import InferenceServiceWorkflow
 
 EXTRA_TIMER = timedelta(seconds=1)
@@ -54,10 +55,12 @@ def changed(name: str, base: type[Any]) -> type[Any]:
 ChangedInstanceWorkflow = changed(INSTANCE, InstanceWorkflow)
 ChangedInferenceReplicaWorkflow = changed(INFERENCE_REPLICA, InferenceReplicaWorkflow)
 ChangedInferenceServiceWorkflow = changed(INFERENCE_SERVICE, InferenceServiceWorkflow)
+ChangedRolloutWorkflow = changed(ROLLOUT, RolloutWorkflow)
 
 CHANGED: dict[str, type[Any]] = {
     INSTANCE: ChangedInstanceWorkflow,
     INFERENCE_REPLICA: ChangedInferenceReplicaWorkflow,
     INFERENCE_SERVICE: ChangedInferenceServiceWorkflow,
+    ROLLOUT: ChangedRolloutWorkflow,
 }
 """Workflow type name -> its deliberately changed copy."""

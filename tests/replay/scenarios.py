@@ -24,6 +24,9 @@ from temporalio.testing import WorkflowEnvironment
 from kubesim.handle import KubeSim
 from models.instance import QUERY_STATUS, DeleteRequest, InstancePhase, InstanceStatus, UpdateRequest
 from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
+from tests.workflows.rollout_examples import BLUE_GREEN, pd_manifest, pd_runtime
+from tests.workflows.rollout_examples import NAME as PD_NAME
+from tests.workflows.rollout_examples import NAMESPACE as NAMESPACE_PD
 from tests.workflows.service_harness import (
     FAST_CLUSTER,
     IMAGE_1,
@@ -40,6 +43,7 @@ from tests.workflows.service_harness import (
 from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
 from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
+from workflows.names import rollout_workflow_id
 from workflows.service.messages import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
 
 BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
@@ -112,7 +116,14 @@ async def instance_surge_update(env: WorkflowEnvironment, sim: KubeSim, task_que
 
 @asynccontextmanager
 async def service_story(
-    env: WorkflowEnvironment, sim: KubeSim, task_queue: str, cluster: dict[str, Any]
+    env: WorkflowEnvironment,
+    sim: KubeSim,
+    task_queue: str,
+    cluster: dict[str, Any],
+    *,
+    name: str = NAME,
+    namespace: str = NAMESPACE,
+    runtime: dict[str, Any] | None = None,
 ) -> AsyncIterator[Story]:
     """The spec 003 example's namespace and runtime, a worker, and the real watcher process's two
     watches, pods and Deployments, as `workers.watcher.main` runs them (rather than the workflow
@@ -121,10 +132,10 @@ async def service_story(
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
     core.create_namespace(
-        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NAMESPACE))
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=namespace))
     )
     custom.create_namespaced_custom_object(
-        "ome.io", "v1beta1", NAMESPACE, "servingruntimes", runtime_manifest()
+        "ome.io", "v1beta1", namespace, "servingruntimes", runtime or runtime_manifest()
     )
     watcher = PodWatcher(sim.api_client(), TemporalSignalSink(env.client))
     deployments = DeploymentWatcher(sim.api_client(), TemporalDeploymentSink(env.client))
@@ -132,7 +143,7 @@ async def service_story(
     await deployments.start()
     try:
         async with build_worker(env.client, task_queue, sim.api_client()):
-            yield Story(env.client, task_queue, sim, core, custom, None, cluster)
+            yield Story(env.client, task_queue, sim, core, custom, None, cluster, name, namespace)
     finally:
         await deployments.stop()
         await watcher.stop()
@@ -432,6 +443,46 @@ async def service_lifecycle_change(env: WorkflowEnvironment, sim: KubeSim, task_
         await _delete_service(s)
 
 
+async def _pd_on(s: Story, image: str) -> bool:
+    """The engine and the decoder each serve one Instance on `image`, the router one."""
+    serving = [p for p in s.serving_pods() if p.metadata.deletion_timestamp is None]
+    by_component: dict[str, list[str]] = {}
+    for pod in serving:
+        by_component.setdefault(pod.metadata.labels["ome.io/component"], []).append(pod.spec.containers[0].image)
+    live = [p for p in s.pods() if p.metadata.deletion_timestamp is None]
+    return (
+        by_component.get("engine") == [image]
+        and by_component.get("decoder") == [image]
+        and len(by_component.get("router", [])) == 1
+        and len(live) == 3
+    )
+
+
+async def service_rollout_group(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """Seed 004: engine and decoder in one blue-green group, the router alone; a new image
+    runs a `Rollout`, which completes; then delete."""
+    namespace = NAMESPACE_PD
+    async with service_story(
+        env, sim, task_queue, dict(FAST_CLUSTER), name=PD_NAME, namespace=namespace, runtime=pd_runtime()
+    ) as s:
+        await _accepted(s, pd_manifest(namespace, BLUE_GREEN))
+        await until(lambda: _pd_on(s, IMAGE_1), "mistral-pd serving", within=WAIT)
+        await _accepted(s, pd_manifest(namespace, BLUE_GREEN, IMAGE_2))
+        run = s.client.get_workflow_handle(rollout_workflow_id(namespace, PD_NAME, 2))
+        await until(lambda: _completed(run), "rollout run 2 to complete", within=WAIT)
+        await until(lambda: _pd_on(s, IMAGE_2), "engine and decoder on the new image", within=WAIT)
+        await _delete_service(s)
+
+
+async def _completed(handle: WorkflowHandle[Any, Any]) -> bool:
+    try:
+        return (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+
+
 SCENARIOS = [
     Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
     Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
@@ -460,6 +511,11 @@ SCENARIOS = [
         "service_deployment_scale",
         service_deployment_scale,
         "an OMENative engine and a RawDeployment router: scale refused, scale 1 -> 2, delete",
+    ),
+    Scenario(
+        "service_rollout_group",
+        service_rollout_group,
+        "seed 004: engine+decoder blue-green group and the router alone; an image change runs a Rollout; delete",
     ),
     Scenario(
         "service_lifecycle_change",

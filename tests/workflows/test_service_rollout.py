@@ -9,18 +9,16 @@ shown on the time-skipping server in `test_rollout.py`, a 3-second one here.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
 import pytest
-import yaml
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from kubesim.handle import KubeSim
-from tests.unit.deploy_usage import EXAMPLES
+from tests.workflows.rollout_examples import BLUE_GREEN, NAME, NAMESPACE, pd_manifest, pd_runtime
 from tests.workflows.service_harness import IMAGE_1, IMAGE_2, Story, eventually, story
 from workflows.names import rollout_workflow_id
 from workflows.replica.workflow import InferenceReplicaWorkflow
@@ -30,39 +28,15 @@ from workflows.service.workflow import InferenceServiceWorkflow
 
 pytestmark = pytest.mark.workflows
 
-NAME, NAMESPACE = "mistral-pd", "mistral-demo"
 IMAGE_3 = "docker.io/lmsysorg/sglang:v0.4.8"
 BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
 FAST = {"drain_seconds": 0.2, "stuck_pod_grace_seconds": 1, "update_retry": None}
-BLUE_GREEN = {"groups": [{"components": ["engine", "decoder"]}]}
-
-
-def runtime() -> dict[str, Any]:
-    """The example's prefill-decode runtime as a namespaced ServingRuntime, on IMAGE_1 and
-    without GPUs (the test is about rollouts, not capacity)."""
-    loaded: dict[str, Any] = yaml.safe_load((EXAMPLES / "srt-mistral-7b-instruct-pd.yaml").read_text())
-    loaded["kind"] = "ServingRuntime"
-    for key in ("routerConfig", "engineConfig", "decoderConfig"):
-        runner = loaded["spec"][key]["runner"]
-        runner.pop("resources", None)
-        runner["image"] = IMAGE_1
-    return loaded
 
 
 def manifest(
     s: Story, rollout: dict[str, Any], image: str | None = None, replicas: tuple[int, int] = (1, 1)
 ) -> dict[str, Any]:
-    """The example's mistral-pd in the test's namespace, with `rollout` and the engine's and
-    decoder's image and counts."""
-    loaded: dict[str, Any] = json.loads((EXAMPLES / "mistral-pd.json").read_text())
-    loaded["metadata"]["namespace"] = s.namespace
-    spec = loaded["spec"]
-    spec["rollout"] = rollout
-    for component, count in zip(("engine", "decoder"), replicas, strict=True):
-        spec[component] = {"minReplicas": count, "maxReplicas": count}
-        if image is not None:
-            spec[component]["runner"] = {"image": image}
-    return loaded
+    return pd_manifest(s.namespace, rollout, image, replicas)
 
 
 def serving_images(s: Story, component: str) -> list[str]:
@@ -131,7 +105,7 @@ def mistral(client: Client, task_queue: str, sim: KubeSim, cluster: dict[str, An
     """Each test in a namespace of its own: run IDs derive from it, and the dev server keeps
     the runs of earlier tests."""
     namespace = f"{NAMESPACE}-{uuid4().hex[:6]}"
-    return story(client, task_queue, sim, cluster=cluster or FAST, name=NAME, namespace=namespace, runtime=runtime())
+    return story(client, task_queue, sim, cluster=cluster or FAST, name=NAME, namespace=namespace, runtime=pd_runtime())
 
 
 async def test_engine_and_decoder_roll_out_together_by_blue_green_and_the_router_alone(
@@ -259,3 +233,43 @@ async def test_a_pause_during_a_run_holds_its_groups_paused_until_resume(
 async def _reported(s: Story, state: str) -> RolloutStatusView | None:
     shown = await rollout_status(s)
     return shown if shown.reported == state else None
+
+
+def same_token_pair(s: Story) -> bool:
+    """Some engine and some decoder of the same `ome.io/pairing-protocol` token both serve."""
+    tokens: dict[str, set[str]] = {"engine": set(), "decoder": set()}
+    for pod in s.serving_pods():
+        component = pod.metadata.labels["ome.io/component"]
+        if component in tokens:
+            tokens[component].add(pod.metadata.labels.get("ome.io/pairing-protocol", ""))
+    return bool(tokens["engine"] & tokens["decoder"])
+
+
+async def test_a_pairing_protocol_change_keeps_a_same_token_pair_serving(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    """kv-v1 -> kv-v2 with one engine and one decoder under SurgeThenDrain: each old pod's
+    drain waits (gate Pairing) until the other component's kv-v2 pod serves."""
+    kubesim.set_image_behavior(IMAGE_1, ready_seconds=0.5)
+    kv1 = {"pairingProtocol": "kv-v1", "groups": [{"components": ["engine", "decoder"], "blueGreen": {}}]}
+    kv2 = {"pairingProtocol": "kv-v2", "groups": [{"components": ["engine", "decoder"], "blueGreen": {}}]}
+    async with mistral(dev_client, task_queue, kubesim) as s:
+        await s.apply(manifest(s, kv1))
+        await eventually(lambda: settled(s, {"engine": 1, "decoder": 1}, IMAGE_1), "mistral-pd serving", within=60)
+        # The decoder's kv-v2 pod is slow to become ready, so the engine's waits to drain.
+        kubesim.set_image_behavior(IMAGE_1, ready_seconds=3.0)
+
+        async def sample() -> tuple[bool, Any]:
+            hold = (await s.irep("engine").query(InferenceReplicaWorkflow.status)).rollout_hold
+            return same_token_pair(s), (hold.gate, hold.reason) if hold is not None else None
+
+        async with Sampler(sample) as sampler:
+            await s.apply(manifest(s, kv2))
+            assert await eventually(lambda: run_outcome(s, 2), "the protocol run to complete", within=90) == "Completed"
+        unpaired = [t for t, (paired, _) in sampler.samples if not paired]
+        assert not unpaired, f"no same-token pair served in {len(unpaired)} of {len(sampler.samples)} samples"
+        gates = {value[1][0] for _, value in sampler.samples if value[1] is not None}
+        assert "Pairing" in gates, gates
+        paired = [p for p in s.serving_pods() if p.metadata.labels["ome.io/component"] in ("engine", "decoder")]
+        tokens = {p.metadata.labels.get("ome.io/pairing-protocol") for p in paired}
+        assert tokens == {"kv-v2"} and len(paired) == 2, tokens

@@ -150,10 +150,12 @@ class InstanceOperations:
             pending is not None and pending.revision != target_revision
         )
 
-    async def report(self) -> None:
-        """Tell the parent InferenceReplica when something it counts has changed."""
+    async def report(self, held_drain: bool = False) -> None:
+        """Tell the parent InferenceReplica when something it counts has changed, or (with
+        `held_drain`) that a rollout run now holds this Instance's drain: the run counts its
+        serving surge pod as the new revision's, which the counts alone would not show."""
         status = build_status(self.state, workflow.now())
-        fingerprint = report_fingerprint(status)
+        fingerprint = report_fingerprint(status) + (("held_drain",) if held_drain else ())
         if fingerprint == self.last_report:
             return
         parent = self.state.spec.parent_workflow_id

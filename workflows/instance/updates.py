@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from models.instance import InstanceFailure, InstancePhase
     from models.kube_ops import ObjectRef, PatchObjectInput
     from planning.instance import rules as policy
-    from planning.instance.health import HOLD_PAUSED, levels
+    from planning.instance.health import HOLD_PAIRING, HOLD_PAUSED, levels
     from planning.instance.pause import surge_may_drain
     from planning.instance.pods import in_place_image_patches, render_pods
     from planning.instance.rules import UpdateWay
@@ -97,17 +97,18 @@ class InstanceUpdates(InstanceBringUp):
     async def hold_surge_while_paused(
         self, manifests: list[dict[str, Any]], surge: BringUp
     ) -> BringUp | None:
-        """Paused (§5): stop before the old pod drains; both pods serve until resume.
+        """Paused (§5), or the drain held by a rollout run (`Pairing`, §6): stop before the old
+        pod drains; both pods serve until resume or release.
 
         None when a delete came meanwhile. A surge pod that stopped serving during the pause is
         brought up again before the old pod may drain, so the Instance never serves nothing.
         """
         state = self.state
-        while surge.outcome == "ok" and not surge_may_drain(state.pause_mode):
-            self.progress("SurgeDrain", waiting=HOLD_PAUSED)
-            await self.report()
+        while surge.outcome == "ok" and not surge_may_drain(state.pause_mode, state.drain_hold):
+            self.progress("SurgeDrain", waiting=HOLD_PAUSED if state.pause_mode is not None else HOLD_PAIRING)
+            await self.report(held_drain=state.drain_hold is not None)
             await workflow.wait_condition(
-                lambda: surge_may_drain(state.pause_mode) or state.pending_delete is not None
+                lambda: surge_may_drain(state.pause_mode, state.drain_hold) or state.pending_delete is not None
             )
             if state.pending_delete is not None:
                 return None

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         QUERY_STATUS,
         SIGNAL_DELETE,
         SIGNAL_DRAIN,
+        SIGNAL_HOLD_DRAIN,
         SIGNAL_PODS_CHANGED,
         SIGNAL_RELEASE_HELD,
         SIGNAL_RESTART,
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_UPDATE,
         DeleteRequest,
         DrainRequest,
+        HoldDrainRequest,
         InstancePhase,
         InstanceSpec,
         InstanceStatus,
@@ -83,6 +85,13 @@ class InstanceWorkflow(InstanceLifecycle):
             return
         self.state.pending_update = request.spec
         self.inbox_seq += 1
+
+    @workflow.signal(name=SIGNAL_HOLD_DRAIN)
+    def hold_drain(self, request: HoldDrainRequest) -> None:
+        """A rollout run holds (or releases) the drain of an in-flight SurgeThenDrain's old pod."""
+        if request.reason != self.state.drain_hold:
+            self.state.drain_hold = request.reason
+            self.inbox_seq += 1
 
     @workflow.signal(name=SIGNAL_SET_PAUSE)
     def set_pause(self, request: PauseRequest) -> None:

@@ -111,6 +111,9 @@ class ReplicaState(_Message):
     instances_told_pause: InstancePauseMode | None = None
     """The pause every Instance was last told (`pause.tell_pause`, each pass); a change of
     `config.pause_mode` is news. None: unpaused (or none told yet)."""
+    instances_told_drain_hold: str | None = None
+    """The rollout run's drain hold every Instance was last told (`pause.tell_pause`); None:
+    drains are free (or none told yet)."""
     revisions: RevisionState = Field(default_factory=RevisionState)
     """The current and update revisions and their history, ControllerRevision-style. Each pass
     observes the config's (`observe_template`), then completes a finished rollout and trims
@@ -181,3 +184,7 @@ class ReplicaReport(_Message):
     """The InferenceService's `<Component>Ready` condition (spec reference §8)."""
     phase: str
     deleted: bool = False
+    surge_serving: int = 0
+    """Instances moving to the update revision whose new pod serves while the old one still
+    does (a SurgeThenDrain at its drain step): a rollout run counts them as serving the new
+    revision, which the totals do only once the old pod has gone."""

@@ -136,6 +136,18 @@ async def write_status(state: ReplicaState, status: InferenceReplicaStatus, body
     )
 
 
+def surge_serving(state: ReplicaState) -> int:
+    """Instances at the drain step of a SurgeThenDrain to the update revision, still serving."""
+    return sum(
+        1
+        for status in state.instances.values()
+        if status.operation is not None
+        and status.operation.step == "SurgeDrain"
+        and status.target_revision == state.config.revision_hash
+        and status.serving
+    )
+
+
 async def report(
     state: ReplicaState,
     deleted: bool,
@@ -157,8 +169,13 @@ async def report(
         condition=condition,
         phase=phase,
         deleted=deleted,
+        surge_serving=surge_serving(state),
     )
-    fingerprint = digest(message.model_dump(mode="json", exclude={"condition": {"last_transition_time"}}))
+    # Without a surge serving, the fingerprint is the one reports had before the count existed.
+    unchanged: dict[str, Any] = {"condition": {"last_transition_time"}}
+    if not message.surge_serving:
+        unchanged["surge_serving"] = True
+    fingerprint = digest(message.model_dump(mode="json", exclude=unchanged))
     if fingerprint == state.reported:
         return
     state.reported = fingerprint

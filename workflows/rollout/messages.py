@@ -56,6 +56,9 @@ class RolloutInput(_Message):
     """Each grouped component's update strategy (in-place skips the ratio check)."""
     paused: str | None = None
     parent_workflow_id: str | None = None
+    pairing_from: str | None = None
+    """The `spec.rollout.pairingProtocol` token the components served before this change: with
+    a new token in the plan, the run keeps a same-token engine and decoder pair serving."""
 
 
 class ComponentCounts(_Message):
@@ -69,6 +72,8 @@ class ComponentCounts(_Message):
     updated_serving: int = 0
     serving: int = 0
     failed: int = 0
+    surge_serving: int = 0
+    """Moving Instances whose new pod serves beside the old one (a held SurgeThenDrain drain)."""
 
 
 class AllowanceView(_Message):
@@ -84,6 +89,8 @@ class AllowanceView(_Message):
     max_surge: int | str | None = None
     max_unavailable: int | str | None = None
     """A rolling-update group's budgets, which replace the component's own."""
+    drain_hold: str | None = None
+    """Why old Instances may not drain yet (gate `Pairing`); None: they may."""
 
 
 class RolloutRow(_Message):

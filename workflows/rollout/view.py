@@ -34,6 +34,7 @@ def progress_of(state: RolloutState, grouped: tuple[str, ...]) -> dict[str, Comp
             updated_serving=counts.updated_serving if on_target and counts else 0,
             serving=counts.serving if counts is not None else replicas,
             failed=counts.failed if on_target and counts else 0,
+            surge_serving=counts.surge_serving if on_target and counts else 0,
             finished_at=state.finished_at.get(name),
             in_place=strategy in IN_PLACE,
             surges=UpdateStrategyType(strategy) in SURGE_STRATEGIES,
@@ -80,6 +81,7 @@ def allowance_view(plan: RolloutPlan, allowance: Allowance) -> AllowanceView:
         wake_at=allowance.wake_at,
         max_surge=group.max_surge if group is not None else None,
         max_unavailable=group.max_unavailable if group is not None else None,
+        drain_hold=allowance.drain_hold.reason if allowance.drain_hold is not None else None,
     )
 
 

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from models.inferenceservice import RolloutSpec
     from models.kube_ops import ObjectRef
     from planning.rollout.gates import Allowance, ComponentProgress, allowances
+    from planning.rollout.pairing import with_pairing
     from planning.rollout.plan import Parked, ParkReason, RolloutPlan, resolve_plan
     from planning.rollout.runs import done, failed_groups
     from workflows import search_attributes, waiting
@@ -91,7 +92,11 @@ class RolloutWorkflow:
     def status(self) -> RolloutView:
         plan = self.plan()
         progress = progress_of(self.state, plan.grouped if isinstance(plan, RolloutPlan) else ())
-        found = allowances(plan, progress, workflow.now()) if isinstance(plan, RolloutPlan) else []
+        found = (
+            with_pairing(plan, progress, allowances(plan, progress, workflow.now()), self.state.input.pairing_from)
+            if isinstance(plan, RolloutPlan)
+            else []
+        )
         return view(self.state, plan, progress, found)
 
     def plan(self) -> RolloutPlan | Parked:
@@ -147,7 +152,7 @@ class RolloutWorkflow:
             progress = progress_of(state, plan.grouped)
             record_finishes(progress, state, now)
             progress = progress_of(state, plan.grouped)
-            found = allowances(plan, progress, now)
+            found = with_pairing(plan, progress, allowances(plan, progress, now), state.input.pairing_from)
             await self.record_failures(plan, progress)
             if state.superseded_by is not None:
                 state.outcome = "Superseded"

@@ -302,6 +302,8 @@ class ServiceComponents(ServiceProjection):
         change = rollouts.decide(self.state, isvc, plans)
         if change.open:
             await rollouts.open_run(self.state, isvc, plans, change)
+        elif self.state.rollout.run is None:
+            rollouts.at_rest(self.state, isvc)
         await rollouts.forward(self.state, isvc, plans)
 
     async def configure_replicas(self, isvc: InferenceService) -> None:

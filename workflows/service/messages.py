@@ -134,6 +134,9 @@ class RolloutTracking(_Message):
     forwarded: dict[str, str] = Field(default_factory=dict)
     """Fingerprints of what the active run was last sent: each component's counts, the
     pause (`pause`) and, while it is parked, `spec.rollout` (`respec`)."""
+    pairing: str | None = None
+    """The `spec.rollout.pairingProtocol` token the grouped components serve at rest (taken
+    whenever no run is active and none is asked for): a run's `pairing_from`."""
 
 
 class ServiceState(_Message):

@@ -103,6 +103,7 @@ async def open_run(
         strategies={p.name: update_policy(p.effective.lifecycle).strategy.value for p in moved},
         paused=state.pause.value if state.pause is not None else None,
         parent_workflow_id=workflow.info().workflow_id,
+        pairing_from=tracking.pairing,
     )
     names = ", ".join(f"{p.name} -> {p.revision_name}" for p in moved)
     try:
@@ -117,11 +118,18 @@ async def open_run(
     except WorkflowAlreadyStartedError:
         pass  # opened by an earlier run of this workflow: adopt it
     state.rollout = RolloutTracking(
+        pairing=tracking.pairing,
         run=run,
         targets=dict(run_input.targets),
         target_names=dict(change.open),
         forwarded={"pause": str(run_input.paused), "respec": _spec_key(isvc)},
     )
+
+
+def at_rest(state: ServiceState, isvc: InferenceService) -> None:
+    """No run active nor asked for: the grouped components serve the spec's pairing token."""
+    rollout = isvc.spec.rollout
+    state.rollout.pairing = rollout.pairing_protocol if rollout is not None else None
 
 
 def _spec_key(isvc: InferenceService) -> str:
@@ -148,6 +156,7 @@ def counts_of(tracking: RolloutTracking, component: str, report: ReplicaReport, 
         updated_serving=status.updated_ready_replicas,
         serving=status.serving_replicas,
         failed=1 if failing else 0,
+        surge_serving=report.surge_serving if on_target else 0,
     )
 
 
@@ -203,7 +212,7 @@ def coordination(tracking: RolloutTracking, component: str) -> Coordination | No
         return closed
     return Coordination(
         tracking.run, target, allowance.limit, allowance.gate, allowance.reason,
-        allowance.max_surge, allowance.max_unavailable,
+        allowance.max_surge, allowance.max_unavailable, allowance.drain_hold,
     )
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from models.inferenceservice import RolloutSpec
 from planning.replica.hold import HoldGate
-from planning.rollout.pairing import Cohorts, drain_hold, pair_serves
+from planning.rollout.gates import ComponentProgress, allowances
+from planning.rollout.pairing import Cohorts, drain_hold, pair_serves, with_pairing
+from planning.rollout.plan import RolloutPlan, resolve_plan
 
 pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 SEED_REASON = (
     'pairing protocol transition to "kv-v2": the replacement engine cannot pair because no serving '
@@ -65,3 +72,41 @@ def test_surge_then_drain_on_both_keeps_a_pair_serving_through_the_change(engine
             e, d = state["engine"], state["decoder"]
             assert pair_serves(Cohorts("engine", e[0], e[1]), Cohorts("decoder", d[0], d[1]))
     assert state == {"engine": [0, engines, 0], "decoder": [0, decoders, 0]}
+
+
+def _plan(pairing: str) -> RolloutPlan:
+    plan = resolve_plan(
+        RolloutSpec.model_validate({"pairingProtocol": pairing, "groups": [{"components": ["engine", "decoder"], "blueGreen": {}}]})
+    )
+    assert isinstance(plan, RolloutPlan)
+    return plan
+
+
+@pytest.mark.parametrize(
+    "pairing_from, engine_new, decoder_new, held",
+    [
+        # Before either new pod serves, both drains are held: a Instance drains the moment its surge serves.
+        ("kv-v1", 0, 0, {"engine", "decoder"}),
+        ("kv-v1", 1, 0, {"engine", "decoder"}),
+        ("kv-v1", 1, 1, set()),
+        # Setting a token for the first time, or keeping it, is no transition.
+        (None, 0, 0, set()),
+        ("kv-v2", 0, 0, set()),
+    ],
+)
+def test_the_run_holds_the_drains_until_the_new_token_pairs(
+    pairing_from: str | None, engine_new: int, decoder_new: int, held: set[str]
+) -> None:
+    plan = _plan("kv-v2")
+    progress = {
+        "engine": ComponentProgress("engine", 1, updated=1, updated_serving=engine_new, serving=1 + engine_new),
+        "decoder": ComponentProgress("decoder", 1, updated=1, updated_serving=decoder_new, serving=1 + decoder_new),
+    }
+    found = with_pairing(plan, progress, allowances(plan, progress, NOW), pairing_from)
+    assert {a.component for a in found if a.drain_hold is not None} == held
+    for allowance in found:
+        if allowance.drain_hold is not None:
+            assert allowance.hold is not None and allowance.hold.gate == HoldGate.PAIRING
+    if "engine" in held and engine_new:
+        engine = next(a for a in found if a.component == "engine")
+        assert engine.drain_hold is not None and engine.drain_hold.reason == SEED_REASON

@@ -1,0 +1,149 @@
+"""The worker SIGKILLed at random moments during a blue-green rollout group's run.
+
+Seed 004's mistral-pd with 4 engines and 2 decoders in one blue-green group (the router in
+none): an image change opens a `Rollout` run that moves both components in waves of 25%.
+The worker process is killed five times while the run moves them. It must end with every
+engine and decoder Instance on the new image, the router untouched, no duplicated or
+orphaned pods, never fewer than the desired Instances of a component serving (blue-green
+under SurgeThenDrain brings each new Instance into rotation before its old one drains), and
+the run completed.
+
+As in `test_chaos_worker_kill.py`, the worker runs as its own process so a SIGKILL is a real
+crash, the watcher runs beside it and is never killed, and kubesim is sampled on its own loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import uuid4
+
+import kubernetes
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from bench.lifecycle_stack import (
+    IMAGE_1,
+    IMAGE_2,
+    PodSnapshot,
+    apply,
+    observe_pods,
+    topology_for,
+    watcher_process,
+    worker_process,
+)
+from kubesim.handle import KubeSim
+from kubesim.timing import Timing
+from tests.workflows.rollout_examples import BLUE_GREEN, NAME, pd_manifest, pd_runtime
+from workflows.names import rollout_workflow_id
+from workflows.rollout.messages import RolloutView
+
+pytestmark = pytest.mark.e2e
+
+DESIRED = {"engine": 4, "decoder": 2, "router": 1}
+KILLS = 5
+SEED = 4_2026
+KILL_AFTER_SECONDS = (0.2, 1.2)
+DOWN_SECONDS = (0.0, 0.8)
+SETTLE_WITHIN = 180.0
+
+
+@pytest.fixture
+def cluster() -> Iterator[KubeSim]:
+    sim = KubeSim(topology=topology_for(32), crds="product", timing=Timing.fast()).start()
+    # Each new Instance takes a moment to become ready, so the run spans the kills.
+    sim.set_default_timing(pull_seconds=0.0, start_seconds=0.0, ready_seconds=0.3, factor=1.0)
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+def prepare(sim: KubeSim, namespace: str) -> None:
+    api = sim.api_client()
+    kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    runtime = pd_runtime()
+    runtime["metadata"]["namespace"] = namespace
+    kubernetes.client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "ome.io", "v1beta1", namespace, "servingruntimes", runtime
+    )
+    api.close()
+
+
+def settled(seen: PodSnapshot, images: dict[str, str]) -> bool:
+    return all(seen.of(c).settled_on(image, DESIRED[c]) for c, image in images.items())
+
+
+async def until_settled(sim: KubeSim, namespace: str, images: dict[str, str], within: float) -> None:
+    deadline = time.monotonic() + within
+    while not settled(await asyncio.to_thread(observe_pods, sim, namespace, NAME), images):
+        assert time.monotonic() < deadline, f"not settled on {images} within {within:.0f} s"
+        await asyncio.sleep(0.2)
+
+
+async def test_worker_killed_five_times_during_a_blue_green_run(
+    dev_server: WorkflowEnvironment, cluster: KubeSim, tmp_path: Path
+) -> None:
+    client = dev_server.client
+    address = client.service_client.config.target_host
+    task_queue = f"tq-{uuid4()}"
+    namespace = f"chaos-pd-{uuid4().hex[:8]}"
+    worker = worker_process(address, task_queue, cluster.kubeconfig_path, tmp_path / "worker.log")
+    watcher = watcher_process(address, task_queue, cluster.kubeconfig_path, tmp_path / "watcher.log")
+    prepare(cluster, namespace)
+    worker.start()
+    watcher.start()
+    try:
+        await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_1, (4, 2)))
+        await until_settled(cluster, namespace, {"engine": IMAGE_1, "decoder": IMAGE_1}, SETTLE_WITHIN)
+        router_before = {p.uid for p in (await asyncio.to_thread(observe_pods, cluster, namespace, NAME)).of("router").pods}
+
+        fewest = dict(DESIRED)
+        most_live_per_instance = 0
+        stop = asyncio.Event()
+
+        async def sample() -> None:
+            nonlocal most_live_per_instance
+            while not stop.is_set():
+                seen = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
+                for component, desired in DESIRED.items():
+                    mine = seen.of(component)
+                    fewest[component] = min(fewest[component], len(mine.serving_indexes()))
+                    for index, pods in mine.live_by_index().items():
+                        assert index is not None and 0 <= index < desired, f"stray {component} pods {pods}"
+                        most_live_per_instance = max(most_live_per_instance, len(pods))
+                await asyncio.sleep(0.1)
+
+        sampler = asyncio.create_task(sample())
+        try:
+            changed = await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_2, (4, 2)))
+            assert changed.generation == 2
+            rng = random.Random(SEED)
+            for kill in range(KILLS):
+                await asyncio.sleep(rng.uniform(*KILL_AFTER_SECONDS))
+                seen = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
+                assert not settled(seen, {"engine": IMAGE_2, "decoder": IMAGE_2}), (
+                    f"the run finished before kill {kill + 1}: the kills must land during it"
+                )
+                worker.kill()
+                await asyncio.sleep(rng.uniform(*DOWN_SECONDS))
+                await asyncio.to_thread(worker.start)
+            await until_settled(cluster, namespace, {"engine": IMAGE_2, "decoder": IMAGE_2}, SETTLE_WITHIN)
+        finally:
+            stop.set()
+            await sampler
+
+        assert worker.starts == KILLS + 1
+        assert fewest == DESIRED, f"fewer Instances served than desired at one moment: {fewest}"
+        assert most_live_per_instance <= 2, "an Instance had more than its pod and one surge pod"
+        after = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
+        assert {p.uid for p in after.of("router").pods} == router_before, "the router is in no group: untouched"
+        run = client.get_workflow_handle(rollout_workflow_id(namespace, NAME, 2), result_type=RolloutView)
+        result = await asyncio.wait_for(run.result(), 60)
+        assert result.outcome == "Completed"
+    finally:
+        worker.kill()
+        watcher.stop(within=10)
