@@ -42,3 +42,11 @@ class StatusModel(BaseModel):
     def to_manifest(self) -> dict[str, Any]:
         """The object in its wire form, unset fields left out."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class MessageModel(BaseModel):
+    """A workflow's message (input, carried state, signal payload, query answer): field names
+    as users type them in `temporal workflow signal --input`, closed to unknown fields so a
+    misspelt one is refused, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")

@@ -52,45 +52,16 @@ def instance_row(status: InstanceStatus) -> InstanceRow:
             available=status.available_pods,
         ),
         ready_since=status.ready_since,
-        last_failure=(
-            LastFailure(
-                pod_name=failure.pod_name,
-                container_name=failure.container_name,
-                reason=failure.reason,
-                exit_code=failure.exit_code,
-                message=failure.message,
-                time=failure.time,
-            )
-            if failure is not None
-            else None
-        ),
-        operation=(
-            OperationRow(
-                id=operation.id,
-                type=operation.type,
-                step=operation.step,
-                started_at=operation.started_at,
-                last_progress_at=operation.last_progress_at,
-                deadline=operation.deadline,
-                waiting=operation.waiting,
-            )
-            if operation is not None
-            else None
-        ),
+        # The row keeps the fields status shows of the Instance's own, fuller records.
+        last_failure=LastFailure.model_validate(failure, from_attributes=True) if failure is not None else None,
+        operation=OperationRow.model_validate(operation, from_attributes=True) if operation is not None else None,
         active_ordinal=status.active_ordinal,
     )
 
 
 def retry_block_row(block: RetryBlock) -> RetryBlockRow:
-    return RetryBlockRow(
-        target_revision=block.target_revision,
-        state=block.state.value,
-        attempts_started=block.attempts_started,
-        next_retry_at=block.next_retry_at,
-        first_failure_at=block.first_failure_at,
-        last_failure_at=block.last_failure_at,
-        reason=block.reason,
-    )
+    """The Instance's retry block as `status.retryBlocks` shows it."""
+    return RetryBlockRow.model_validate(block.model_dump())
 
 
 def hold_row(hold: RolloutHold | None) -> RolloutHoldRow | None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from models.base import MessageModel
 from models.inferencereplica import Condition, InferenceReplicaSpec, InferenceReplicaStatus
 from models.inferenceservice import ComponentSpec
 from models.instance import InstancePauseMode, InstanceStatus, RetryBlock
@@ -34,11 +35,7 @@ SIGNAL_REPLICA_CHANGED = "replica_changed"
 """To the InferenceService (its parent): a `ReplicaReport`."""
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ReplicaConfig(_Message):
+class ReplicaConfig(MessageModel):
     """Everything an InferenceReplica runs from; the InferenceService sends a new one on change."""
 
     namespace: str
@@ -78,7 +75,7 @@ class ReplicaConfig(_Message):
         return self.pause_mode or "Recover"
 
 
-class ReplicaState(_Message):
+class ReplicaState(MessageModel):
     """The InferenceReplica workflow's whole state, handed to continue-as-new.
 
     Only the workflow writes it: its handlers (`workflows.replica.workflow`) record what
@@ -175,7 +172,7 @@ class ReplicaState(_Message):
     remembers it."""
 
 
-class ReplicaReport(_Message):
+class ReplicaReport(MessageModel):
     """What an InferenceReplica tells its InferenceService when its totals or conditions change."""
 
     component: str

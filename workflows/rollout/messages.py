@@ -15,7 +15,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from models.base import MessageModel
 
 # --- message names (`temporal workflow signal --workflow-id rollout/... --name ...`) ------
 SIGNAL_PROGRESS = "progress"
@@ -31,11 +33,7 @@ SIGNAL_ROLLOUT_CHANGED = "rollout_changed"
 """To the InferenceService (its parent): a `RolloutReport`."""
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RolloutInput(_Message):
+class RolloutInput(MessageModel):
     """Everything a run starts from; the plan is pinned from `rollout` at start."""
 
     namespace: str
@@ -61,7 +59,7 @@ class RolloutInput(_Message):
     a new token in the plan, the run keeps a same-token engine and decoder pair serving."""
 
 
-class ComponentCounts(_Message):
+class ComponentCounts(MessageModel):
     """One InferenceReplica's counts, as its InferenceService forwards them."""
 
     component: str
@@ -76,7 +74,7 @@ class ComponentCounts(_Message):
     """Moving Instances whose new pod serves beside the old one (a held SurgeThenDrain drain)."""
 
 
-class AllowanceView(_Message):
+class AllowanceView(MessageModel):
     """How many Instances of a component may be on the target now, and what holds it."""
 
     limit: int
@@ -93,7 +91,7 @@ class AllowanceView(_Message):
     """Why old Instances may not drain yet (gate `Pairing`); None: they may."""
 
 
-class RolloutRow(_Message):
+class RolloutRow(MessageModel):
     """One group and component of `rollout status` (reference §3.4 columns)."""
 
     group: int
@@ -111,7 +109,7 @@ class RolloutRow(_Message):
     issues: list[str] = Field(default_factory=list)
 
 
-class RolloutReport(_Message):
+class RolloutReport(MessageModel):
     """What the Rollout tells its InferenceService whenever it changes."""
 
     run: int
@@ -131,7 +129,7 @@ class RolloutReport(_Message):
     rows: list[RolloutRow] = Field(default_factory=list)
 
 
-class RolloutState(_Message):
+class RolloutState(MessageModel):
     """The Rollout's whole state, handed to continue-as-new."""
 
     input: RolloutInput
@@ -157,7 +155,7 @@ class RolloutState(_Message):
     """Fingerprint of the last report sent to the parent."""
 
 
-class RolloutView(_Message):
+class RolloutView(MessageModel):
     """The `status` query: the run, its plan, and a row per group and component."""
 
     run: int

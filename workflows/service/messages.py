@@ -14,8 +14,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from models.base import MessageModel
 from models.inferencereplica import Condition
 from models.instance import InstancePauseMode
 from models.isvc_status import InferenceServiceStatus
@@ -52,11 +53,7 @@ CONTINUED_STATE_KEY = "continuedState"
 """The InferenceService's run input after continue-as-new: `{"continuedState": {...}}`."""
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ApplyResult(_Message):
+class ApplyResult(MessageModel):
     """What `apply` answers: accepted with warnings, and the generation now in force."""
 
     accepted: bool
@@ -65,7 +62,7 @@ class ApplyResult(_Message):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ScaleRequest(_Message):
+class ScaleRequest(MessageModel):
     """`scale`: a transient Instance count, until the autoscaler or the next apply sets one."""
 
     component: str = "engine"
@@ -75,7 +72,7 @@ class ScaleRequest(_Message):
     payload that fails to decode could not be."""
 
 
-class RejectedRequest(_Message):
+class RejectedRequest(MessageModel):
     """A user's request the workflow refused: in the `status` query and as a Warning Event."""
 
     signal: str
@@ -85,21 +82,21 @@ class RejectedRequest(_Message):
     at: datetime | None = None
 
 
-class ReleaseHeldRequest(_Message):
+class ReleaseHeldRequest(MessageModel):
     """`release_held`: lift the Held retry block of `revision` (name, hash or 8-hex prefix)."""
 
     component: str = "engine"
     revision: str
 
 
-class ResetInstancesRequest(_Message):
+class ResetInstancesRequest(MessageModel):
     """`reset_instances`: what OME's `ome.io/reset-instances` annotation holds (`all`, `1`, `0,2`)."""
 
     component: str = "engine"
     instances: str
 
 
-class Forward(_Message):
+class Forward(MessageModel):
     """`release_held` / `reset_instances`: `value` for `signal` to `component`'s InferenceReplica."""
 
     component: str
@@ -120,7 +117,7 @@ class Forward(_Message):
 # --- InferenceService -------------------------------------------------------------------
 
 
-class RolloutTracking(_Message):
+class RolloutTracking(MessageModel):
     """The InferenceService's side of its rollout runs (`workflows.service.rollouts`)."""
 
     run: int | None = None
@@ -139,7 +136,7 @@ class RolloutTracking(_Message):
     whenever no run is active and none is asked for): a run's `pairing_from`."""
 
 
-class ServiceState(_Message):
+class ServiceState(MessageModel):
     """The InferenceService workflow's whole state, handed to continue-as-new."""
 
     manifest: dict[str, Any]
@@ -203,7 +200,7 @@ class ServiceState(_Message):
         return replica_pause_mode(self.pause)
 
 
-class ServiceStatusView(_Message):
+class ServiceStatusView(MessageModel):
     """The `status` query: the InferenceService status block, plus what the workflow holds."""
 
     name: str
@@ -246,7 +243,7 @@ def isvc_object(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
 # --- rollout queries -------------------------------------------------------------------
 
 
-class RolloutStatusView(_Message):
+class RolloutStatusView(MessageModel):
     """`rollout_status`: REPORTED (`NotConfigured` without groups), the run and its rows."""
 
     reported: str
@@ -258,7 +255,7 @@ class RolloutStatusView(_Message):
     rows: list[RolloutRow] = Field(default_factory=list)
 
 
-class ExplainView(_Message):
+class ExplainView(MessageModel):
     """`explain <component>`: why it waits and what would release it."""
 
     component: str
@@ -280,7 +277,7 @@ class ExplainView(_Message):
     summary: str = ""
 
 
-class PreviewGroupView(_Message):
+class PreviewGroupView(MessageModel):
     index: int
     components: list[str]
     strategy: str
@@ -290,7 +287,7 @@ class PreviewGroupView(_Message):
     soak: str | None = None
 
 
-class PreviewView(_Message):
+class PreviewView(MessageModel):
     """`preview <manifest>`: what `apply` would run, changing nothing."""
 
     accepted: bool
