@@ -11,7 +11,7 @@ import asyncio
 import logging
 import signal
 
-from workers.client import connect
+from workers.client import connect, exit_process
 from workers.config import Settings, kube_api_client
 from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
 from workers.watch.pods import PodWatcher, TemporalSignalSink
@@ -34,6 +34,9 @@ async def main() -> None:
     logger.info("watcher starting temporal=%s", settings.temporal.address)
     await asyncio.gather(watcher.run(stop), deployments.run(stop))
     logger.info("watcher stopped")
+    # Exit from inside the loop, before `asyncio.run`'s teardown, where the SDK's runtime
+    # threads can still crash the interpreter (`workers.client.exit_process`).
+    exit_process(0)
 
 
 if __name__ == "__main__":

@@ -157,10 +157,17 @@ async def _poll_until_stopped(
         # Leaving `async with` ran worker.shutdown(), which waited for the activities.
 
 
+async def _run_then_exit() -> None:
+    await run()
+    # Exit from inside the loop: `asyncio.run`'s own teardown (cancelling what is left, closing
+    # the loop) is where the SDK's runtime threads can still crash the interpreter.
+    exit_process(0)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(run())
+        asyncio.run(_run_then_exit())
     except (SettingsError, ValidationError, ConnectionError) as error:
         # A setting to fix, not a bug: its message says which and how, a traceback would bury it.
         logger.error("the worker cannot start: %s", error)

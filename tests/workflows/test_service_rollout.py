@@ -273,3 +273,77 @@ async def test_a_pairing_protocol_change_keeps_a_same_token_pair_serving(
         paired = [p for p in s.serving_pods() if p.metadata.labels["ome.io/component"] in ("engine", "decoder")]
         tokens = {p.metadata.labels.get("ome.io/pairing-protocol") for p in paired}
         assert tokens == {"kv-v2"} and len(paired) == 2, tokens
+
+
+def _conditions(s: Story) -> dict[str, dict[str, Any]]:
+    isvc = s.object("inferenceservices", NAME) or {}
+    return {c["type"]: c for c in (isvc.get("status") or {}).get("conditions") or []}
+
+
+async def test_an_edit_to_spec_rollout_during_a_run_applies_to_the_next_one(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    rolling = {"groups": [{"components": ["engine", "decoder"], "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}]}
+    kubesim.set_image_behavior(IMAGE_2, ready_seconds=2.0)
+    async with mistral(dev_client, task_queue, kubesim) as s:
+        await s.apply(manifest(s, BLUE_GREEN, replicas=(2, 2)))
+        await eventually(lambda: settled(s, {"engine": 2, "decoder": 2}, IMAGE_1), "mistral-pd serving", within=60)
+        await s.apply(manifest(s, BLUE_GREEN, IMAGE_2, replicas=(2, 2)))
+        await eventually(lambda: _started(s, 2), "rollout run 2 to open")
+        # Only spec.rollout changes: no component gets a new revision, so no run opens.
+        edited = await s.apply(manifest(s, rolling, IMAGE_2, replicas=(2, 2)))
+        assert edited.changed and edited.generation == 3
+        drift = await eventually(
+            lambda: (_conditions(s).get("RolloutPlanDrift") or {}).get("reason") == "SpecNewerThanRun" and _conditions(s),
+            "RolloutPlanDrift SpecNewerThanRun while run 2 goes on",
+        )
+        assert drift["RolloutPlanReady"]["reason"] == "Pinned"
+        assert await eventually(lambda: run_outcome(s, 2), "run 2 to complete on its pinned plan", within=90) == "Completed"
+        assert not await _started(s, 3), "an edit to spec.rollout alone opens no run"
+        shown = await rollout_status(s)
+        assert {row.strategy for row in shown.rows} == {"BlueGreen"}, "run 2 kept the plan it pinned"
+        await eventually(lambda: (_conditions(s).get("RolloutPlanDrift") or {}).get("reason") == "InSync", "drift cleared")
+        # The next change runs the edited plan.
+        await s.apply(manifest(s, rolling, IMAGE_3, replicas=(2, 2)))
+        assert await eventually(lambda: run_outcome(s, 4), "run 4 to complete", within=90) == "Completed"
+        assert {row.strategy for row in (await rollout_status(s)).rows} == {"RollingUpdate"}
+
+
+async def test_four_engines_and_two_decoders_keep_their_ratio_band_by_rolling_update(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    """Seed 004's 4+2 group with maxSurge 1, maxUnavailable 0, tolerance 25: the serving
+    ratio sampled throughout stays within 2:1 x (1 +- 25%) but for the reference's escapes
+    (one surge on a balanced pool, one drain within twice the band)."""
+    group = {
+        "groups": [
+            {
+                "components": ["engine", "decoder"],
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+                "maintainRatio": {"tolerance": 25},
+            }
+        ]
+    }
+    kubesim.set_image_behavior(IMAGE_2, ready_seconds=0.5)
+    async with mistral(dev_client, task_queue, kubesim) as s:
+        await s.apply(manifest(s, group, replicas=(4, 2)))
+        await eventually(lambda: settled(s, {"engine": 4, "decoder": 2}, IMAGE_1), "4 engines and 2 decoders", within=90)
+
+        def serving() -> tuple[int, int]:
+            counts = {"engine": 0, "decoder": 0}
+            for pod in s.serving_pods():
+                component = pod.metadata.labels["ome.io/component"]
+                if component in counts:
+                    counts[component] += 1
+            return counts["engine"], counts["decoder"]
+
+        async with Sampler(serving) as sampler:
+            await s.apply(manifest(s, group, IMAGE_2, replicas=(4, 2)))
+            assert await eventually(lambda: run_outcome(s, 2), "the run to complete", within=120) == "Completed"
+        await eventually(lambda: settled(s, {"engine": 4, "decoder": 2}, IMAGE_2), "all on the new image")
+        samples = [value for _, value in sampler.samples]
+        assert len(samples) > 20
+        outside = [(e, d) for e, d in samples if d and abs(e / d / 2.0 - 1) > 0.25]
+        # Escapes: a surge on the balanced 4:2 (4:3) and the drains back within twice the band.
+        assert all(abs(e / d / 2.0 - 1) <= 0.5 for e, d in outside), outside
+        assert all(e >= 4 and d >= 2 for e, d in samples), "maxUnavailable 0: never fewer serving than desired"
