@@ -173,12 +173,9 @@ def plan_update(
     if budget is None:
         # No budget configured: nothing but the retry limit holds Instances back.
         plan = tuple(instance.index for instance in ready_to_move[:limit]), None, None
-    elif policy.surges:
-        plan = _admit_by_surge(instances, ready_to_move, budget, update_revision, policy, now, limit)
     else:
-        plan = _admit_by_unavailability(
-            instances, ready_to_move, desired, budget, update_revision, policy, now, limit
-        )
+        pass_ = _Pass(instances, ready_to_move, desired, budget, update_revision, policy, now, limit)
+        plan = _admit_by_surge(pass_) if policy.surges else _admit_by_unavailability(pass_)
     started, denial, wake = plan
     return UpdatePlan(
         start=started,
@@ -199,15 +196,24 @@ def _settling(instance: InstanceFacts, revision: str, now: datetime, min_ready: 
 _Admission = tuple[tuple[int, ...], HoldDenial | None, datetime | None]
 
 
-def _admit_by_surge(
-    instances: Sequence[InstanceFacts],
-    candidates: Sequence[InstanceFacts],
-    budget: int,
-    revision: str,
-    policy: UpdatePolicy,
-    now: datetime,
-    limit: int,
-) -> _Admission:
+@dataclass(frozen=True)
+class _Pass:
+    """What one pass admits from: the Instances, the candidates in order, the budget."""
+
+    instances: Sequence[InstanceFacts]
+    candidates: Sequence[InstanceFacts]
+    desired: int
+    budget: int
+    revision: str
+    policy: UpdatePolicy
+    now: datetime
+    limit: int
+
+
+def _admit_by_surge(p: _Pass) -> _Admission:
+    instances, candidates, budget, revision, policy, now, limit = (
+        p.instances, p.candidates, p.budget, p.revision, p.policy, p.now, p.limit,
+    )
     live_indexes = {instance.index for instance in instances if not instance.deleting}
     sources = {instance.replaces for instance in instances if instance.replaces is not None}
     in_use = 0
@@ -241,16 +247,10 @@ def _admit_by_surge(
     return started, HoldDenial(HoldGate.BUDGET, reason, revision), wake
 
 
-def _admit_by_unavailability(
-    instances: Sequence[InstanceFacts],
-    candidates: Sequence[InstanceFacts],
-    desired: int,
-    budget: int,
-    revision: str,
-    policy: UpdatePolicy,
-    now: datetime,
-    limit: int,
-) -> _Admission:
+def _admit_by_unavailability(p: _Pass) -> _Admission:
+    instances, candidates, desired, budget, revision, policy, now, limit = (
+        p.instances, p.candidates, p.desired, p.budget, p.revision, p.policy, p.now, p.limit,
+    )
     wake: datetime | None = None
     available = 0
     for instance in counted(instances):
