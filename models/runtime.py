@@ -48,17 +48,19 @@ class ServingRuntimeSpec(SpecModel):
         return config
 
 
-class ServingRuntime(SpecModel):
+class _Runtime(SpecModel):
+    """What the namespaced and the cluster-wide runtime share; only `kind` tells them apart."""
+
     api_version: Literal["ome.io/v1beta1"] = "ome.io/v1beta1"
+    kind: str
+    metadata: ObjectMeta
+    spec: ServingRuntimeSpec = Field(default_factory=ServingRuntimeSpec)
+    status: dict[str, Any] | None = None
+
+
+class ServingRuntime(_Runtime):
     kind: Literal["ServingRuntime"] = "ServingRuntime"
-    metadata: ObjectMeta
-    spec: ServingRuntimeSpec = Field(default_factory=ServingRuntimeSpec)
-    status: dict[str, Any] | None = None
 
 
-class ClusterServingRuntime(SpecModel):
-    api_version: Literal["ome.io/v1beta1"] = "ome.io/v1beta1"
+class ClusterServingRuntime(_Runtime):
     kind: Literal["ClusterServingRuntime"] = "ClusterServingRuntime"
-    metadata: ObjectMeta
-    spec: ServingRuntimeSpec = Field(default_factory=ServingRuntimeSpec)
-    status: dict[str, Any] | None = None
