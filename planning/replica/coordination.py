@@ -51,6 +51,13 @@ def on_target(instances: Sequence[InstanceFacts], revision: str) -> int:
     return sum(1 for i in counted(instances) if i.target_revision == revision or on_revision(i, revision))
 
 
+def room_for_one(instances: Sequence[InstanceFacts], revision: str, coordination: Coordination | None) -> bool:
+    """Whether one more Instance may be on `revision` now (always, outside a rollout run)."""
+    if coordination is None:
+        return True
+    return coordination.target == revision and on_target(instances, revision) < coordination.limit
+
+
 def coordinated(
     plan: UpdatePlan, instances: Sequence[InstanceFacts], revision: str, coordination: Coordination | None
 ) -> UpdatePlan:

@@ -34,7 +34,7 @@ from datetime import datetime
 
 from models.instance import InstancePhase, RetryBlock, RetryBlockState
 from planning.replica.budget import UpdatePolicy
-from planning.replica.coordination import Coordination, coordinated
+from planning.replica.coordination import Coordination, coordinated, room_for_one
 from planning.replica.facts import InstanceFacts
 from planning.replica.handover import gang_surge_applies, plan_handovers, replacement_indexes
 from planning.replica.hold import HoldDenial, RolloutHold, next_hold
@@ -136,8 +136,9 @@ def reconcile(
     scale = plan_scale(desired, instances, paused=paused, reserved_indexes=reserved_indexes)
     block = next((b for b in retry_blocks if b.target_revision == update_revision), None)
     # While the update revision has a retry block (backing off, retrying or held), a new
-    # Instance starts on the prior revision rather than become one more failed attempt.
-    update_held = block is not None
+    # Instance starts on the prior revision rather than become one more failed attempt; so
+    # does one that its rollout run leaves no room for on the update revision.
+    update_held = block is not None or not room_for_one(instances, update_revision, coordination)
     creates: list[NewInstance] = []
     resulting = [instance.index for instance in counted(instances)] + list(scale.create)
     for index in scale.create:

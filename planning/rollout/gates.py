@@ -14,9 +14,11 @@ reason for its `rolloutHold`.
 - Rolling update: each component moves within its own `maxSurge` / `maxUnavailable`, read
   from the group (the InferenceReplica applies them); no wave.
 - `maintainRatio` (either progression): a component more than `tolerance`% further through
-  its rollout than another component of the group is held (gate `Ratio`); a surge that
-  would move the serving ratio out of the band `anchor x (1 +- tolerance/100)` is held too,
-  except one surge on a balanced pool. Components updating in place skip the check.
+  its rollout than another component of the group is held (gate `Ratio`); a move that
+  would take the serving ratio out of the band `anchor x (1 +- tolerance/100)` is held too
+  (a surge under SurgeThenDrain, a drain under the strategies that move by taking an
+  Instance out first), with the reference's escapes: one surge on a balanced pool, one
+  drain whose overshoot stays within twice the band. Components updating in place skip it.
 - Sequence: one component at a time in list order, each after the longest soak of any
   group but the last, counted from when the component before it finished (gate
   `Sequential`, with the reference's two reason texts). Components the change leaves alone
@@ -110,11 +112,14 @@ def current_wave(components: list[ComponentProgress]) -> int:
 
 def blue_green(group: GroupPlan, progress: list[ComponentProgress]) -> list[Allowance]:
     moving = [c for c in progress if c.changed]
-    wave = current_wave(moving)
-    laggards = [c for c in moving if c.updated_serving < wave_limit(c.replicas, wave)]
+    # A failed component fails the group but does not stop the others: the waves go on
+    # without it (it keeps its own wave until a later change makes it healthy).
+    healthy = [c for c in moving if not c.failed] or moving
+    wave, stuck_wave = current_wave(healthy), current_wave(moving)
+    laggards = [c for c in healthy if c.updated_serving < wave_limit(c.replicas, wave)]
     result = []
     for c in moving:
-        limit = wave_limit(c.replicas, wave)
+        limit = wave_limit(c.replicas, stuck_wave if c.failed else wave)
         hold = None
         if c.updated >= limit and limit < c.replicas:
             waiting = [f"{o.name} ({o.updated_serving}/{wave_limit(o.replicas, wave)} serving)" for o in laggards]
@@ -146,14 +151,20 @@ def ratio_hold(component: ComponentProgress, peers: list[ComponentProgress], tol
             f"further than {slowest.name} ({slowest.fraction:.0%})",
             f"{slowest.name} moving further through its rollout",
         )
-    if component.surges:
-        for other in others:
-            if not surge_in_band(component, other, tolerance):
-                return Hold(
-                    HoldGate.RATIO,
-                    "surge would skew cross-Component serving ratio past tolerance",
-                    f"{other.name} serving more Instances, or {component.name}'s surge draining its old Instance",
-                )
+    for other in others:
+        if component.surges and not surge_in_band(component, other, tolerance):
+            return Hold(
+                HoldGate.RATIO,
+                "surge would skew cross-Component serving ratio past tolerance",
+                f"{other.name} serving more Instances, or {component.name}'s surge draining its old Instance",
+            )
+        if not component.surges and not drain_in_band(component, other, tolerance):
+            # Other strategies take an Instance out of rotation first.
+            return Hold(
+                HoldGate.RATIO,
+                "drain would skew cross-Component serving ratio past tolerance",
+                f"{other.name} serving fewer Instances, or {component.name}'s moved Instance serving again",
+            )
     return None
 
 

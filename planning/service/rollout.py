@@ -28,7 +28,8 @@ class RunSeen:
     """The latest report of the active (or last) run, as the InferenceService keeps it."""
 
     run: int
-    started_at: datetime
+    started_at: datetime | None
+    """None while the run is opening (no report from it yet)."""
     targets: dict[str, str]
     plan_digest: str | None
     group_digests: list[str]
@@ -54,7 +55,9 @@ def conditions(run: RunSeen | None, rollout: RolloutSpec | None) -> list[Planned
             PlannedCondition(READY, "True", "NoActiveRun", "no rollout run is active"),
             PlannedCondition(DRIFT, "False", "InSync", "no rollout run is active"),
         ]
-    if run.parked_reason is not None:
+    if run.started_at is None:
+        ready = PlannedCondition(READY, "Unknown", "Opening", f"run {run.run} is pinning its plan")
+    elif run.parked_reason is not None:
         ready = PlannedCondition(READY, "False", run.parked_reason, run.parked_message or run.parked_reason)
     else:
         ready = PlannedCondition(READY, "True", "Pinned", f"run {run.run} pinned plan {run.plan_digest}")
@@ -83,11 +86,9 @@ def rollout_status(run: RunSeen | None) -> dict[str, Any] | None:
     if not run.active:
         # The status is written as a merge patch: a closed run's `activeRun` is cleared by null.
         return {"activeRun": None, "groups": groups}
-    active: dict[str, Any] = {
-        "id": str(run.run),
-        "startedAt": run.started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "targetRevisions": dict(run.targets),
-    }
+    active: dict[str, Any] = {"id": str(run.run), "targetRevisions": dict(run.targets)}
+    if run.started_at is not None:
+        active["startedAt"] = run.started_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     if run.plan_digest is not None:
         active["planDigest"] = run.plan_digest
     return {"activeRun": active, "groups": groups}
@@ -104,17 +105,23 @@ class RunChange:
 
 
 def run_change(
-    asked: dict[str, str], active: dict[str, str] | None, last: dict[str, str] | None
+    asked: dict[str, str],
+    active: dict[str, str] | None,
+    last: dict[str, str] | None,
+    wanted: dict[str, str] | None = None,
 ) -> RunChange:
     """`asked`: each grouped component the spec moves (current revision serving, another
-    asked for) -> the revision asked for. A run opens when something is asked that neither
-    the active run nor the last closed one moved to; a newer revision of a component during
-    a run supersedes that run."""
-    if not asked:
-        return RunChange({})
+    asked for) -> the revision asked for; `wanted`: every grouped component's revision the
+    spec asks for, moved or not. A run opens when something is asked that neither the active
+    run nor the last closed one moved to. A run whose target the spec no longer asks for (a
+    newer revision, or the one serving asked for again) is superseded; only what is still
+    asked opens the next."""
     if active is not None:
-        if supersedes(active, asked):
+        reverted = wanted is not None and any(wanted.get(c, t) != t for c, t in active.items())
+        if reverted or supersedes(active, asked):
             return RunChange(dict(asked), supersede=True)
+        return RunChange({})
+    if not asked:
         return RunChange({})
     if last is not None and not supersedes(last, asked):
         return RunChange({})  # the closed run's components are still flipping their current revision

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import kube_calls, search_attributes, waiting
     from workflows.events import EventType, isvc_ref, record_event
     from workflows.instance import gang as instance_gang
-    from workflows.parent import signal_parent
+    from workflows.parent import deliver
 
 P = InstancePhase
 
@@ -165,7 +165,7 @@ class InstanceOperations:
         if parent is None:
             self.last_report = fingerprint
             return
-        if await signal_parent(parent, PARENT_SIGNAL_INSTANCE_CHANGED, status):
+        if await deliver(parent, PARENT_SIGNAL_INSTANCE_CHANGED, status):
             self.last_report = fingerprint
 
     # --- setup ----------------------------------------------------------------------

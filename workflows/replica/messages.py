@@ -109,8 +109,10 @@ class ReplicaState(MessageModel):
     """The pause every Instance was last told (`pause.tell_pause`, each pass); a change of
     `config.pause_mode` is news. None: unpaused (or none told yet)."""
     instances_told_drain_hold: str | None = None
-    """The rollout run's drain hold every Instance was last told (`pause.tell_pause`); None:
+    """The rollout run's drain hold the Instances were last told (`pause.tell_pause`); None:
     drains are free (or none told yet)."""
+    drain_hold_told: list[int] = Field(default_factory=list)
+    """The Instances told that hold: one started while it is in force is told too."""
     revisions: RevisionState = Field(default_factory=RevisionState)
     """The current and update revisions and their history, ControllerRevision-style. Each pass
     observes the config's (`observe_template`), then completes a finished rollout and trims
@@ -181,6 +183,9 @@ class ReplicaReport(MessageModel):
     """The InferenceService's `<Component>Ready` condition (spec reference §8)."""
     phase: str
     deleted: bool = False
+    failed_on_update: int = 0
+    """Instances Failed while on, or moving to, the update revision: a rollout run fails its
+    group for these, not for a failure of an Instance on another revision."""
     surge_serving: int = 0
     """Instances moving to the update revision whose new pod serves while the old one still
     does (a SurgeThenDrain at its drain step): a rollout run counts them as serving the new

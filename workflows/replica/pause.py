@@ -29,7 +29,12 @@ async def tell_pause(state: ReplicaState) -> None:
     state.instances_told_pause = mode
     hold = config.coordination.drain_hold if config.coordination is not None else None
     held = instances_to_tell(state.instances_told_drain_hold, hold, everyone, state.removing)
+    if hold is not None and not held:
+        # The hold is unchanged: tell those started since it began.
+        leaving = set(state.removing)
+        held = sorted(i for i in set(everyone) - set(state.drain_hold_told) if i not in leaving)
     state.instances_told_drain_hold = hold
+    state.drain_hold_told = sorted(set(state.drain_hold_told) | set(held)) if hold is not None else []
     await send_all(
         [signal_instance(config, index, SIGNAL_SET_PAUSE, PauseRequest(mode=mode)) for index in paused]
         + [signal_instance(config, index, SIGNAL_HOLD_DRAIN, HoldDrainRequest(reason=hold)) for index in held]

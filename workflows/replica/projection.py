@@ -17,6 +17,7 @@ from typing import Any
 from temporalio import workflow
 
 from models.inferencereplica import InferenceReplicaStatus
+from models.instance import InstancePhase
 from models.kube_ops import PatchStatusInput
 from planning.replica.budget import minimum_serving
 from planning.replica.conditions import (
@@ -33,7 +34,7 @@ from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.status import project_status, with_transitions
 from planning.replica.template import instance_ready_timeout_seconds
 from workflows import kube_calls, search_attributes
-from workflows.parent import signal_parent
+from workflows.parent import deliver
 from workflows.replica import view
 from workflows.replica.children import send_all
 from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport, ReplicaState
@@ -148,6 +149,15 @@ def surge_serving(state: ReplicaState) -> int:
     )
 
 
+def failed_on_update(state: ReplicaState) -> int:
+    """Instances Failed on, or on their way to, the update revision."""
+    return sum(
+        1
+        for status in state.instances.values()
+        if status.phase == InstancePhase.FAILED and status.target_revision == state.config.revision_hash
+    )
+
+
 async def report(
     state: ReplicaState,
     deleted: bool,
@@ -169,12 +179,15 @@ async def report(
         condition=condition,
         phase=phase,
         deleted=deleted,
-        surge_serving=surge_serving(state),
+        # What only a rollout run reads, sent only while one coordinates this component.
+        surge_serving=surge_serving(state) if config.coordination is not None else 0,
+        failed_on_update=failed_on_update(state) if config.coordination is not None else 0,
     )
-    # Without a surge serving, the fingerprint is the one reports had before the count existed.
+    # Counts at 0 leave the fingerprint as reports had it before the counts existed.
     unchanged: dict[str, Any] = {"condition": {"last_transition_time"}}
-    if not message.surge_serving:
-        unchanged["surge_serving"] = True
+    for count in ("surge_serving", "failed_on_update"):
+        if not getattr(message, count):
+            unchanged[count] = True
     fingerprint = digest(message.model_dump(mode="json", exclude=unchanged))
     if fingerprint == state.reported:
         return
@@ -183,4 +196,4 @@ async def report(
     parent = config.parent_workflow_id
     if parent is None:
         return
-    await signal_parent(parent, SIGNAL_REPLICA_CHANGED, message)
+    await deliver(parent, SIGNAL_REPLICA_CHANGED, message)

@@ -145,7 +145,7 @@ class RolloutState(MessageModel):
     """Whether the `RolloutPlanParked` Event of the current park was recorded."""
     counts: dict[str, ComponentCounts] = Field(default_factory=dict)
     finished_at: dict[str, datetime] = Field(default_factory=dict)
-    """When each moved component first served its target on every Instance."""
+    """When each moved component last began to serve its target on every Instance."""
     failed_groups: list[int] = Field(default_factory=list)
     """Groups whose `CoordinationGroupFailed` Event was recorded (again after they recover and fail anew)."""
     paused: str | None = None

@@ -117,11 +117,13 @@ def view(
     return base.model_copy(update={"plan_digest": plan.digest, "rows": rows, "reported": reported(phases)})
 
 
-def record_finishes(progress: dict[str, ComponentProgress], state: RolloutState, now: datetime) -> bool:
-    """Record when each moved component first finished; True when any did just now."""
-    changed = False
+def record_finishes(progress: dict[str, ComponentProgress], state: RolloutState, now: datetime) -> None:
+    """Record when each moved component finished, last: one that stops serving its target on
+    every Instance forgets it, so a sequence's soak counts from its next finish."""
     for name, c in progress.items():
-        if c.changed and c.finished and name not in state.finished_at:
+        if not c.changed:
+            continue
+        if c.finished and name not in state.finished_at:
             state.finished_at[name] = now
-            changed = True
-    return changed
+        elif not c.finished:
+            state.finished_at.pop(name, None)

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes, waiting
     from workflows.events import isvc_ref, record_event
     from workflows.names import ROLLOUT
-    from workflows.parent import signal_parent
+    from workflows.parent import deliver
     from workflows.rollout.messages import (
         QUERY_STATUS,
         SIGNAL_PAUSE,
@@ -48,6 +48,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.rollout.view import progress_of, record_finishes, report, view
 
+FINAL_REPORT_TRIES = 3
+FINAL_REPORT_RETRY = timedelta(seconds=30)
 SAFETY_RECHECK = timedelta(minutes=30)
 """Counts arrive as signals; the timer only re-sends the report in case one was lost."""
 
@@ -67,6 +69,8 @@ class RolloutWorkflow:
     def __init__(self, arg: RolloutInput | RolloutState) -> None:
         self.state = arg if isinstance(arg, RolloutState) else RolloutState(input=arg, paused=arg.paused)
         self.seq = 0
+        self.undelivered = False
+        """The last report could not be delivered (the parent is gone or busy restarting)."""
 
     @workflow.signal(name=SIGNAL_PROGRESS)
     def progress(self, counts: ComponentCounts) -> None:
@@ -131,12 +135,22 @@ class RolloutWorkflow:
             seen = self.seq
             wake_at = await self.step()
             if state.outcome is not None:
+                await self.report_closed()
                 workflow.upsert_search_attributes([search_attributes.PHASE.value_set(state.outcome)])
                 return self.status()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(state)
             await self.wait_for_news(seen, wake_at)
+
+    async def report_closed(self) -> None:
+        """The parent must hear that the run closed, or it would go on coordinating: a final
+        report that did not go through is tried again a few times before the run ends."""
+        for _ in range(FINAL_REPORT_TRIES):
+            if not self.undelivered:
+                return
+            await workflow.sleep(FINAL_REPORT_RETRY)
+            await self.step()
 
     async def wait_for_news(self, seen: int, wake_at: datetime | None) -> None:
         await waiting.wait_for_news(lambda: self.seq != seen, wake_at, SAFETY_RECHECK)
@@ -196,7 +210,8 @@ class RolloutWorkflow:
         parent = state.input.parent_workflow_id
         if fingerprint == state.reported or parent is None:
             return
-        if await signal_parent(parent, SIGNAL_ROLLOUT_CHANGED, outgoing):
+        self.undelivered = not await deliver(parent, SIGNAL_ROLLOUT_CHANGED, outgoing)
+        if not self.undelivered:
             state.reported = fingerprint
 
     def isvc(self) -> ObjectRef:

@@ -300,7 +300,7 @@ class ServiceComponents(ServiceProjection):
         the active run what it has not heard yet (`workflows.service.rollouts`)."""
         plans = self.plans(isvc)
         change = rollouts.decide(self.state, isvc, plans)
-        if change.open:
+        if change.open or change.supersede:
             await rollouts.open_run(self.state, isvc, plans, change)
         elif self.state.rollout.run is None:
             rollouts.at_rest(self.state, isvc)

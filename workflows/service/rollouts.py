@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -25,6 +26,7 @@ from planning.service.components import ComponentPlan
 from planning.service.rollout import RunChange, RunSeen, run_change
 from planning.service.rollout import conditions as rollout_conditions
 from workflows.names import ROLLOUT, rollout_workflow_id
+from workflows.parent import deliver
 from workflows.replica.messages import ReplicaReport
 from workflows.rollout.messages import (
     SIGNAL_PAUSE,
@@ -66,7 +68,9 @@ def decide(state: ServiceState, isvc: InferenceService, plans: list[ComponentPla
     tracking = state.rollout
     active = tracking.target_names if tracking.run is not None else None
     last = tracking.target_names if tracking.run is None and tracking.target_names else None
-    return run_change(asked(state, isvc, plans), active, last)
+    grouped = set(grouped_components(isvc))
+    wanted = {plan.name: plan.revision_name for plan in plans if plan.name in grouped and plan.omenative}
+    return run_change(asked(state, isvc, plans), active, last, wanted)
 
 
 def desired(state: ServiceState, plan: ComponentPlan) -> int:
@@ -80,8 +84,12 @@ async def open_run(
     tracking = state.rollout
     run = state.generation
     if change.supersede and tracking.run is not None:
-        old = rollout_workflow_id(isvc.namespace, isvc.name, tracking.run)
-        await workflow.get_external_workflow_handle(old).signal(SIGNAL_SUPERSEDE, run)
+        # A run that closed meanwhile needs no telling.
+        await deliver(rollout_workflow_id(isvc.namespace, isvc.name, tracking.run), SIGNAL_SUPERSEDE, run)
+        if not change.open:
+            # The spec asks again for what serves: nothing to move, no run to open.
+            state.rollout = RolloutTracking(pairing=tracking.pairing)
+            return
     by_name = {plan.name: plan for plan in plans}
     moved = [by_name[name] for name in change.open]
     previous = {
@@ -100,7 +108,7 @@ async def open_run(
         target_names=dict(change.open),
         previous=previous,
         replicas={p.name: desired(state, p) for p in moved},
-        strategies={p.name: update_policy(p.effective.lifecycle).strategy.value for p in moved},
+        strategies={p.name: update_policy(p.effective.lifecycle, state.cluster.update_policy).strategy.value for p in moved},
         paused=state.pause.value if state.pause is not None else None,
         parent_workflow_id=workflow.info().workflow_id,
         pairing_from=tracking.pairing,
@@ -122,7 +130,7 @@ async def open_run(
         run=run,
         targets=dict(run_input.targets),
         target_names=dict(change.open),
-        forwarded={"pause": str(run_input.paused), "respec": _spec_key(isvc)},
+        forwarded={"pause": _fingerprint(run_input.paused), "respec": _fingerprint(run_input.rollout)},
     )
 
 
@@ -132,9 +140,10 @@ def at_rest(state: ServiceState, isvc: InferenceService) -> None:
     state.rollout.pairing = rollout.pairing_protocol if rollout is not None else None
 
 
-def _spec_key(isvc: InferenceService) -> str:
-    rollout = isvc.spec.rollout
-    return json.dumps(rollout.model_dump(mode="json", by_alias=True, exclude_none=True) if rollout else {}, sort_keys=True)
+def _fingerprint(payload: Any) -> str:
+    if hasattr(payload, "model_dump_json"):
+        return str(payload.model_dump_json())
+    return json.dumps(payload, sort_keys=True)
 
 
 def counts_of(tracking: RolloutTracking, component: str, report: ReplicaReport, replicas: int) -> ComponentCounts:
@@ -143,11 +152,8 @@ def counts_of(tracking: RolloutTracking, component: str, report: ReplicaReport, 
     status = report.status
     target_name = tracking.target_names.get(component)
     on_target = status.update_revision == target_name
-    ready = status.condition("Ready")
-    # A failed Instance, or a failed attempt at the target (its retry block), fails the group.
-    failing = (ready is not None and ready.reason == "InstanceFailed") or any(
-        block.target_revision == target_name for block in status.retry_blocks
-    )
+    # A failed Instance on the target, or a failed attempt at it (its retry block), fails the group.
+    failing = report.failed_on_update > 0 or any(block.target_revision == target_name for block in status.retry_blocks)
     return ComponentCounts(
         component=component,
         revision=tracking.targets[component] if on_target else status.update_revision,
@@ -165,26 +171,28 @@ async def forward(state: ServiceState, isvc: InferenceService, plans: list[Compo
     tracking = state.rollout
     if tracking.run is None:
         return
-    handle = workflow.get_external_workflow_handle(rollout_workflow_id(isvc.namespace, isvc.name, tracking.run))
+    run_id = rollout_workflow_id(isvc.namespace, isvc.name, tracking.run)
     by_name = {plan.name: plan for plan in plans}
+    outgoing: list[tuple[str, str, Any]] = []
     for component in tracking.targets:
         report, plan = state.replicas.get(component), by_name.get(component)
-        if report is None or plan is None:
-            continue
-        counts = counts_of(tracking, component, report, desired(state, plan))
-        key = counts.model_dump_json()
-        if tracking.forwarded.get(component) != key:
-            await handle.signal(SIGNAL_PROGRESS, counts)
-            tracking.forwarded[component] = key
+        if report is not None and plan is not None:
+            counts = counts_of(tracking, component, report, desired(state, plan))
+            outgoing.append((component, SIGNAL_PROGRESS, counts))
     pause = state.pause.value if state.pause is not None else None
-    if tracking.forwarded.get("pause") != str(pause):
-        await handle.signal(SIGNAL_PAUSE, pause)
-        tracking.forwarded["pause"] = str(pause)
-    parked = tracking.report is not None and tracking.report.parked_reason is not None
-    if parked and tracking.forwarded.get("respec") != _spec_key(isvc):
+    outgoing.append(("pause", SIGNAL_PAUSE, pause))
+    if tracking.report is not None and tracking.report.parked_reason is not None:
         rollout = isvc.spec.rollout
-        await handle.signal(SIGNAL_RESPEC, rollout.model_dump(mode="json", by_alias=True, exclude_none=True) if rollout else {})
-        tracking.forwarded["respec"] = _spec_key(isvc)
+        outgoing.append(("respec", SIGNAL_RESPEC, rollout.model_dump(mode="json", by_alias=True, exclude_none=True) if rollout else {}))
+    for key, signal, payload in outgoing:
+        fingerprint = _fingerprint(payload)
+        if tracking.forwarded.get(key) == fingerprint:
+            continue
+        if not await deliver(run_id, signal, payload):
+            # The run has closed (its last report may still be on its way): stop coordinating.
+            tracking.run = None
+            return
+        tracking.forwarded[key] = fingerprint
 
 
 def on_report(tracking: RolloutTracking, report: RolloutReport) -> bool:
@@ -217,10 +225,12 @@ def coordination(tracking: RolloutTracking, component: str) -> Coordination | No
 
 
 def run_seen(tracking: RolloutTracking) -> RunSeen | None:
-    """The run as status shows it; None before its first report."""
+    """The run as status shows it: opening until its first report; None before any run."""
     report = tracking.report
     if report is None:
-        return None
+        if tracking.run is None:
+            return None
+        return RunSeen(tracking.run, None, dict(tracking.target_names), None, [], [])
     return RunSeen(
         run=report.run,
         started_at=report.started_at,
@@ -240,8 +250,10 @@ def run_seen(tracking: RolloutTracking) -> RunSeen | None:
 def status_view(state: ServiceState, isvc: InferenceService) -> RolloutStatusView:
     tracking, report = state.rollout, state.rollout.report
     if report is None:
+        if tracking.run is not None:
+            return RolloutStatusView(reported="InProgress", run=tracking.run, active=True)
         reported = "NotConfigured" if not grouped_components(isvc) else "Succeeded"
-        return RolloutStatusView(reported=reported, run=tracking.run, active=tracking.run is not None)
+        return RolloutStatusView(reported=reported)
     return RolloutStatusView(
         reported=report.reported if report.outcome is None else "Succeeded",
         run=report.run,
@@ -328,7 +340,7 @@ def preview_view(
         new.spec.rollout,
         moves,
         {name: desired(state, by_name[name]) for name in moves},
-        {name: update_policy(by_name[name].effective.lifecycle).surges for name in moves},
+        {name: update_policy(by_name[name].effective.lifecycle, state.cluster.update_policy).surges for name in moves},
         pairing_change=old_token is not None and new_token is not None and old_token != new_token,
     )
     return PreviewView(

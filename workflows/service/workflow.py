@@ -28,8 +28,14 @@ desired pod available) after 15 s, doubling to 5 minutes; once converged only on
 watcher, to one GET per Deployment per back-off step, and a Deployment stuck unconverged
 settles at one read per 5 minutes.
 
-Signals: `pause`, `resume`, `scale`, `release_held`, `reset_instances`, `delete`, and from
-the watcher `deployment_changed`. Query `status`.
+Rollout groups (`spec.rollout.groups`): a change that gives a grouped component a new
+revision while an older one serves opens a `Rollout` child (`workflows.service.rollouts`),
+which paces the group's InferenceReplicas through this workflow: their counts go to the run,
+the run's allowances come back as each InferenceReplica's `Coordination`.
+
+Signals: `pause`, `resume`, `scale`, `release_held`, `reset_instances`, `delete`; from the
+watcher `deployment_changed`; from the children `replica_changed` and `rollout_changed`.
+Queries `status`, `rollout_status`, `explain <component>`, `preview <manifest>`.
 
 A `scale` is checked by the next pass (`planning.service.scale`): a component that does
 not exist or does not run (`MultiNode`), or replicas that are not a whole number within
@@ -38,9 +44,10 @@ InferenceService (`kubectl describe isvc`, `kubectl get events`) and the refusal
 the `status` query's `last_rejected_request` (signals have no reply; these are the two
 places an operator looks). Handlers only record; the loop acts.
 
-This module holds admission, the messages and the loop; the components' objects and
-InferenceReplica children live in `workflows.service.components`, the phase and status in
-`workflows.service.projection` (the workflow class inherits both).
+This module holds admission, the handlers and the loop; the contract is
+`workflows.service.messages`, the components' objects and InferenceReplica children
+`workflows.service.components`, the rollout runs `workflows.service.rollouts`, the phase and
+status `workflows.service.projection` (the workflow class inherits the last two's bases).
 """
 
 from __future__ import annotations

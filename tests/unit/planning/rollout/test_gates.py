@@ -239,3 +239,27 @@ def test_a_surge_that_would_skew_the_serving_ratio_is_held_at_ratio() -> None:
     engine = by_name(allowances(RATIO, progress, T0))["engine"]
     assert engine.limit == 1 and engine.hold is not None and engine.hold.gate == HoldGate.RATIO
     assert engine.hold.reason == "surge would skew cross-Component serving ratio past tolerance"
+
+
+def test_a_failed_component_does_not_stop_its_blue_green_peers() -> None:
+    progress = {
+        "engine": ComponentProgress("engine", 4, updated=1, updated_serving=0, failed=1),
+        "decoder": ComponentProgress("decoder", 2, updated=1, updated_serving=1),
+    }
+    found = by_name(allowances(BLUE_GREEN, progress, T0))
+    assert found["decoder"].limit == 2, "the decoder goes on past the failed engine's wave"
+    assert found["engine"].limit == 1
+
+
+def test_a_drain_first_strategy_is_held_when_its_drain_would_skew_the_ratio() -> None:
+    """RecreatePod takes an Instance out first: 3:2 -> 2:2 is 50% off 2:1, past twice 20%."""
+    plan = plan_of(
+        {"groups": [{"components": ["engine", "decoder"], "rollingUpdate": {}, "maintainRatio": {"tolerance": 20}}]}
+    )
+    progress = {
+        "engine": ComponentProgress("engine", 4, updated=1, serving=3, surges=False),
+        "decoder": ComponentProgress("decoder", 2, updated=1, updated_serving=1, serving=2, surges=False),
+    }
+    engine = by_name(allowances(plan, progress, T0))["engine"]
+    assert engine.hold is not None and engine.hold.gate == HoldGate.RATIO
+    assert engine.hold.reason == "drain would skew cross-Component serving ratio past tolerance"

@@ -39,8 +39,13 @@ def shown(found: list) -> list[tuple[str, str, str]]:
             BLUE_GREEN,
             [("RolloutPlanReady", "False", "PolicyNotFound"), ("RolloutPlanDrift", "False", "InSync")],
         ),
+        (
+            RunSeen(3, None, {"engine": "e2"}, None, [], []),
+            BLUE_GREEN,
+            [("RolloutPlanReady", "Unknown", "Opening"), ("RolloutPlanDrift", "False", "InSync")],
+        ),
     ],
-    ids=["no run", "closed run", "pinned", "spec edited during the run", "parked"],
+    ids=["no run", "closed run", "pinned", "spec edited during the run", "parked", "opening"],
 )
 def test_plan_conditions(run: RunSeen | None, spec: RolloutSpec, expected: list[tuple[str, str, str]]) -> None:
     assert shown(conditions(run, spec)) == expected
@@ -65,6 +70,14 @@ def test_status_rollout_pins_the_active_run_and_drops_it_once_closed() -> None:
     }
     closed = rollout_status(replace(RUN, outcome="Completed", group_phases=["Succeeded"]))
     assert closed == {"activeRun": None, "groups": [{"observedDigest": "rp1:cca45ec1fb0f", "phase": "Succeeded"}]}
+
+
+def test_asking_again_for_what_serves_supersedes_the_run_and_opens_none() -> None:
+    """Seed 004: "a fixed image or the previous one" makes a failed component healthy."""
+    change = run_change({}, {"engine": "e2", "decoder": "d2"}, None, {"engine": "e1", "decoder": "d2"})
+    assert (change.open, change.supersede) == ({}, True)
+    unchanged = run_change({"engine": "e2", "decoder": "d2"}, {"engine": "e2", "decoder": "d2"}, None, {"engine": "e2", "decoder": "d2"})
+    assert (unchanged.open, unchanged.supersede) == ({}, False)
 
 
 @pytest.mark.parametrize(
