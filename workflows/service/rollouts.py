@@ -196,9 +196,12 @@ async def forward(state: ServiceState, isvc: InferenceService, plans: list[Compo
 
 
 def on_report(tracking: RolloutTracking, report: RolloutReport) -> bool:
-    """Keep the active run's report; a closed run stops coordinating. False: stale."""
-    if tracking.run is None or report.run != tracking.run:
-        return False  # a superseded run's last words
+    """Keep the report of the active run, or the late last words of the run just closed (a
+    failed signal closed it here first); a closed run stops coordinating. False: stale."""
+    latest = tracking.report.run if tracking.report is not None else None
+    late = tracking.run is None and report.run == latest and report.outcome is not None
+    if report.run != tracking.run and not late:
+        return False  # a superseded run's last words, or a closed run's news
     tracking.report = report
     if report.outcome is not None:
         tracking.run = None
