@@ -1,7 +1,7 @@
 """The loop both watchers share: list+watch threads feed a queue, bursts are coalesced, and
 each pass signals what changed, retrying failed signals with back-off.
 
-`PodWatcher` (workers/watcher.py) and `DeploymentWatcher` (workers/watch/deployments.py)
+`PodWatcher` (workers/watch/pods.py) and `DeploymentWatcher` (workers/watch/deployments.py)
 differ only in what they keep and whom they signal; they implement `_apply` (fold one watch
 event into their view, marking what is dirty), `_flush` (signal the dirty keys, leave the
 failed ones dirty) and, when a pass needs more than one kind listed first, `_ready`.
