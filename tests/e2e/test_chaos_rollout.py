@@ -84,6 +84,44 @@ async def until_settled(sim: KubeSim, namespace: str, images: dict[str, str], wi
         await asyncio.sleep(0.2)
 
 
+class RolloutSampler:
+    """Samples the pods every 0.1 s while a run moves the group (kubesim's store, no request):
+    the fewest Instances of each component serving at once, the most live pods of one
+    Instance, and no pod outside a component's Instance indexes."""
+
+    def __init__(self, sim: KubeSim, namespace: str) -> None:
+        self.sim, self.namespace = sim, namespace
+        self.fewest = dict(DESIRED)
+        self.most_live = 0
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        while not self.stop.is_set():
+            seen = await asyncio.to_thread(observe_pods, self.sim, self.namespace, NAME)
+            for component, desired in DESIRED.items():
+                mine = seen.of(component)
+                self.fewest[component] = min(self.fewest[component], len(mine.serving_indexes()))
+                for index, pods in mine.live_by_index().items():
+                    assert index is not None and 0 <= index < desired, f"stray {component} pods {pods}"
+                    self.most_live = max(self.most_live, len(pods))
+            await asyncio.sleep(0.1)
+
+    async def __aenter__(self) -> RolloutSampler:
+        self.task = asyncio.create_task(self.run())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.stop.set()
+        assert self.task is not None
+        await self.task
+
+    def check(self) -> None:
+        """Blue-green under SurgeThenDrain: never fewer serving than desired, at most one surge pod."""
+        assert self.fewest == DESIRED, f"fewer Instances served than desired at one moment: {self.fewest}"
+        assert self.most_live <= 2, "an Instance had more than its pod and one surge pod"
+
+
 async def test_worker_killed_five_times_during_a_blue_green_run(
     dev_server: WorkflowEnvironment, cluster: KubeSim, tmp_path: Path
 ) -> None:
@@ -101,24 +139,7 @@ async def test_worker_killed_five_times_during_a_blue_green_run(
         await until_settled(cluster, namespace, {"engine": IMAGE_1, "decoder": IMAGE_1}, SETTLE_WITHIN)
         router_before = {p.uid for p in (await asyncio.to_thread(observe_pods, cluster, namespace, NAME)).of("router").pods}
 
-        fewest = dict(DESIRED)
-        most_live_per_instance = 0
-        stop = asyncio.Event()
-
-        async def sample() -> None:
-            nonlocal most_live_per_instance
-            while not stop.is_set():
-                seen = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
-                for component, desired in DESIRED.items():
-                    mine = seen.of(component)
-                    fewest[component] = min(fewest[component], len(mine.serving_indexes()))
-                    for index, pods in mine.live_by_index().items():
-                        assert index is not None and 0 <= index < desired, f"stray {component} pods {pods}"
-                        most_live_per_instance = max(most_live_per_instance, len(pods))
-                await asyncio.sleep(0.1)
-
-        sampler = asyncio.create_task(sample())
-        try:
+        async with RolloutSampler(cluster, namespace) as sampler:
             changed = await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_2, (4, 2)))
             assert changed.generation == 2
             rng = random.Random(SEED)
@@ -132,13 +153,9 @@ async def test_worker_killed_five_times_during_a_blue_green_run(
                 await asyncio.sleep(rng.uniform(*DOWN_SECONDS))
                 await asyncio.to_thread(worker.start)
             await until_settled(cluster, namespace, {"engine": IMAGE_2, "decoder": IMAGE_2}, SETTLE_WITHIN)
-        finally:
-            stop.set()
-            await sampler
 
         assert worker.starts == KILLS + 1
-        assert fewest == DESIRED, f"fewer Instances served than desired at one moment: {fewest}"
-        assert most_live_per_instance <= 2, "an Instance had more than its pod and one surge pod"
+        sampler.check()
         after = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
         assert {p.uid for p in after.of("router").pods} == router_before, "the router is in no group: untouched"
         run = client.get_workflow_handle(rollout_workflow_id(namespace, NAME, 2), result_type=RolloutView)

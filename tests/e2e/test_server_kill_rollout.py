@@ -31,7 +31,7 @@ from bench.lifecycle_stack import (
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from tests.e2e.running_stack import free_ports
-from tests.e2e.test_chaos_rollout import DESIRED, prepare, settled, until_settled
+from tests.e2e.test_chaos_rollout import RolloutSampler, prepare, settled, until_settled
 from tests.workflows.rollout_examples import BLUE_GREEN, NAME, pd_manifest
 from workers.client import DATA_CONVERTER
 from workers.devserver import dev_server_argv, ensure_search_attributes
@@ -100,24 +100,7 @@ async def test_dev_server_killed_mid_run_and_restarted_on_its_database(cluster: 
         await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_1, (4, 2)))
         await until_settled(cluster, namespace, {"engine": IMAGE_1, "decoder": IMAGE_1}, SETTLE_WITHIN)
 
-        fewest = dict(DESIRED)
-        most_live = 0
-        stop = asyncio.Event()
-
-        async def sample() -> None:
-            nonlocal most_live
-            while not stop.is_set():
-                seen = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
-                for component, desired in DESIRED.items():
-                    mine = seen.of(component)
-                    fewest[component] = min(fewest[component], len(mine.serving_indexes()))
-                    for index, pods in mine.live_by_index().items():
-                        assert index is not None and 0 <= index < desired, f"stray {component} pods {pods}"
-                        most_live = max(most_live, len(pods))
-                await asyncio.sleep(0.1)
-
-        sampler = asyncio.create_task(sample())
-        try:
+        async with RolloutSampler(cluster, namespace) as sampler:
             await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_2, (4, 2)))
             await asyncio.sleep(1.0)
             seen = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
@@ -126,12 +109,8 @@ async def test_dev_server_killed_mid_run_and_restarted_on_its_database(cluster: 
             await asyncio.sleep(1.0)
             client = await server.start()
             await until_settled(cluster, namespace, {"engine": IMAGE_2, "decoder": IMAGE_2}, SETTLE_WITHIN)
-        finally:
-            stop.set()
-            await sampler
 
-        assert fewest == DESIRED, f"fewer Instances served than desired at one moment: {fewest}"
-        assert most_live <= 2, "an Instance had more than its pod and one surge pod"
+        sampler.check()
         run = client.get_workflow_handle(rollout_workflow_id(namespace, NAME, 2), result_type=RolloutView)
         assert (await asyncio.wait_for(run.result(), 90)).outcome == "Completed"
         assert worker.starts == 1 and watcher.starts == 1, "neither process was restarted: they reconnected"
