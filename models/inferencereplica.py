@@ -166,6 +166,17 @@ class RolloutHoldRow(StatusModel):
     since: datetime | None = None
 
 
+class CoordinationGroupRefRow(StatusModel):
+    """`status.coordinationGroupRef`: the rollout run that moves this component, its group in
+    `spec.rollout.groups` and the group's phase; absent outside a run."""
+
+    rollout: str
+    """The `Rollout` workflow's ID, `rollout/{ns}/{isvc}/{run}`."""
+    run: int
+    group: int
+    phase: str
+
+
 class MigrationRecord(StatusModel):
     uuid: str
     instance: int
@@ -193,6 +204,7 @@ class InferenceReplicaStatus(StatusModel):
     migrations: list[MigrationRecord] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
     rollout_hold: RolloutHoldRow | None = None
+    coordination_group_ref: CoordinationGroupRefRow | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

@@ -39,6 +39,11 @@ class Coordination:
     drain_hold: str | None = None
     """Why old Instances may not drain yet (the pairing-protocol transition's `Pairing` gate):
     the InferenceReplica tells its Instances (`hold_drain`) and holds its own handover drains."""
+    group: int | None = None
+    """The index of the component's group in `spec.rollout.groups` (the InferenceReplica's
+    `coordinationGroupRef`); None until the run has pinned its plan."""
+    group_phase: str | None = None
+    """The group's phase in the run: Pending, Progressing, Paused, Failed or Succeeded."""
 
 
 def opening(run: int, target: str) -> Coordination:

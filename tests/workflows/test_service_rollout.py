@@ -225,9 +225,27 @@ async def test_a_pause_during_a_run_holds_its_groups_paused_until_resume(
         await s.handle().signal("pause")
         paused = await eventually(lambda: _reported(s, "Paused"), "the run to show Paused", within=30)
         assert paused.active and {r.group_phase for r in paused.rows} == {"Paused"}
+        # The InferenceReplica objects say the same: their run, their group and its phase.
+        refs = await eventually(lambda: _group_refs(s, "Paused"), "the InferenceReplicas to show Paused")
+        assert refs == {c: {"rollout": rollout_workflow_id(s.namespace, NAME, 2), "run": 2, "group": 0,
+                            "phase": "Paused"} for c in ("engine", "decoder")}
+        assert "coordinationGroupRef" not in s.object("inferencereplicas", f"{NAME}-router")["status"]
         await s.handle().signal("resume")
         await eventually(lambda: run_outcome(s, 2), "rollout run 2 to complete after resume", within=90)
         await eventually(lambda: settled(s, {"engine": 2, "decoder": 2}, IMAGE_2), "all on the new image")
+        await eventually(lambda: _run_gone_from_replicas(s), "the closed run's refs and holds to go from the InferenceReplicas")
+
+
+def _group_refs(s: Story, phase: str) -> dict[str, Any] | None:
+    refs = {c: (s.object("inferencereplicas", f"{NAME}-{c}") or {}).get("status", {}).get("coordinationGroupRef")
+            for c in ("engine", "decoder")}
+    return refs if all(r is not None and r["phase"] == phase for r in refs.values()) else None
+
+
+def _run_gone_from_replicas(s: Story) -> bool:
+    """A merge patch keeps what it does not name: the cleared fields must really be gone."""
+    statuses = [(s.object("inferencereplicas", f"{NAME}-{c}") or {}).get("status", {}) for c in ("engine", "decoder")]
+    return all("coordinationGroupRef" not in st and "rolloutHold" not in st for st in statuses)
 
 
 async def _reported(s: Story, state: str) -> RolloutStatusView | None:

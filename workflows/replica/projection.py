@@ -16,7 +16,7 @@ from typing import Any
 
 from temporalio import workflow
 
-from models.inferencereplica import InferenceReplicaStatus
+from models.inferencereplica import CoordinationGroupRefRow, InferenceReplicaStatus
 from models.instance import InstancePhase
 from models.kube_ops import PatchStatusInput
 from planning.replica.budget import minimum_serving
@@ -28,17 +28,22 @@ from planning.replica.conditions import (
     ready_timeout_condition,
     rollout_progress,
 )
+from planning.replica.coordination import Coordination
 from planning.replica.facts import replica_counts
 from planning.replica.handover import handover_rows
 from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.status import project_status, with_transitions
 from planning.replica.template import instance_ready_timeout_seconds
 from workflows import kube_calls, search_attributes
+from workflows.names import rollout_workflow_id
 from workflows.parent import deliver
 from workflows.replica import view
 from workflows.replica.children import send_all
 from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport, ReplicaState
 from workflows.replica.object import ir_ref
+
+CLEARED_WHEN_UNSET = ("rolloutHold", "coordinationGroupRef")
+"""Status fields that come and go: absent from the status, they are removed from the object."""
 
 
 def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaStatus, PlannedCondition]:
@@ -69,11 +74,26 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         previous_conditions=state.conditions,
         now=now,
     )
+    ref = group_ref(config.namespace, config.isvc, config.coordination)
+    if ref is not None:
+        status = status.model_copy(update={"coordination_group_ref": ref})
     if state.gang_surges:
         # A handover's source knows nothing of it: its row shows the replacement's progress.
         rows = handover_rows(status.instance_statuses, state.gang_surges)
         status = status.model_copy(update={"instance_statuses": rows})
     return status, component_condition(config.component, desired, counts, minimum)
+
+
+def group_ref(namespace: str, isvc: str, coordination: Coordination | None) -> CoordinationGroupRefRow | None:
+    """`coordinationGroupRef`: the run and group moving this component, once the run pinned its plan."""
+    if coordination is None or coordination.group is None:
+        return None
+    return CoordinationGroupRefRow(
+        rollout=rollout_workflow_id(namespace, isvc, coordination.run),
+        run=coordination.run,
+        group=coordination.group,
+        phase=coordination.group_phase or "Progressing",
+    )
 
 
 def phase_of(state: ReplicaState, status: InferenceReplicaStatus) -> str:
@@ -129,8 +149,10 @@ async def write_status(state: ReplicaState, status: InferenceReplicaStatus, body
     """Patch the object's status to `body` (a missing object is no error)."""
     ready = status.condition("Ready")
     hold = status.rollout_hold
+    # A merge patch keeps what it does not name: a cleared hold or group ref is sent as null.
+    cleared = {key: None for key in CLEARED_WHEN_UNSET if key not in body}
     await kube_calls.patch_status(
-        PatchStatusInput(ref=ir_ref(state), status=body, missing_ok=True),
+        PatchStatusInput(ref=ir_ref(state), status={**body, **cleared}, missing_ok=True),
         summary=f"status of {state.config.ir_name}: {status.ready_replicas}/{state.last_desired} Ready"
         + (f", {ready.reason}" if ready is not None else "")
         + (f", hold {hold.gate}: {hold.reason}" if hold is not None else ""),
@@ -188,6 +210,8 @@ async def report(
     for count in ("surge_serving", "failed_on_update"):
         if not getattr(message, count):
             unchanged[count] = True
+    if status.coordination_group_ref is None:
+        unchanged["status"] = {"coordination_group_ref"}
     fingerprint = digest(message.model_dump(mode="json", exclude=unchanged))
     if fingerprint == state.reported:
         return

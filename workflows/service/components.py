@@ -51,9 +51,15 @@ from workflows.service.projection import ServiceProjection, identity, runs_deplo
 
 
 def config_fingerprint(config: ReplicaConfig) -> str:
-    """What was sent, to send nothing twice; a config outside a rollout run has the same
-    fingerprint as before runs existed, so a running service resends nothing."""
-    return config.model_dump_json(exclude={"coordination"} if config.coordination is None else None)
+    """What was sent, to send nothing twice; a config outside a rollout run, or inside one
+    before its group reached the InferenceReplica, has the same fingerprint as before, so a
+    running service resends nothing."""
+    coordination = config.coordination
+    if coordination is None:
+        return config.model_dump_json(exclude={"coordination"})
+    if coordination.group is None:
+        return config.model_dump_json(exclude={"coordination": {"group", "group_phase"}})
+    return config.model_dump_json()
 
 
 class ServiceComponents(ServiceProjection):

@@ -46,6 +46,10 @@ from workflows.service.messages import (
     ServiceState,
 )
 
+COORDINATION_GROUP_REF = "coordination-group-ref"
+"""`workflow.patched` id: the coordination an InferenceReplica receives names its group and the
+group's phase (its `status.coordinationGroupRef`)."""
+
 
 def grouped_components(isvc: InferenceService) -> list[str]:
     rollout = isvc.spec.rollout
@@ -221,9 +225,14 @@ def coordination(tracking: RolloutTracking, component: str) -> Coordination | No
             reason = f"rollout run {tracking.run} parked ({report.parked_reason}): {report.parked_message}"
             return Coordination(closed.run, target, 0, closed.gate, reason)
         return closed
+    row = next((r for r in report.rows if r.component == component), None) if report is not None else None
+    # Histories recorded before the group's phase reached the InferenceReplica sent configs without it.
+    shown = row is not None and workflow.patched(COORDINATION_GROUP_REF)
     return Coordination(
         tracking.run, target, allowance.limit, allowance.gate, allowance.reason,
         allowance.max_surge, allowance.max_unavailable, allowance.drain_hold,
+        group=row.group if shown and row is not None else None,
+        group_phase=row.group_phase if shown and row is not None else None,
     )
 
 
