@@ -42,6 +42,7 @@ LABEL_ISVC = "ome.io/inferenceservice"
 LABEL_INDEX = "ome.io/instance-index"
 LABEL_COMPONENT = "ome.io/component"
 SERVING_GATE = "ome.io/serving"
+LABEL_PAIRING = "ome.io/pairing-protocol"
 
 BENCH_CLUSTER: dict[str, Any] = {"drain_seconds": 0.0}
 """Cluster lifecycle settings for the runs: no drain pause, so the figures measure the
@@ -137,6 +138,8 @@ class PodView:
     serving: bool
     terminating: bool
     component: str = ""
+    pairing: str = ""
+    """The `ome.io/pairing-protocol` label ("" without one)."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,10 @@ class PodSnapshot:
             for pod in self.live()
             if pod.index is not None and pod.ready and pod.serving and (image is None or pod.image == image)
         }
+
+    def serving_tokens(self) -> set[str]:
+        """The pairing-protocol tokens of the live pods that serve."""
+        return {pod.pairing for pod in self.live() if pod.ready and pod.serving}
 
     def of(self, component: str) -> PodSnapshot:
         """The pods of one component."""
@@ -192,6 +199,7 @@ def _view(pod: dict[str, Any]) -> PodView:
         serving=conditions.get(SERVING_GATE) == "True",
         terminating=metadata.get("deletionTimestamp") is not None,
         component=str(labels.get(LABEL_COMPONENT, "")),
+        pairing=str(labels.get(LABEL_PAIRING, "")),
     )
 
 

@@ -1,12 +1,13 @@
 """The worker SIGKILLed at random moments during a blue-green rollout group's run.
 
 Seed 004's mistral-pd with 4 engines and 2 decoders in one blue-green group (the router in
-none): an image change opens a `Rollout` run that moves both components in waves of 25%.
-The worker process is killed five times while the run moves them. It must end with every
-engine and decoder Instance on the new image, the router untouched, no duplicated or
-orphaned pods, never fewer than the desired Instances of a component serving (blue-green
-under SurgeThenDrain brings each new Instance into rotation before its old one drains), and
-the run completed.
+none): a change of image and of pairing protocol (kv-v1 -> kv-v2) opens a `Rollout` run that
+moves both components in waves of 25%. The worker process is killed five times while the run
+moves them. It must end with every engine and decoder Instance on the new image, the router
+untouched, no duplicated or orphaned pods, never fewer than the desired Instances of a
+component serving (blue-green under SurgeThenDrain brings each new Instance into rotation
+before its old one drains), an engine and a decoder of the same token serving in every
+sample, and the run completed.
 
 As in `test_chaos_worker_kill.py`, the worker runs as its own process so a SIGKILL is a real
 crash, the watcher runs beside it and is never killed, and kubesim is sampled on its own loop.
@@ -37,7 +38,7 @@ from bench.lifecycle_stack import (
 )
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
-from tests.workflows.rollout_examples import BLUE_GREEN, NAME, pd_manifest, pd_runtime
+from tests.workflows.rollout_examples import NAME, pd_manifest, pd_runtime
 from workflows.names import rollout_workflow_id
 from workflows.rollout.messages import RolloutView
 
@@ -49,6 +50,9 @@ SEED = 4_2026
 KILL_AFTER_SECONDS = (0.2, 1.2)
 DOWN_SECONDS = (0.0, 0.8)
 SETTLE_WITHIN = 180.0
+KV_V1 = {"pairingProtocol": "kv-v1", "groups": [{"components": ["engine", "decoder"], "blueGreen": {}}]}
+KV_V2 = {"pairingProtocol": "kv-v2", "groups": [{"components": ["engine", "decoder"], "blueGreen": {}}]}
+"""The rolled-out change moves the pairing protocol too, so the pairing invariant is at stake."""
 
 
 @pytest.fixture
@@ -87,18 +91,25 @@ async def until_settled(sim: KubeSim, namespace: str, images: dict[str, str], wi
 class RolloutSampler:
     """Samples the pods every 0.1 s while a run moves the group (kubesim's store, no request):
     the fewest Instances of each component serving at once, the most live pods of one
-    Instance, and no pod outside a component's Instance indexes."""
+    Instance, no pod outside a component's Instance indexes, and the samples in which no
+    engine and decoder of one pairing-protocol token served together."""
 
     def __init__(self, sim: KubeSim, namespace: str) -> None:
         self.sim, self.namespace = sim, namespace
         self.fewest = dict(DESIRED)
         self.most_live = 0
+        self.samples = 0
+        self.unpaired: list[tuple[set[str], set[str]]] = []
         self.stop = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         while not self.stop.is_set():
             seen = await asyncio.to_thread(observe_pods, self.sim, self.namespace, NAME)
+            self.samples += 1
+            engines, decoders = seen.of("engine").serving_tokens(), seen.of("decoder").serving_tokens()
+            if not engines & decoders:
+                self.unpaired.append((engines, decoders))
             for component, desired in DESIRED.items():
                 mine = seen.of(component)
                 self.fewest[component] = min(self.fewest[component], len(mine.serving_indexes()))
@@ -120,6 +131,13 @@ class RolloutSampler:
         """Blue-green under SurgeThenDrain: never fewer serving than desired, at most one surge pod."""
         assert self.fewest == DESIRED, f"fewer Instances served than desired at one moment: {self.fewest}"
         assert self.most_live <= 2, "an Instance had more than its pod and one surge pod"
+        assert self.samples > 20, f"only {self.samples} samples: the sampler missed the run"
+        assert not self.unpaired, f"no same-token engine+decoder pair served in {len(self.unpaired)} samples: {self.unpaired[:3]}"
+
+    def check_tokens(self, seen: PodSnapshot) -> None:
+        """The run ended on kv-v2: every engine and decoder pod carries it."""
+        for component in ("engine", "decoder"):
+            assert {p.pairing for p in seen.of(component).pods} == {"kv-v2"}, f"{component} not all on kv-v2"
 
 
 async def test_worker_killed_five_times_during_a_blue_green_run(
@@ -135,12 +153,12 @@ async def test_worker_killed_five_times_during_a_blue_green_run(
     worker.start()
     watcher.start()
     try:
-        await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_1, (4, 2)))
+        await apply(client, task_queue, pd_manifest(namespace, KV_V1, IMAGE_1, (4, 2)))
         await until_settled(cluster, namespace, {"engine": IMAGE_1, "decoder": IMAGE_1}, SETTLE_WITHIN)
         router_before = {p.uid for p in (await asyncio.to_thread(observe_pods, cluster, namespace, NAME)).of("router").pods}
 
         async with RolloutSampler(cluster, namespace) as sampler:
-            changed = await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_2, (4, 2)))
+            changed = await apply(client, task_queue, pd_manifest(namespace, KV_V2, IMAGE_2, (4, 2)))
             assert changed.generation == 2
             rng = random.Random(SEED)
             for kill in range(KILLS):
@@ -158,6 +176,7 @@ async def test_worker_killed_five_times_during_a_blue_green_run(
         sampler.check()
         after = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
         assert {p.uid for p in after.of("router").pods} == router_before, "the router is in no group: untouched"
+        sampler.check_tokens(after)
         run = client.get_workflow_handle(rollout_workflow_id(namespace, NAME, 2), result_type=RolloutView)
         result = await asyncio.wait_for(run.result(), 60)
         assert result.outcome == "Completed"

@@ -5,7 +5,8 @@ mistral-pd with 4 engines and 2 decoders in one blue-green group (seed 004), the
 the watcher as their own processes (never killed here; they reconnect by themselves), kubesim
 in this process. The server dies while the run moves the group; when it is back, the run
 goes on from its history and completes: every engine and decoder Instance on the new image,
-one pod each, never fewer than the desired Instances serving, the router untouched.
+one pod each, never fewer than the desired Instances serving, a same-token engine+decoder pair
+serving in every sample of the pairing-protocol change (kv-v1 -> kv-v2), the router untouched.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from bench.lifecycle_stack import (
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from tests.e2e.running_stack import free_ports
-from tests.e2e.test_chaos_rollout import RolloutSampler, prepare, settled, until_settled
-from tests.workflows.rollout_examples import BLUE_GREEN, NAME, pd_manifest
+from tests.e2e.test_chaos_rollout import KV_V1, KV_V2, RolloutSampler, prepare, settled, until_settled
+from tests.workflows.rollout_examples import NAME, pd_manifest
 from workers.client import DATA_CONVERTER
 from workers.devserver import dev_server_argv, ensure_search_attributes
 from workflows.names import rollout_workflow_id
@@ -97,11 +98,11 @@ async def test_dev_server_killed_mid_run_and_restarted_on_its_database(cluster: 
     worker.start()
     watcher.start()
     try:
-        await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_1, (4, 2)))
+        await apply(client, task_queue, pd_manifest(namespace, KV_V1, IMAGE_1, (4, 2)))
         await until_settled(cluster, namespace, {"engine": IMAGE_1, "decoder": IMAGE_1}, SETTLE_WITHIN)
 
         async with RolloutSampler(cluster, namespace) as sampler:
-            await apply(client, task_queue, pd_manifest(namespace, BLUE_GREEN, IMAGE_2, (4, 2)))
+            await apply(client, task_queue, pd_manifest(namespace, KV_V2, IMAGE_2, (4, 2)))
             await asyncio.sleep(1.0)
             seen = await asyncio.to_thread(observe_pods, cluster, namespace, NAME)
             assert not settled(seen, {"engine": IMAGE_2, "decoder": IMAGE_2}), "the kill must land during the run"
@@ -111,6 +112,7 @@ async def test_dev_server_killed_mid_run_and_restarted_on_its_database(cluster: 
             await until_settled(cluster, namespace, {"engine": IMAGE_2, "decoder": IMAGE_2}, SETTLE_WITHIN)
 
         sampler.check()
+        sampler.check_tokens(await asyncio.to_thread(observe_pods, cluster, namespace, NAME))
         run = client.get_workflow_handle(rollout_workflow_id(namespace, NAME, 2), result_type=RolloutView)
         assert (await asyncio.wait_for(run.result(), 90)).outcome == "Completed"
         assert worker.starts == 1 and watcher.starts == 1, "neither process was restarted: they reconnected"
