@@ -13,8 +13,9 @@ reason for its `rolloutHold`.
   serves its wave's count on the new revision.
 - Rolling update: each component moves within its own `maxSurge` / `maxUnavailable`, read
   from the group (the InferenceReplica applies them); no wave.
-- `maintainRatio` (either progression): a component more than `tolerance`% further through
-  its rollout than another component of the group is held (gate `Ratio`); a move that
+- `maintainRatio` (either progression): a component that one more move would put more than
+  `tolerance`% further through its rollout than another component of the group is held
+  (gate `Ratio`), unless it is the one furthest behind; a move that
   would take the serving ratio out of the band `anchor x (1 +- tolerance/100)` is held too
   (a surge under SurgeThenDrain, a drain under the strategies that move by taking an
   Instance out first), with the reference's escapes: one surge on a balanced pool, one
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from models.duration import format_duration
@@ -136,19 +137,24 @@ def rolling_update(group: GroupPlan, progress: list[ComponentProgress]) -> list[
 
 
 def ratio_hold(component: ComponentProgress, peers: list[ComponentProgress], tolerance: int) -> Hold | None:
-    """`Ratio` when `component` is more than `tolerance`% further through than a peer, or its
-    next surge would move the serving ratio out of the band (one surge on a balanced pool
-    is always admitted)."""
+    """`Ratio` when moving one more Instance would put `component` more than `tolerance`%
+    further through its rollout than a peer, or its next surge would move the serving ratio
+    out of the band (one surge on a balanced pool is always admitted).
+
+    The component furthest behind (or level with the slowest) may always move, so components
+    whose single move is larger than the tolerance (one of two decoders is 50%) leapfrog
+    rather than wait for each other."""
     others = [p for p in peers if p.name != component.name and p.changed and not p.in_place]
     if component.in_place or not others or component.finished:
         return None
     slowest = min(others, key=lambda p: p.fraction)
-    drift = component.fraction - slowest.fraction
-    if drift * 100 > tolerance + 1e-9:
+    after = min(1.0, (component.updated + 1) / component.replicas) if component.replicas > 0 else 1.0
+    ahead = component.fraction > slowest.fraction + 1e-9
+    if ahead and (after - slowest.fraction) * 100 > tolerance + 1e-9:
         return Hold(
             HoldGate.RATIO,
-            f"{component.name} is {component.fraction:.0%} through its rollout, more than {tolerance}% "
-            f"further than {slowest.name} ({slowest.fraction:.0%})",
+            f"{component.name} is {component.fraction:.0%} through its rollout; one more Instance would put it "
+            f"at {after:.0%}, more than {tolerance}% further than {slowest.name} ({slowest.fraction:.0%})",
             f"{slowest.name} moving further through its rollout",
         )
     for other in others:
@@ -255,5 +261,20 @@ def _with_ratio(
 ) -> Allowance:
     hold = ratio_hold(component, members, tolerance)
     if hold is None:
-        return allowance
+        return replace(allowance, limit=min(allowance.limit, ratio_cap(component, members, tolerance)))
     return Allowance(allowance.component, min(allowance.limit, component.updated), hold)
+
+
+def ratio_cap(component: ComponentProgress, peers: list[ComponentProgress], tolerance: int) -> int:
+    """The most Instances `component` may have on the new revision before the drift check
+    runs again: as far as `tolerance`% past its slowest peer, and one more when it is the
+    one furthest behind. An InferenceReplica moves up to its limit without waiting for the
+    next report, so a limit of all its replicas would let it run past the tolerance."""
+    others = [p for p in peers if p.name != component.name and p.changed and not p.in_place]
+    if component.in_place or not others or component.finished:
+        return component.replicas
+    slowest = min(others, key=lambda p: p.fraction)
+    cap = math.floor((slowest.fraction + tolerance / 100) * component.replicas + 1e-9)
+    if component.fraction <= slowest.fraction + 1e-9:
+        cap = max(cap, component.updated + 1)
+    return max(component.updated, min(cap, component.replicas))

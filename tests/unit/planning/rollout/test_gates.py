@@ -139,16 +139,41 @@ RATIO = plan_of(
 )
 
 
-def test_a_component_too_far_ahead_is_held_at_ratio() -> None:
+@pytest.mark.parametrize(
+    "engine_updated, decoder_updated, held",
+    [
+        (0, 0, None),  # level: both may move, though a decoder's move is 50%
+        (0, 1, "decoder"),  # decoder 50% -> would be 100%, engine 0%
+        (1, 1, "decoder"),  # 100% vs 25%: 75% further
+        (2, 1, None),  # level at 50%: both may move (the decoder to 100%, the engine to 75%)
+        (3, 1, "engine"),  # engine 75% -> 100% vs 50%; the decoder, behind, moves
+        (1, 0, "engine"),  # engine 25% -> 50% vs 0%
+        (4, 1, None),  # the engine is done; the decoder, behind, moves
+    ],
+)
+def test_a_move_that_would_put_a_component_too_far_ahead_is_held_at_ratio(
+    engine_updated: int, decoder_updated: int, held: str | None
+) -> None:
     progress = {
-        "engine": ComponentProgress("engine", 4, updated=0, serving=4),
-        "decoder": ComponentProgress("decoder", 2, updated=1, updated_serving=1, serving=2),
+        "engine": ComponentProgress("engine", 4, updated=engine_updated, updated_serving=engine_updated, serving=4),
+        "decoder": ComponentProgress("decoder", 2, updated=decoder_updated, updated_serving=decoder_updated, serving=2),
     }
     found = by_name(allowances(RATIO, progress, T0))
-    decoder = found["decoder"]
-    assert decoder.limit == 1 and decoder.hold is not None and decoder.hold.gate == HoldGate.RATIO
-    assert decoder.hold.reason == "decoder is 50% through its rollout, more than 25% further than engine (0%)"
-    assert found["engine"].hold is None and found["engine"].limit == 4
+    gated = {name for name, a in found.items() if a.hold is not None and a.hold.gate == HoldGate.RATIO}
+    assert gated == ({held} if held else set())
+
+
+def test_the_ratio_hold_says_how_far_each_component_is() -> None:
+    progress = {
+        "engine": ComponentProgress("engine", 4, updated=1, updated_serving=1, serving=4),
+        "decoder": ComponentProgress("decoder", 2, updated=1, updated_serving=1, serving=2),
+    }
+    decoder = by_name(allowances(RATIO, progress, T0))["decoder"]
+    assert decoder.limit == 1 and decoder.hold is not None
+    assert decoder.hold.reason == (
+        "decoder is 50% through its rollout; one more Instance would put it at 100%, "
+        "more than 25% further than engine (25%)"
+    )
 
 
 def test_in_place_components_skip_the_ratio_check() -> None:
@@ -230,11 +255,11 @@ def test_groups_run_side_by_side_under_concurrent_ordering() -> None:
 
 
 def test_a_surge_that_would_skew_the_serving_ratio_is_held_at_ratio() -> None:
-    """The engine is not too far through (25%, at the tolerance), but its first surge still
-    serves beside the old Instance (5:2): one more would make 6:2, 50% off the anchor 2:1."""
+    """The engine is behind (25% to the decoder's 50%), but its first surge still serves
+    beside the old Instance (5:2): one more would make 6:2, 50% off the anchor 2:1."""
     progress = {
         "engine": ComponentProgress("engine", 4, updated=1, updated_serving=1, serving=5),
-        "decoder": ComponentProgress("decoder", 2, serving=2),
+        "decoder": ComponentProgress("decoder", 2, updated=1, updated_serving=1, serving=2),
     }
     engine = by_name(allowances(RATIO, progress, T0))["engine"]
     assert engine.limit == 1 and engine.hold is not None and engine.hold.gate == HoldGate.RATIO
@@ -263,3 +288,25 @@ def test_a_drain_first_strategy_is_held_when_its_drain_would_skew_the_ratio() ->
     engine = by_name(allowances(plan, progress, T0))["engine"]
     assert engine.hold is not None and engine.hold.gate == HoldGate.RATIO
     assert engine.hold.reason == "drain would skew cross-Component serving ratio past tolerance"
+
+
+@pytest.mark.parametrize(
+    "engine_updated, decoder_updated, engine_limit, decoder_limit",
+    [
+        (0, 0, 1, 1),  # level: one move each, then the drift is checked again
+        (1, 1, 3, 1),  # decoder 50% vs engine 25%: the decoder waits, the engine may reach 75%
+        (2, 1, 3, 2),  # level at 50%: each may move one more
+        (4, 1, 4, 2),  # the engine is done: no cap on the decoder
+    ],
+)
+def test_a_ratio_group_caps_each_component_to_the_drift_it_may_reach(
+    engine_updated: int, decoder_updated: int, engine_limit: int, decoder_limit: int
+) -> None:
+    """An InferenceReplica moves up to its limit without waiting for the next report: a limit
+    of all its replicas would let a quick component run past the tolerance between reports."""
+    progress = {
+        "engine": ComponentProgress("engine", 4, updated=engine_updated, updated_serving=engine_updated, serving=4),
+        "decoder": ComponentProgress("decoder", 2, updated=decoder_updated, updated_serving=decoder_updated, serving=2),
+    }
+    found = by_name(allowances(RATIO, progress, T0))
+    assert (found["engine"].limit, found["decoder"].limit) == (engine_limit, decoder_limit)
