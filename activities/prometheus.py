@@ -197,11 +197,14 @@ class PrometheusActivities:
             for position, query in enumerate(queries)
             if isinstance(query, str)
         }
-        if tasks:
-            _done, pending = await asyncio.wait(tasks.values(), timeout=budget)
-            for task in pending:
+        try:
+            if tasks:
+                await asyncio.wait(tasks.values(), timeout=budget)
+        finally:
+            # Past the budget, or the activity itself cancelled: no query outlives the sample.
+            for task in tasks.values():
                 task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
         too_slow = QueryFailed(
             f"no answer from Prometheus at {address} within queryTimeout {format_duration(budget)} "
             "(the budget for all queries of one sample)"
