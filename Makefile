@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint check-layers typecheck pytest clean
+.PHONY: up test lint check-layers typecheck pytest prometheus clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || { \
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 up: $(STAMP)
 	$(BIN)/python -m workers.stack
 
-test: $(STAMP) lint check-layers typecheck pytest
+test: $(STAMP) prometheus lint check-layers typecheck pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -33,8 +33,32 @@ check-layers: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy models planning
 
+# The canary analysis tests query a real Prometheus (tests/fixtures/prometheus.py). Install
+# Debian's package where it is missing and this machine allows it (root with apt-get); refresh
+# the package lists only when apt-get cannot find the package without them. Otherwise say how
+# to install it and go on: those tests then skip, or fail under CI=true.
+PROMETHEUS_INSTALL := apt-get install -y --no-install-recommends prometheus
+
+prometheus:
+	@if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "prometheus/promtool missing: $(PROMETHEUS_INSTALL)"; \
+	  log=$$(mktemp); \
+	  if DEBIAN_FRONTEND=noninteractive $(PROMETHEUS_INSTALL) >$$log 2>&1; then rm -f $$log; exit 0; fi; \
+	  if grep -qE "Unable to locate package|has no installation candidate" $$log; then \
+	    echo "no package lists yet: apt-get update, then install again"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(PROMETHEUS_INSTALL) >$$log 2>&1 && { rm -f $$log; exit 0; }; \
+	  fi; \
+	  tail -n 5 $$log; rm -f $$log; \
+	  echo "could not install Prometheus; the canary analysis tests will skip (fail under CI=true)"; \
+	else \
+	  echo "prometheus/promtool not on PATH: the canary analysis tests will skip (fail under CI=true)."; \
+	  echo "Install them with: sudo $(PROMETHEUS_INSTALL)  (Debian/Ubuntu), or put both binaries from"; \
+	  echo "https://prometheus.io/download/ on PATH."; \
+	fi
+
 # Exit 5 means pytest collected nothing, which is a broken suite, never a pass.
-pytest: $(STAMP)
+pytest: $(STAMP) prometheus
 	@status=0; $(BIN)/pytest -q -p no:cacheprovider || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is broken"; fi; \
 	exit $$status

@@ -9,7 +9,7 @@ groups page). Interpretations where the spec names a code without its exact trig
   both resolve to 0, so no Instance could ever move.
 
 Public API: `check_rollout(new, old, findings, declared)`, `check_budget(value, field, findings)`,
-`forms_sequence(groups)`.
+`forms_sequence(groups)`, `parse_threshold(text)`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,13 @@ from models.resolution import component_revision, declares_omenative_explicitly,
 _PERCENT = re.compile(r"[0-9]+%")
 _NUMERIC = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _UNIT_OF: dict[str, str] = {"router": "router", "engine": "engine+decoder", "decoder": "engine+decoder"}
+
+
+def parse_threshold(text: str) -> float | None:
+    """An analysis metric's threshold as a number, or None when it is not a plain decimal
+    (`"0.01"`, `"5"`, `"1e-3"`); admission and the sample judge read it the same way."""
+    stripped = text.strip()
+    return float(stripped) if _NUMERIC.fullmatch(stripped) else None
 
 
 def forms_sequence(groups: Sequence[RolloutGroup]) -> bool:
@@ -214,7 +221,7 @@ def _check_analysis(where: str, analysis: CanaryAnalysis, findings: Findings) ->
         names.add(metric.name)
         if not metric.query.strip():
             findings.deny("AnalysisInvalid", f"{field}.query", f'{field} ("{metric.name}"): query must not be empty')
-        if not _NUMERIC.fullmatch(metric.threshold.strip()):
+        if parse_threshold(metric.threshold) is None:
             findings.deny("AnalysisInvalid", f"{field}.threshold",
                           f'{field} ("{metric.name}"): threshold "{metric.threshold}" must be numeric')
 

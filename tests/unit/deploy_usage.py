@@ -6,7 +6,8 @@ example InferenceService and runtime in `deploy/examples/`: the InferenceService
 its status, the component's Service, PodDisruptionBudget, Deployment (RawDeployment) and
 InferenceReplica with its status, an Instance's headless Service, PodGroup and pods (created
 twice, patched in place, put in rotation, listed, deleted), the runtime lookups, the PodGroup
-CRD check and aggregated Events. Then it reads kubesim's request counters.
+CRD check and aggregated Events, and a canary analysis sample reading its bearer-token Secret.
+Then it reads kubesim's request counters.
 
 The counters name a request by verb and resource (`patch pods/status`) but not by API group,
 so the API client is wrapped to log each request's path too; the group of every counted
@@ -19,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -30,10 +33,12 @@ import yaml
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube import KubeActivities
+from activities.prometheus import PrometheusActivities
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from models.admission import admit
-from models.inferenceservice import InferenceService
+from models.canary_analysis import AnalysisSampleInput, BearerTokenRef, PrometheusTarget, TemplateFields
+from models.inferenceservice import AnalysisMetric, InferenceService
 from models.kube_ops import (
     PODGROUP_CRD,
     ApplyObjectInput,
@@ -305,6 +310,43 @@ def exercise_activities(kube: KubeActivities, sim: KubeSim, summaries: list[Inst
         assert _run(kube.delete_object, DeleteObjectInput(ref=ref)).deleted, ref
 
 
+ANALYSIS_TOKEN_SECRET = "prometheus-token"
+
+
+def analysis_token_secret(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": ANALYSIS_TOKEN_SECRET, "namespace": namespace},
+        "data": {"token": "dG9rZW4="},
+    }
+
+
+async def exercise_analysis(prometheus: PrometheusActivities, namespace: str) -> None:
+    """A canary analysis sample: it reads its bearer token, then finds no Prometheus (nothing
+    listens on the port), which is an inconclusive sample, not an error."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    request = AnalysisSampleInput(
+        target=PrometheusTarget(
+            address=f"http://127.0.0.1:{closed_port}",
+            bearer_token=BearerTokenRef(namespace=namespace, name=ANALYSIS_TOKEN_SECRET, key="token"),
+        ),
+        metrics=[AnalysisMetric(name="error_rate", query="up", operator="LT", threshold="1")],
+        fields=TemplateFields(
+            namespace=namespace, isvc_name="qwen", component="engine", canary_revision="b", stable_revision="a"
+        ),
+        time=datetime(2025, 6, 1, tzinfo=UTC),
+        query_timeout_seconds=1.0,
+        step_number=1,
+        sample_number=1,
+    )
+    sample = await ActivityEnvironment().run(prometheus.analysis_sample, request)
+    # The token was read: the entry is the metric's own, not the single `auth` entry.
+    assert [r.name for r in sample.metric_results] == ["error_rate"], sample
+
+
 def _scheduled(sim: KubeSim, namespace: str, name: str) -> bool:
     pods = {p["metadata"]["name"]: p for p in sim.objects("", "pods", namespace)}
     return bool((pods.get(name, {}).get("spec") or {}).get("nodeName"))
@@ -324,6 +366,9 @@ async def product_requests() -> Usage:
         )
         kubernetes.client.CustomObjectsApi(sim.api_client()).create_cluster_custom_object(
             "ome.io", "v1beta1", "clusterservingruntimes", example_runtime()
+        )
+        core.create_namespaced_secret(
+            isvc["metadata"]["namespace"], analysis_token_secret(isvc["metadata"]["namespace"])
         )
         sim.reset_counters()
         log: set[tuple[str, str, str]] = set()
@@ -347,6 +392,7 @@ async def product_requests() -> Usage:
             await asyncio.to_thread(
                 exercise_activities, KubeActivities(logged_client(sim, log)), sim, summaries
             )
+            await exercise_analysis(PrometheusActivities(logged_client(sim, log)), isvc["metadata"]["namespace"])
         finally:
             await watcher.stop()
             await deployments.stop()

@@ -1,0 +1,1 @@
+"""Activity tests against the real systems they talk to."""
