@@ -36,7 +36,9 @@ def prometheus_binary() -> Path | None:
     return Path(found) if found else None
 
 
-def scrape_config(targets: Mapping[str, str], interval_seconds: float = SCRAPE_INTERVAL_SECONDS) -> dict[str, object]:
+def scrape_config(
+    targets: Mapping[str, str], interval_seconds: float = SCRAPE_INTERVAL_SECONDS
+) -> dict[str, object]:
     """A Prometheus configuration scraping `/metrics` of each target, job name -> host:port."""
     interval = f"{interval_seconds:g}s"
     return {
@@ -58,7 +60,9 @@ def write_config(
     return path
 
 
-def prometheus_argv(binary: Path, config_file: Path, data_dir: Path, port: int, retention: str = RETENTION) -> list[str]:
+def prometheus_argv(
+    binary: Path, config_file: Path, data_dir: Path, port: int, retention: str = RETENTION
+) -> list[str]:
     """The command line of a Prometheus answering on 127.0.0.1:`port` only."""
     return [
         str(binary),
