@@ -8,12 +8,15 @@ import math
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import kubernetes
 import pytest
 
 from kubesim.engines.exposition import REQUESTS, TTFT
 from kubesim.handle import KubeSim
+from kubesim.timing import Timing
+from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.kubesim.engine_pods import engine_pod, sample, scrape, set_serving, start_serving
 from tests.kubesim.helpers import raw_request, wait_for
 
@@ -137,3 +140,19 @@ def test_the_handle_drives_the_same_settings(kubesim: KubeSim, core: kubernetes.
     kubesim.set_engine_behavior("registry.local/vllm*")
     kubesim.set_request_rate(None, namespace=NS, inferenceservice="chat")
     assert kubesim.traffic()["images"] == [] and kubesim.traffic()["inferenceservices"] == []
+
+
+def test_after_a_restart_the_restored_serving_pods_count_again_from_zero(tmp_path: Path) -> None:
+    state = tmp_path / "kubesim.json"
+    with KubeSim(topology=TEST_TOPOLOGY, timing=Timing.fast(), state_file=state) as first:
+        core = kubernetes.client.CoreV1Api(first.api_client())
+        core.create_namespace({"metadata": {"name": NS}})
+        start_serving(core, NS, [engine_pod("p", "r1", "vllm:0.6")])
+        wait_for(lambda: answered(first.metrics_text(), "p") >= 3, what="requests before the restart")
+    with KubeSim(topology=TEST_TOPOLOGY, timing=Timing.fast(), state_file=state) as second:
+        # Like a restarted engine process: the series come back and count from zero, which
+        # Prometheus's rate() reads as a counter reset, not as a drop in traffic.
+        wait_for(lambda: sample(second.metrics_text(), REQUESTS, pod="p", code="200") is not None,
+                 what="the restored pod's series")
+        first_scrape = answered(second.metrics_text(), "p")
+        wait_for(lambda: answered(second.metrics_text(), "p") > first_scrape, what="requests after the restart")
