@@ -5,7 +5,7 @@ Run one with `python -m kubesim` (see `kubesim.__main__`) or from Python with
 
     server.py        aiohttp routing of the REST paths, discovery, watch streams
     tables.py        meta.k8s.io Table answers for `kubectl get`
-    control.py       the /sim/ control API (fail nodes, kill pods, image behaviour, faults)
+    control.py       the /sim/ control API (fail nodes, kill pods, image behaviour, faults, traffic)
     faults.py        request counters and injected failures
     api.py           API semantics: create/update/patch/apply/delete, preconditions, generation
     subresources.py  scale, eviction, binding
@@ -20,6 +20,8 @@ Run one with `python -m kubesim` (see `kubesim.__main__`) or from Python with
                      lifecycle, deployments/replicasets, endpoints, disruption budgets, garbage
                      collection and namespaces; each gets the API (and timing), not the cluster
     scheduler/       node choice for a pod (pure);  topology.py: the simulated nodes
+    engines/         simulated inference engines: a request stream over the serving pods and
+                     their per-pod Prometheus series at `GET /metrics`
     cluster.py       the composition root: wires it all together; only the entry points import it
     handle.py        the thread-hosted handle for tests;  __main__.py: `python -m kubesim`
 """

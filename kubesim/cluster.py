@@ -1,7 +1,8 @@
 """The composition root of one simulated cluster: it builds the store, the API semantics, the
 HTTP server and the controllers, handing each only what it uses (the API, the timing, the
 faults), bootstraps them from a topology (or restores a state file), and offers the operations
-the control API and the Python handle drive (fail a node, kill a pod, change image behaviour).
+the control API and the Python handle drive (fail a node, kill a pod, change image behaviour,
+the simulated engines' traffic).
 
 Nothing in kubesim imports this module but the entry points (`kubesim.handle`,
 `kubesim.__main__`); an import-linter contract in pyproject.toml keeps it so.
@@ -28,6 +29,7 @@ from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.nodes import NodeLifecycle, drain_pass, healthy_conditions, unknown_conditions
 from kubesim.controllers.scheduling import Scheduling
 from kubesim.controllers.workloads import Deployments, ReplicaSets
+from kubesim.engines.traffic import PODS, Traffic
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
 from kubesim.resources import Registry
@@ -67,11 +69,12 @@ class Cluster:
         self.registry = Registry()
         self.api = Api(self.store, self.registry, self.timing)
         self.faults = Faults()
+        self.traffic = Traffic()
         self.control = Control(self)
         self.state_file = Path(state_file) if state_file else None
         self.topology = Topology.parse(topology) if isinstance(topology, str) else topology
         self.crds = crds
-        self.server = Server(self.api, self.control, self.faults)
+        self.server = Server(self.api, self.control, self.faults, self.traffic)
         self.kubelet = Kubelet(self.api, self.timing)
         self.disruption = DisruptionController(self.api)
         self.node_lifecycle = NodeLifecycle(self.api, self.timing)
@@ -109,6 +112,8 @@ class Cluster:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         self.bootstrap()
+        self.traffic.sync(self.store.list(PODS))
+        self.store.subscribe(self.traffic.on_change)
         for controller in self.controllers:
             self.store.subscribe(controller.on_change)
             controller.start()

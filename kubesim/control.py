@@ -10,6 +10,12 @@ processes that only have the cluster's URL (the e2e stack, benchmarks, a person 
     POST /sim/timing        {"pull_seconds": ..., "start_seconds": ..., "ready_seconds": ..., "factor": ...,
                              "stop_seconds": ...}
     POST /sim/faults        {"error_rate": ..., "codes": [...], "latency_seconds": ..., "watch_cut_seconds": ...}
+    GET  /sim/traffic       the simulated engines' settings and, per component, the pods serving it
+    POST /sim/traffic/rate  {"requests_per_second": ...} for the cluster, or with "namespace" and
+                            "inferenceservice" for one InferenceService (null: back to the cluster's)
+    POST /sim/traffic/images {"image": ..., "error_ratio": ..., "ttft_seconds": ...} (an image, its
+                            repository, or a prefix ending in "*"; an omitted setting takes its
+                            default, neither: the image is back to the defaults; kubesim.engines)
     POST /sim/compact       forget the watch history (watches from older versions get 410)
     POST /sim/save          write the state file now
 """
@@ -23,6 +29,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from kubesim.engines.traffic import Traffic
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
 from kubesim.store import Object, Store
@@ -32,6 +39,10 @@ _IMAGE_FIELDS = ("pull_seconds", "start_seconds", "ready_seconds", "fail_pull", 
                  "stop_seconds")
 
 _TIMING_FIELDS = ("pull_seconds", "start_seconds", "ready_seconds", "factor", "stop_seconds")
+
+_RATE_FIELDS = ("requests_per_second", "namespace", "inferenceservice")
+
+_ENGINE_FIELDS = ("image", "error_ratio", "ttft_seconds")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -43,6 +54,7 @@ class Operations(Protocol):
 
     faults: Faults
     timing: Timing
+    traffic: Traffic
     store: Store
     state_file: Path | None
 
@@ -114,6 +126,8 @@ class Control:
                                "latency_seconds, watch_cut_seconds")
             c.faults.configure(**body)
             return _json({"faults": vars(c.faults.settings)})
+        if parts[:1] == ["traffic"]:
+            return self._traffic(parts[1:], method, body)
         if parts == ["compact"] and method == "POST":
             c.store.compact()
             return _json({"compactedResourceVersion": str(c.store.compacted_rv)})
@@ -121,3 +135,26 @@ class Control:
             c.save()
             return _json({"saved": str(c.state_file) if c.state_file else None})
         raise ApiError(404, f"unknown control path {method} {path}; see the kubesim.control module docstring")
+
+    def _traffic(self, parts: list[str], method: str, body: dict[str, Any]) -> web.Response:
+        traffic = self.operations.traffic
+        if not isinstance(body, dict):
+            raise ApiError(400, f"a /sim/traffic request body must be a JSON object, got {type(body).__name__}")
+        if parts == [] and method == "GET":
+            return _json(traffic.describe())
+        if parts == ["rate"] and method in ("POST", "PUT"):
+            unknown = set(body) - set(_RATE_FIELDS)
+            if unknown or "requests_per_second" not in body:
+                raise ApiError(400, f"POST /sim/traffic/rate takes {', '.join(_RATE_FIELDS)} (requests_per_second "
+                               f"required), got {sorted(body)}: e.g. {{\"requests_per_second\": 50}}")
+            traffic.set_rate(body["requests_per_second"], body.get("namespace"), body.get("inferenceservice"))
+            return _json(traffic.describe())
+        if parts == ["images"] and method in ("POST", "PUT"):
+            unknown = set(body) - set(_ENGINE_FIELDS)
+            if unknown or "image" not in body:
+                raise ApiError(400, f"POST /sim/traffic/images takes {', '.join(_ENGINE_FIELDS)} (image required), "
+                               f"got {sorted(body)}: e.g. {{\"image\": \"vllm:bad\", \"error_ratio\": 0.2}}")
+            traffic.set_behavior(body["image"], body.get("error_ratio"), body.get("ttft_seconds"))
+            return _json(traffic.describe())
+        raise ApiError(404, f"unknown control path {method} /sim/traffic/{'/'.join(parts)}: use GET /sim/traffic, "
+                       "POST /sim/traffic/rate or POST /sim/traffic/images")

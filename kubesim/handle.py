@@ -192,6 +192,37 @@ class KubeSim:
     def reset_counters(self) -> None:
         self.call(self.cluster.faults.reset_counters)
 
+    # ---- simulated inference traffic (kubesim.engines) ---------------------------------------
+
+    @property
+    def metrics_url(self) -> str:
+        """Where Prometheus scrapes the simulated engines' series."""
+        return f"{self.url}/metrics"
+
+    def set_request_rate(self, requests_per_second: float | None, namespace: str | None = None,
+                         inferenceservice: str | None = None) -> None:
+        """Requests per second every InferenceService receives (default 20), or with both names
+        the rate of one InferenceService (None: back to the cluster-wide rate)."""
+        self.call(lambda: self.cluster.traffic.set_rate(requests_per_second, namespace, inferenceservice))
+
+    def set_engine_behavior(self, image: str, error_ratio: float | None = None,
+                            ttft_seconds: float | None = None) -> None:
+        """How the engine of `image` (exact, its repository, or a prefix ending in `*`) answers:
+        the share of requests failed with 500 (default 0.01) and the mean time to first token
+        (default 0.2 s). A setting left None takes its default; with neither, the image is back
+        to the defaults."""
+        self.call(lambda: self.cluster.traffic.set_behavior(image, error_ratio, ttft_seconds))
+
+    def traffic(self) -> dict[str, Any]:
+        """What `GET /sim/traffic` answers: the settings and, per component, the serving pods."""
+        return self.call(self.cluster.traffic.describe)
+
+    def metrics_text(self) -> str:
+        """What `GET /metrics` answers, read without HTTP."""
+        from kubesim.engines.exposition import render
+
+        return self.call(lambda: render(self.cluster.traffic.series()))
+
     def compact(self) -> None:
         """Drop the watch history, so watches resuming from an older resourceVersion get 410 Gone."""
         self.call(self.cluster.store.compact)

@@ -21,6 +21,8 @@ from aiohttp import web
 from kubesim import protobuf, subresources
 from kubesim.api import Api
 from kubesim.control import Control
+from kubesim.engines import exposition
+from kubesim.engines.traffic import Traffic
 from kubesim.errors import ApiError, status_object
 from kubesim.faults import Faults
 from kubesim.openapi import OpenApi, schema_version
@@ -92,12 +94,14 @@ def error_response(exc: ApiError) -> web.Response:
 
 class Server:
     """aiohttp application serving one cluster: Kubernetes paths go to the API semantics,
-    `/sim/` to the control API, and every request passes the injected faults first."""
+    `/sim/` to the control API, `/metrics` to the simulated engines' series, and every API
+    request passes the injected faults first."""
 
-    def __init__(self, api: Api, control: Control, faults: Faults) -> None:
+    def __init__(self, api: Api, control: Control, faults: Faults, traffic: Traffic) -> None:
         self.api = api
         self.control = control
         self.faults = faults
+        self.traffic = traffic
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
         self._stopping = asyncio.Event()
@@ -133,6 +137,10 @@ class Server:
                 return await self.control.handle(request, path)
             if path in ("/healthz", "/readyz", "/livez"):
                 return web.Response(text="ok")
+            if path == "/metrics" and request.method == "GET":
+                # Scrapes are not API requests: no counters, no injected faults.
+                return web.Response(body=exposition.render(self.traffic.series()).encode(),
+                                    headers={"Content-Type": exposition.CONTENT_TYPE})
             if path == "/version":
                 return respond(VERSION_INFO)
             if path.startswith("/openapi/"):

@@ -18,6 +18,7 @@ import pytest
 pytest_plugins = [
     "tests.fixtures.temporal",
     "tests.fixtures.kubesim",
+    "tests.fixtures.prometheus",
 ]
 
 

@@ -134,11 +134,13 @@ class OtelSettings(_Group):
 
 
 class StackSettings(_Group):
-    """The local stack that `make up` runs: Temporal dev server, kubesim, worker and watcher."""
+    """The local stack that `make up` runs: Temporal dev server, kubesim, Prometheus (when
+    installed), worker and watcher."""
 
     data_dir: Path = Path(".data")
-    """Directory holding `temporal.db`, `kubesim.json` and the kubeconfig kubesim writes. It is
-    git-ignored and kept between runs, so a second `make up` resumes the same workflows."""
+    """Directory holding `temporal.db`, `kubesim.json`, the kubeconfig kubesim writes and
+    Prometheus's `prometheus/` database. It is git-ignored and kept between runs, so a second
+    `make up` resumes the same workflows."""
 
     frontend_port: int = 7233
     """Temporal frontend gRPC port on 127.0.0.1: the `temporal` CLI's default, so the commands in
@@ -154,6 +156,15 @@ class StackSettings(_Group):
     kubesim_topology: str = "zones=3,nodes-per-zone=4,gpus=8"
     """Simulated nodes: three zones of four 8-GPU nodes give room for topology spread,
     multi-node Instances and a drain that has somewhere to move to."""
+
+    prometheus_port: int = 9090
+    """Prometheus port on 127.0.0.1, when `prometheus` is installed and `OME_PROMETHEUS__URL` is
+    unset: Prometheus's own default, so its usual URL works."""
+
+    worker_metrics_port: int = 9464
+    """Port on 127.0.0.1 where the stack's worker serves its SDK metrics for the stack's Prometheus
+    (used only while that Prometheus runs and `OME_PROMETHEUS__WORKER_METRICS_ADDRESS` is unset):
+    the port docker-compose and deploy/worker.yaml use."""
 
     dev_server: bool = True
     """Start a Temporal dev server. Set false to run the worker and watcher against the cluster in

@@ -1,16 +1,20 @@
-"""The local stack behind `make up`: Temporal dev server, kubesim, worker and watcher.
+"""The local stack behind `make up`: Temporal dev server, kubesim, Prometheus, worker and watcher.
 
     python -m workers.stack [--data-dir DIR] [--frontend-port N] [--ui-port N] [--kubesim-port N]
+                            [--prometheus-port N] [--worker-metrics-port N]
 
 Starts each process in its own process group and waits until it is ready, prints where the UI
 is and what to try with the `temporal` CLI, then runs until Ctrl-C (or SIGTERM) and stops them
-in reverse order: watcher, worker (in-flight activities finish), kubesim (saves its objects),
-Temporal (flushes its database). All state lives in the data directory, so the next run
-resumes it: running workflows keep running and kubesim's objects are still there.
+in reverse order: watcher, worker (in-flight activities finish), Prometheus, kubesim (saves its
+objects), Temporal (flushes its database). All state lives in the data directory, so the next
+run resumes it: running workflows keep running and kubesim's objects are still there.
 
 kubesim starts only when no kubeconfig is configured (`OME_KUBE__KUBECONFIG`), and the dev
 server only while `OME_STACK__DEV_SERVER` is true; otherwise the worker and watcher reach the
-configured cluster and Temporal service.
+configured cluster and Temporal service. Prometheus starts when the `prometheus` binary is
+installed and no `OME_PROMETHEUS__URL` is configured: it scrapes kubesim's simulated engines
+and the worker's SDK metrics, and the worker gets its URL for canary analysis. Without it the
+banner says how to install it, and the rest of the stack runs as before.
 
 This module imports no workflow or activity code: a broken one shows up as the worker's failed
 start, with its output, rather than as a traceback of the runner.
@@ -25,12 +29,21 @@ import os
 import signal
 import socket
 import sys
+import urllib.parse
 from pathlib import Path
 
 from workers.client import exit_process
 from workers.config import ENV_PREFIX, Settings, StackSettings, TemporalSettings
 from workers.devserver import dev_server_argv, ensure_search_attributes, temporal_binary, wait_until_serving
 from workers.processes import Child, ChildFailed, first_exit
+from workers.prometheus import (
+    INSTALL_HINT,
+    READY_PATTERN,
+    SCRAPE_INTERVAL_SECONDS,
+    prometheus_argv,
+    prometheus_binary,
+    write_config,
+)
 from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
 
 READY_BANNER = "Local stack is up."
@@ -48,6 +61,7 @@ EXAMPLE_NAME = "qwen3-0-6b"
 
 KUBECONFIG_FILENAME = "kubeconfig"
 KUBESIM_STATE_FILENAME = "kubesim.json"
+PROMETHEUS_DIRNAME = "prometheus"
 
 
 def _check_port_free(port: int, field: str) -> None:
@@ -78,6 +92,9 @@ class Stack:
         )
         self.kubeconfig = settings.kube.kubeconfig or self.stack.data_dir / KUBECONFIG_FILENAME
         self.kubesim_url: str | None = None
+        # A configured Prometheus is used as it is; otherwise the stack's own, once it runs.
+        self.prometheus_url: str | None = settings.prometheus.url
+        self.worker_metrics_address: str | None = settings.prometheus.worker_metrics_address
 
     def on_signal(self) -> None:
         """First Ctrl-C stops in order; a second one kills whatever is still running."""
@@ -94,6 +111,10 @@ class Stack:
         env["PYTHONUNBUFFERED"] = "1"
         env[f"{ENV_PREFIX}TEMPORAL__ADDRESS"] = self.temporal_address
         env[f"{ENV_PREFIX}KUBE__KUBECONFIG"] = str(self.kubeconfig.resolve())
+        if self.prometheus_url:
+            env[f"{ENV_PREFIX}PROMETHEUS__URL"] = self.prometheus_url
+        if self.worker_metrics_address:
+            env[f"{ENV_PREFIX}PROMETHEUS__WORKER_METRICS_ADDRESS"] = self.worker_metrics_address
         return env
 
     async def _launch(self, child: Child) -> Child:
@@ -108,6 +129,8 @@ class Stack:
             await self._start_temporal()
         if self.settings.kube.kubeconfig is None:
             await self._start_kubesim()
+        if self.settings.prometheus.url is None and prometheus_binary() is not None:
+            await self._start_prometheus()
         await self._start_worker_and_watcher()
 
     async def _start_temporal(self) -> None:
@@ -158,6 +181,31 @@ class Stack:
         assert kubesim.ready_match is not None
         self.kubesim_url = kubesim.ready_match.group(1)
 
+    async def _start_prometheus(self) -> None:
+        binary = prometheus_binary()
+        assert binary is not None
+        port = self.stack.prometheus_port
+        _check_port_free(port, "prometheus_port")
+        if self.worker_metrics_address is None:
+            _check_port_free(self.stack.worker_metrics_port, "worker_metrics_port")
+            self.worker_metrics_address = f"127.0.0.1:{self.stack.worker_metrics_port}"
+        targets = {"prometheus": f"127.0.0.1:{port}", "worker": _scrape_address(self.worker_metrics_address)}
+        if self.kubesim_url:
+            targets["kubesim"] = urllib.parse.urlsplit(self.kubesim_url).netloc
+        home = self.stack.data_dir / PROMETHEUS_DIRNAME
+        config = write_config(home / "prometheus.yml", targets)
+        prometheus = await self._launch(
+            Child(
+                "prometheus",
+                prometheus_argv(binary, config.resolve(), (home / "data").resolve(), port),
+                env=dict(os.environ),
+                ready_pattern=READY_PATTERN,
+                stop_hint="flushes its database",
+            )
+        )
+        await prometheus.wait_ready(STARTUP_TIMEOUT, "it to answer queries")
+        self.prometheus_url = f"http://127.0.0.1:{port}"
+
     async def _start_worker_and_watcher(self) -> None:
         worker = await self._launch(
             Child(
@@ -191,6 +239,7 @@ class Stack:
             f"  Temporal frontend:  {self.temporal_address} (namespace {self.settings.temporal.namespace}, "
             f"task queue {queue})",
             f"  Kubernetes:         {kube}(kubeconfig {self.kubeconfig})",
+            f"  Prometheus:         {self._prometheus_line()}",
             f"  State:              {self.stack.data_dir}/ (kept across runs)",
             "Try the example (README: Driving workflows with the temporal CLI):",
             f"  {kubectl} apply -f {EXAMPLE_RUNTIME}",
@@ -203,6 +252,16 @@ class Stack:
             "Ctrl-C stops everything; the next `make up` resumes the same state.",
         ]
         return "\n".join(line for line in lines if line)
+
+    def _prometheus_line(self) -> str:
+        if self.settings.prometheus.url:
+            return f"{self.settings.prometheus.url} ({ENV_PREFIX}PROMETHEUS__URL)"
+        if self.prometheus_url:
+            scraped = "kubesim's engines and the worker" if self.kubesim_url else "the worker"
+            return f"{self.prometheus_url} (scrapes {scraped} every {SCRAPE_INTERVAL_SECONDS:g} s)"
+        if prometheus_binary() is None:
+            return f"not installed, so canary analysis has no metrics: `{INSTALL_HINT}`, then `make up` again"
+        return "not started"
 
     @staticmethod
     def _under_cwd(path: Path) -> bool:
@@ -258,6 +317,12 @@ async def run_stack(settings: Settings) -> int:
     return code
 
 
+def _scrape_address(bind_address: str) -> str:
+    """Where to reach a server bound to `bind_address` from this machine (0.0.0.0 -> 127.0.0.1)."""
+    host, _, port = bind_address.rpartition(":")
+    return f"127.0.0.1:{port}" if host in ("", "0.0.0.0", "[::]", "::") else bind_address
+
+
 def parse_args(argv: list[str] | None, defaults: StackSettings) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m workers.stack", description=__doc__.split("\n\n")[0])
     # Flags override the OME_STACK__* settings, so tests can run stacks side by side.
@@ -266,6 +331,8 @@ def parse_args(argv: list[str] | None, defaults: StackSettings) -> argparse.Name
         ("--frontend-port", int, defaults.frontend_port, "Temporal gRPC port on 127.0.0.1"),
         ("--ui-port", int, defaults.ui_port, "Temporal Web UI port on 127.0.0.1"),
         ("--kubesim-port", int, defaults.kubesim_port, "kubesim API port on 127.0.0.1"),
+        ("--prometheus-port", int, defaults.prometheus_port, "Prometheus port on 127.0.0.1"),
+        ("--worker-metrics-port", int, defaults.worker_metrics_port, "worker SDK metrics port on 127.0.0.1"),
     ):
         variable = f"{ENV_PREFIX}STACK__{flag.removeprefix('--').replace('-', '_').upper()}"
         parser.add_argument(
@@ -283,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
             "frontend_port": args.frontend_port,
             "ui_port": args.ui_port,
             "kubesim_port": args.kubesim_port,
+            "prometheus_port": args.prometheus_port,
+            "worker_metrics_port": args.worker_metrics_port,
         }
     )
     # The runner used a Temporal client while starting the dev server: exit like the worker does.

@@ -29,7 +29,7 @@ from aiohttp import web
 from kubernetes.client.exceptions import ApiException
 
 from kubesim.handle import KubeSim
-from tests.fixtures.prometheus import OpenMetrics, PrometheusServer, require_prometheus
+from tests.fixtures.prometheus_blocks import OpenMetrics, PrometheusServer, require_binaries
 
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
 STEP_SECONDS = 15
@@ -72,7 +72,7 @@ def _series() -> str:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"), _series(), require_prometheus()).start()
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"), _series(), require_binaries()).start()
     try:
         yield server
     finally:

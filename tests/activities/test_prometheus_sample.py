@@ -43,7 +43,8 @@ from tests.activities.conftest import (
     Proxy,
     Tokens,
 )
-from tests.fixtures.prometheus import PrometheusServer, free_port
+from tests.fixtures.prometheus import free_port
+from tests.fixtures.prometheus_blocks import PrometheusServer
 from workers.client import DATA_CONVERTER
 
 ERROR_RATIO = (

@@ -1,7 +1,8 @@
 """Run the local stack (`python -m workers.stack`, what `make up` runs) for end-to-end tests.
 
-The stack runs as a user runs it: a separate process tree (Temporal dev server, kubesim, worker,
-watcher) on free ports with its own data directory, driven through the venv's `temporal` CLI.
+The stack runs as a user runs it: a separate process tree (Temporal dev server, kubesim,
+Prometheus when installed, worker, watcher) on free ports with its own data directory, driven
+through the venv's `temporal` CLI.
 
     stack = RunningStack(tmp_path / "data", tmp_path / "stack.log")
     stack.start()
@@ -56,7 +57,13 @@ class RunningStack:
         self.data_dir = data_dir
         self.log_file = log_file
         self.kubeconfig_override = kubeconfig
-        self.frontend_port, self.ui_port, self.kubesim_port = free_ports(3)
+        (
+            self.frontend_port,
+            self.ui_port,
+            self.kubesim_port,
+            self.prometheus_port,
+            self.worker_metrics_port,
+        ) = free_ports(5)
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,6 +73,11 @@ class RunningStack:
     @property
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
+
+    @property
+    def prometheus_url(self) -> str:
+        """Where the stack's Prometheus answers (when `prometheus` is installed)."""
+        return f"http://127.0.0.1:{self.prometheus_port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -93,6 +105,8 @@ class RunningStack:
                     "--frontend-port", str(self.frontend_port),
                     "--ui-port", str(self.ui_port),
                     "--kubesim-port", str(self.kubesim_port),
+                    "--prometheus-port", str(self.prometheus_port),
+                    "--worker-metrics-port", str(self.worker_metrics_port),
                 ],
                 cwd=REPO_ROOT,
                 env=env,

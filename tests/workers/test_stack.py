@@ -7,9 +7,11 @@ import socket
 from pathlib import Path
 
 import pytest
+import yaml
 
-from workers.config import Settings, StackSettings
-from workers.stack import EXAMPLE_RUNTIME, EXAMPLE_SPEC, Stack, run_stack
+from tests.e2e.running_stack import free_ports
+from workers.config import KubeSettings, PrometheusSettings, Settings, StackSettings
+from workers.stack import EXAMPLE_RUNTIME, EXAMPLE_SPEC, Stack, _scrape_address, run_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,3 +60,96 @@ def test_make_up_runs_this_runner_and_ci_runs_make_test() -> None:
     ]
     readme = (REPO_ROOT / "README.md").read_text()
     assert readme.index("make up") < readme.index("make test") < readme.index("## What runs")
+
+
+def test_without_prometheus_the_banner_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("workers.stack.prometheus_binary", lambda: None)
+    banner = Stack(Settings()).banner()
+    assert "Prometheus:         not installed" in banner
+    assert "apt-get install -y --no-install-recommends prometheus" in banner
+
+
+def test_a_configured_prometheus_is_used_as_it_is(tmp_path: Path) -> None:
+    settings = Settings(
+        stack=StackSettings(data_dir=tmp_path), prometheus=PrometheusSettings(url="http://prom.example:9090")
+    )
+    stack = Stack(settings)
+    assert "Prometheus:         http://prom.example:9090 (OME_PROMETHEUS__URL)" in stack.banner()
+    assert stack._child_env()["OME_PROMETHEUS__URL"] == "http://prom.example:9090"
+
+
+def fake_prometheus(tmp_path: Path) -> Path:
+    """A stand-in binary that records its command line and logs Prometheus's ready line."""
+    script = tmp_path / "prometheus"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" > {tmp_path / "argv"}\n'
+        "echo 'ts=2026-01-01T00:00:00Z level=info msg=\"Server is ready to receive web requests.\"'\n"
+        "exec sleep 60\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+async def test_the_stack_runs_prometheus_on_kubesim_and_the_worker_and_tells_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    binary = fake_prometheus(tmp_path)
+    monkeypatch.setattr("workers.stack.prometheus_binary", lambda: binary)
+    prometheus_port, worker_port = free_ports(2)
+    stack = Stack(
+        Settings(
+            stack=StackSettings(
+                data_dir=tmp_path / "data", prometheus_port=prometheus_port, worker_metrics_port=worker_port
+            )
+        )
+    )
+    stack.kubesim_url = "http://127.0.0.1:16443"  # as if kubesim had started
+    try:
+        await stack._start_prometheus()
+    finally:
+        await stack.stop_all()
+    config = yaml.safe_load((tmp_path / "data" / "prometheus" / "prometheus.yml").read_text())
+    assert config["global"]["scrape_interval"] == "5s"
+    targets = {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]}
+    assert targets == {
+        "prometheus": [f"127.0.0.1:{prometheus_port}"],
+        "worker": [f"127.0.0.1:{worker_port}"],
+        "kubesim": ["127.0.0.1:16443"],
+    }
+    argv = (tmp_path / "argv").read_text().split()
+    assert f"--web.listen-address=127.0.0.1:{prometheus_port}" in argv
+    assert f"--storage.tsdb.path={(tmp_path / 'data' / 'prometheus' / 'data').resolve()}" in argv
+    env = stack._child_env()
+    assert env["OME_PROMETHEUS__URL"] == f"http://127.0.0.1:{prometheus_port}"
+    assert env["OME_PROMETHEUS__WORKER_METRICS_ADDRESS"] == f"127.0.0.1:{worker_port}"
+    assert (
+        f"Prometheus:         http://127.0.0.1:{prometheus_port} (scrapes kubesim's engines and the worker"
+        in (stack.banner())
+    )
+
+
+async def test_the_stack_refuses_a_busy_prometheus_port_and_names_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("workers.stack.prometheus_binary", lambda: fake_prometheus(tmp_path))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        # No dev server and a configured cluster: Prometheus is the first process to start.
+        settings = Settings(
+            stack=StackSettings(data_dir=tmp_path, dev_server=False, prometheus_port=port),
+            kube=KubeSettings(kubeconfig=kubeconfig),
+        )
+        assert await run_stack(settings) == 1
+    output = capsys.readouterr().out
+    assert f"127.0.0.1:{port} is already in use" in output
+    assert "OME_STACK__PROMETHEUS_PORT" in output
+
+
+def test_a_worker_bound_to_every_interface_is_scraped_on_loopback() -> None:
+    assert _scrape_address("0.0.0.0:9464") == "127.0.0.1:9464"
+    assert _scrape_address("10.0.0.5:9464") == "10.0.0.5:9464"
