@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -9,7 +10,12 @@ from typing import Any
 from models.inferenceservice import GroupCanary
 from planning.rollout.canary.decision import CanaryDecision
 from planning.rollout.canary.machine import step
-from planning.rollout.canary.observation import CanaryObservation, ComponentObservation, SampleVerdict, Verdict
+from planning.rollout.canary.observation import (
+    CanaryObservation,
+    ComponentObservation,
+    SampleVerdict,
+    Verdict,
+)
 from planning.rollout.canary.requests import Mailbox, PromoteRequest, RetryRequest, RollbackRequest
 from planning.rollout.canary.state import CanaryState, start
 from planning.rollout.canary.steps import gate_phase, step_at
@@ -38,7 +44,10 @@ MANUAL_THEN_FULL = canary_of(
 
 
 def analysis(
-    failure_limit: int = 2, interval: str = "1m", initial_delay: str | None = None, on_inconclusive: str | None = None
+    failure_limit: int = 2,
+    interval: str = "1m",
+    initial_delay: str | None = None,
+    on_inconclusive: str | None = None,
 ) -> dict[str, Any]:
     found: dict[str, Any] = {
         "interval": interval,
@@ -55,7 +64,7 @@ def analysis(
 def observe(
     ready: dict[str, int] | None = None,
     *,
-    desired: dict[str, int | None] | None = None,
+    desired: Mapping[str, int | None] | None = None,
     instances: dict[str, int] | None = None,
     on_canary: dict[str, int] | None = None,
     targets: dict[str, str] | None = None,
@@ -66,10 +75,10 @@ def observe(
 ) -> CanaryObservation:
     """`ready`: Instances serving on the canary revision per component (0 when left out)."""
     ready = ready or {}
-    desired = DESIRED if desired is None else desired
+    wanted: Mapping[str, int | None] = DESIRED if desired is None else desired
     components = {}
     for name in GROUP:
-        want = desired.get(name)
+        want = wanted.get(name)
         components[name] = ComponentObservation(
             target=(targets or CANARY)[name],
             desired=want,
@@ -108,7 +117,9 @@ def entered(canary: GroupCanary, index: int = 0, since: datetime = T0, **fields:
 
 
 def with_promote(state: CanaryState, override: bool = False, request_id: str = "p1") -> CanaryState:
-    return replace(state, mailbox=Mailbox(promote=PromoteRequest(state.canary_revision_hash, override, request_id)))
+    return replace(
+        state, mailbox=Mailbox(promote=PromoteRequest(state.canary_revision_hash, override, request_id))
+    )
 
 
 def with_rollback(state: CanaryState) -> CanaryState:
@@ -116,7 +127,9 @@ def with_rollback(state: CanaryState) -> CanaryState:
 
 
 def with_retry(state: CanaryState) -> CanaryState:
-    return replace(state, mailbox=replace(state.mailbox, retry=RetryRequest(state.canary_revision_hash, "t1")))
+    return replace(
+        state, mailbox=replace(state.mailbox, retry=RetryRequest(state.canary_revision_hash, "t1"))
+    )
 
 
 def verdict(sequence: int, seconds: float, outcome: Verdict) -> SampleVerdict:
@@ -124,6 +137,10 @@ def verdict(sequence: int, seconds: float, outcome: Verdict) -> SampleVerdict:
 
 
 def go(
-    canary: GroupCanary, state: CanaryState, seen: CanaryObservation, seconds: float, timeout: float | None = TIMEOUT
+    canary: GroupCanary,
+    state: CanaryState,
+    seen: CanaryObservation,
+    seconds: float,
+    timeout: float | None = TIMEOUT,
 ) -> CanaryDecision:
     return step(canary, state, seen, at(seconds), timeout)

@@ -44,7 +44,14 @@ def test_step_count_rounds_percentages_up_and_caps_integers(
 @pytest.mark.parametrize(
     "count, desired, instances, expected",
     [(1, 4, 4, 1), (1, 4, 6, 3), (1, 4, 3, 1), (4, 4, 6, 6), (2, None, 5, 2), (0, 4, 5, 1)],
-    ids=["at desired", "autoscaled above desired", "below desired", "last step all", "desired unknown", "0% step"],
+    ids=[
+        "at desired",
+        "autoscaled above desired",
+        "below desired",
+        "last step all",
+        "desired unknown",
+        "0% step",
+    ],
 )
 def test_instances_an_autoscaler_adds_above_desired_run_the_new_revision(
     count: int, desired: int | None, instances: int, expected: int
@@ -79,7 +86,9 @@ def test_engine_and_decoder_are_one_unit_the_step_waits_for_both(ready: dict[str
 def test_without_min_replicas_early_steps_open_with_no_new_instance_and_the_last_moves_all() -> None:
     canary = canary_of({"capacity": "50%", "traffic": 20}, {"capacity": "100%", "traffic": 100, "pause": {}})
     unknown = {"engine": None, "decoder": None}
-    decision = step(canary, fresh(), observe({}, desired=unknown, instances={"engine": 3, "decoder": 2}), T0, None)
+    decision = step(
+        canary, fresh(), observe({}, desired=unknown, instances={"engine": 3, "decoder": 2}), T0, None
+    )
     # Step 1's count is 0, so it is ready at once (an Immediate gate): step 2 waits for every Instance.
     assert decision.state.current_step == 1
     assert decision.state.phase == "Pending"

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.unit
     [(("engine", "decoder"), "engine"), (("router",), "router"), (("router", "engine", "decoder"), "router")],
     ids=["engine and decoder", "router alone", "router with the others"],
 )
-def test_primary_is_the_router_when_in_the_group_else_the_engine(components: tuple[str, ...], primary: str) -> None:
+def test_primary_is_the_router_when_in_the_group_else_the_engine(
+    components: tuple[str, ...], primary: str
+) -> None:
     assert primary_of(components) == primary
 
 
@@ -30,7 +32,11 @@ def test_primary_is_the_router_when_in_the_group_else_the_engine(components: tup
     "weight, completed, expected",
     [
         (0, False, [("chat-engine-rev-e1", 100, "stable", False)]),
-        (10, False, [("chat-engine-rev-e2", 10, "canary", True), ("chat-engine-rev-e1", 90, "stable", False)]),
+        (
+            10,
+            False,
+            [("chat-engine-rev-e2", 10, "canary", True), ("chat-engine-rev-e1", 90, "stable", False)],
+        ),
         (100, False, [("chat-engine-rev-e2", 100, "canary", True)]),
         (100, True, [("chat-engine-rev-e2", 100, "stable", True)]),
     ],
@@ -65,8 +71,16 @@ def test_status_of_a_fresh_canary() -> None:
 
 
 def test_status_carries_failure_results_and_clears_stable_on_completion() -> None:
-    result: dict[str, Any] = {"name": "errors", "value": "", "threshold": "0.01", "operator": "LT", "message": "no data"}
-    failed = replace(fresh(), phase="Failed", failed=Failure("CapacityTimeout", at(900)), metric_results=(result,))
+    result: dict[str, Any] = {
+        "name": "errors",
+        "value": "",
+        "threshold": "0.01",
+        "operator": "LT",
+        "message": "no data",
+    }
+    failed = replace(
+        fresh(), phase="Failed", failed=Failure("CapacityTimeout", at(900)), metric_results=(result,)
+    )
     status = failed.to_status("chat")
     assert status["canary"]["failed"] == {"reason": "CapacityTimeout", "time": "2026-12-01T12:15:00Z"}
     assert status["canary"]["metricResults"][0]["message"] == "no data"

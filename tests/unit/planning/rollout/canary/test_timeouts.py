@@ -63,12 +63,19 @@ def test_capacity_deadline_counts_from_capacity_wait_since() -> None:
 @pytest.mark.parametrize(
     "conclusive, expected",
     [(None, 10), (50, 50), (5, 10)],
-    ids=["no conclusive sample: step entered", "last conclusive sample", "conclusive sample of an earlier step"],
+    ids=[
+        "no conclusive sample: step entered",
+        "last conclusive sample",
+        "conclusive sample of an earlier step",
+    ],
 )
 def test_stall_counts_from_the_last_conclusive_sample_else_step_entered(
     conclusive: float | None, expected: float
 ) -> None:
     state = entered(
-        MANUAL_THEN_FULL, 0, at(10), last_conclusive_evaluation_time=None if conclusive is None else at(conclusive)
+        MANUAL_THEN_FULL,
+        0,
+        at(10),
+        last_conclusive_evaluation_time=None if conclusive is None else at(conclusive),
     )
     assert stall_anchor(state) == at(expected)
