@@ -56,9 +56,14 @@ def step(
     state, found = finish_rollback(state, seen.components)
     events.extend(found)
     state, sample = take_sample(canary, state, now, seen.paused)
+    # Compared by phase and revisions: a restart can finish a new canary in the same call.
+    same_canary = dict(state.canary_revisions) == dict(before.canary_revisions)
     rolled = ("RollingBack", "RolledBack")
+    rollback_started = None
+    if state.phase in rolled and (before.phase not in rolled or not same_canary):
+        rollback_started = state.rollback_cause
     outcome: Literal["Completed", "RolledBack"] | None = None
-    if state.phase != before.phase and state.phase in ("Stable", "RolledBack"):
+    if state.phase in ("Stable", "RolledBack") and (state.phase != before.phase or not same_canary):
         outcome = "Completed" if state.phase == "Stable" else "RolledBack"
     return CanaryDecision(
         state=state,
@@ -68,9 +73,7 @@ def step(
         next_sample_at=next_sample_at(canary, state),
         wake_at=wake_at(canary, state, seen, now, ready_timeout),
         events=tuple(events),
-        rollback_started=state.rollback_cause
-        if state.phase in rolled and before.phase not in rolled
-        else None,
+        rollback_started=rollback_started,
         outcome=outcome,
     )
 

@@ -206,3 +206,41 @@ def test_a_promote_already_applied_is_inert() -> None:
     decision = step(canary, state, observe(ready_for(canary, 0)), at(10), None)
     assert decision.state.current_step == 0 and decision.state.mailbox.promote is None
     assert decision.events == ()
+
+
+def test_a_promote_that_fits_no_gate_is_dropped_with_a_warning() -> None:
+    canary = canary_of({"capacity": "25%", "traffic": 10, "pause": {"duration": "5m"}}, FULL)
+    decision = go(canary, with_promote(entered(canary, 0, at(0))), observe(ready_for(canary, 0)), 10)
+    assert decision.state.current_step == 0 and decision.state.mailbox.promote is None
+    assert [(e.type, e.reason) for e in decision.events] == [("Warning", texts.REQUEST_DROPPED)]
+    assert "waits at its Timed gate" in decision.events[0].message
+
+
+@pytest.mark.parametrize(
+    "last_conclusive, expected_wake",
+    [(None, 60), (30, 60), (50, 950)],
+    ids=["next sample first", "next sample before the stall", "stall after the next sample"],
+)
+def test_an_analysis_gate_wakes_for_the_next_sample_or_the_stall(
+    last_conclusive: float | None, expected_wake: float
+) -> None:
+    canary = canary_of({"capacity": "25%", "traffic": 10, "analysis": analysis()}, FULL)
+    state = entered(
+        canary,
+        0,
+        at(0),
+        last_evaluation_time=at(0),
+        last_conclusive_evaluation_time=None if last_conclusive is None else at(last_conclusive),
+        pending_sample=9 if expected_wake == 950 else None,  # a sample in flight: no next one yet
+        sample_sequence=9,
+    )
+    assert go(canary, state, observe(ready_for(canary, 0)), 55).wake_at == at(expected_wake)
+
+
+def test_a_restart_that_completes_in_the_same_call_is_reported() -> None:
+    canary = canary_of({"capacity": "100%", "traffic": 100})
+    done = replace(fresh(), phase="Stable", current_step=1, observed_traffic_weight=100)
+    newer = {"engine": "e3", "decoder": "d3"}
+    decision = go(canary, done, observe(ready_for(canary, 0), targets=newer), 10)
+    assert decision.state.phase == "Stable" and decision.outcome == "Completed"
+    assert dict(decision.state.canary_revisions) == newer

@@ -58,6 +58,7 @@ RUNNING = entered(canary_of(*THREE), 1, at(0))
         ("now", None, "run-7", RUNNING, "refused", texts.REPIN_EMPTY),
         ("now", RolloutSpec.model_validate({"groups": []}), "run-7", RUNNING, "refused", texts.REPIN_EMPTY),
         ("now", spec(), "run-7", RUNNING, "unchanged", texts.REPIN_ALREADY_PINNED),
+        ("now", spec(soak="10m"), "run-7", RUNNING, "unchanged", texts.REPIN_ALREADY_PINNED),
         # The digest covers progressions only: topology changes come with a progression change here.
         ("now", spec(LIVE_STEPS, soak="10m"), "run-7", RUNNING, "refused", texts.REPIN_TOPOLOGY),
         ("now", spec(LIVE_STEPS, maintainRatio={}), "run-7", RUNNING, "refused", texts.REPIN_TOPOLOGY),
@@ -86,6 +87,7 @@ RUNNING = entered(canary_of(*THREE), 1, at(0))
         "no live rollout",
         "no live groups",
         "already pinned",
+        "a soak-only edit renders the pinned digest",
         "soak changed",
         "maintainRatio added",
         "progression kind changed",
