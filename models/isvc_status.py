@@ -62,7 +62,7 @@ class CanaryFailure(StatusModel):
 class CanaryStatus(StatusModel):
     """`status.components.<primary>.canary` (primary: the router if in the group, else the engine)."""
 
-    target_id: str | None = None
+    target_id: str | None = Field(default=None, alias="targetID")  # the spec spells it `targetID`
     canary_revision_hash: str | None = None
     stable_revision_hash: str | None = None
     current_step: int = 0  # 0-based; equals the number of steps once complete

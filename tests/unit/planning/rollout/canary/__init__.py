@@ -1,0 +1,1 @@
+"""Table tests of `planning.rollout.canary`."""
