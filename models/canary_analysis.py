@@ -25,6 +25,8 @@ from models.base import MessageModel, StatusModel
 from models.inferenceservice import AnalysisMetric, SecretKeyRef
 
 PROMETHEUS_ANALYSIS_SAMPLE = "prometheus.analysis_sample"
+ROLLOUT_CANARY_SETTINGS = "rollout.canary_settings"
+"""The activity that hands a Rollout the worker's canary settings (`CanarySettingsResult`)."""
 
 Verdict = Literal["Pass", "Fail", "Inconclusive"]
 
@@ -146,3 +148,12 @@ class AnalysisSampleResult(MessageModel):
     metric_results: list[MetricResult]
     summary: str
     """E.g. `step 2 sample 3: Fail (error_rate 0.21 >= 0.05)`, for the Temporal UI and events."""
+
+
+class CanarySettingsResult(MessageModel):
+    """The worker's canary settings as a Rollout reads them: at run start (a `providerRef`
+    without a binding parks the run) and before every sample (bindings are re-read)."""
+
+    analysis: CanaryAnalysisConfig = Field(default_factory=CanaryAnalysisConfig)
+    default_ready_timeout: str | None = "15m"
+    """The operator's default canary ready timeout (spec reference §1.6); None: none."""

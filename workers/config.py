@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.canary_analysis import CanaryAnalysisConfig, MetricProviderBinding
 from workflows.names import TASK_QUEUE
 
 if TYPE_CHECKING:
@@ -122,6 +123,45 @@ class PrometheusSettings(_Group):
     workers never fight over a port; docker-compose sets `0.0.0.0:9464`."""
 
 
+class CanarySettings(_Group):
+    """Canary rollouts: the operator's default ready timeout and the `canaryAnalysis` settings
+    and `metricProviders` bindings of spec reference §1.6 and §2.2."""
+
+    default_ready_timeout: str | None = "15m"
+    """Go duration a canary step may wait for its capacity, or for a conclusive sample, when
+    neither the InferenceService annotation `ome.io/rollout-ready-timeout` nor the group's
+    `canary.readyTimeout` sets one. The chart's 15m; empty: no timeout at all."""
+
+    default_provider: str | None = None
+    """Binding in `metric_providers` that canaries without `prometheus` query. Unset: the
+    worker's Prometheus (`OME_PROMETHEUS__URL`)."""
+
+    query_timeout: str | None = None
+    """Go duration: budget for all queries of one sample (5s when unset or invalid)."""
+
+    max_concurrency: int | None = None
+    """Samples the worker runs at once (8 when unset or below 1)."""
+
+    cache_ttl: str | None = None
+    """Go duration a finished sample may be reused (2m when unset or invalid)."""
+
+    metric_providers: dict[str, MetricProviderBinding] = {}
+    """Bindings a canary names with `prometheus.providerRef`, as JSON:
+    `{"cluster-prometheus": {"server_address": "http://prom:9090", "auth_secret_ref":
+    {"name": "prom-token", "key": "token"}, "headers": {"X-Scope-OrgID": "team-a"}}}`."""
+
+    def analysis_config(self, prometheus_url: str | None) -> CanaryAnalysisConfig:
+        """What a Rollout reads (through an activity) to resolve where its samples go."""
+        return CanaryAnalysisConfig(
+            bundled_prometheus_address=prometheus_url,
+            default_provider=self.default_provider,
+            query_timeout=self.query_timeout,
+            max_concurrency=self.max_concurrency,
+            cache_ttl=self.cache_ttl,
+            metric_providers=dict(self.metric_providers),
+        )
+
+
 class OtelSettings(_Group):
     """OpenTelemetry export of workflow and activity spans."""
 
@@ -197,6 +237,9 @@ class Settings(BaseSettings):
 
     prometheus: PrometheusSettings = PrometheusSettings()
     """Prometheus HTTP API."""
+
+    canary: CanarySettings = CanarySettings()
+    """Canary rollouts and their metric analysis."""
 
     otel: OtelSettings = OtelSettings()
     """OpenTelemetry tracing export."""

@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.registry import build_activities
+from models.canary_analysis import CanarySettingsResult
 from workers.client import connect, exit_process, metrics_runtime
 from workers.config import Settings, SettingsError, WorkerSettings, kube_api_client
 from workflows.registry import WORKFLOWS
@@ -54,6 +55,7 @@ def build_worker(
     extra_workflows: Sequence[type[Any]] = (),
     activities: Sequence[Callable[..., Any]] | None = None,
     max_cached_workflows: int = WorkerSettings().max_cached_workflows,
+    canary: CanarySettingsResult | None = None,
 ) -> Worker:
     """A worker with every registered workflow and activity, ready for `async with` or `run()`.
 
@@ -69,7 +71,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[*WORKFLOWS, *extra_workflows],
-        activities=build_activities(kube_api_client) if activities is None else activities,
+        activities=build_activities(kube_api_client, canary) if activities is None else activities,
         activity_executor=executor,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
         max_cached_workflows=max_cached_workflows,
@@ -134,6 +136,10 @@ async def _poll_until_stopped(
             extra_workflows=extra_workflows,
             activities=activities,
             max_cached_workflows=settings.worker.max_cached_workflows,
+            canary=CanarySettingsResult(
+                analysis=settings.canary.analysis_config(settings.prometheus.url),
+                default_ready_timeout=settings.canary.default_ready_timeout or None,
+            ),
         )
         async with worker:
             logger.info(

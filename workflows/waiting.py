@@ -17,15 +17,18 @@ MINIMUM_WAIT = timedelta(milliseconds=1)
 """A deadline already past still yields once, so handlers that arrived meanwhile run."""
 
 
-async def wait_for_news(news: Callable[[], bool], until: datetime | None, safety: timedelta) -> bool:
+async def wait_for_news(
+    news: Callable[[], bool], until: datetime | None, safety: timedelta, summary: str | None = None
+) -> bool:
     """Sleep until `news()` holds, `until`, or `safety` from now; True when the safety re-check
-    woke it (`until`, when earlier, is the caller's own deadline: False)."""
+    woke it (`until`, when earlier, is the caller's own deadline: False). `summary` labels
+    the wait's timer in the UI."""
     now = workflow.now()
     safe_at = now + safety
     wake = min(until, safe_at) if until is not None else safe_at
     timeout = max(wake - now, MINIMUM_WAIT)
     try:
-        await workflow.wait_condition(news, timeout=timeout)
+        await workflow.wait_condition(news, timeout=timeout, timeout_summary=summary)
     except TimeoutError:
         return wake >= safe_at
     return False

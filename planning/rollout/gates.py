@@ -96,6 +96,8 @@ class Allowance:
     """When the decision changes with no report (a soak ends)."""
     drain_hold: Hold | None = None
     """Old Instances may not drain yet (the pairing-protocol transition, `planning.rollout.pairing`)."""
+    rollback_to: str | None = None
+    """A canary group rolling back: the stable revision its Instances return to."""
 
 
 def wave_limit(replicas: int, wave: int) -> int:

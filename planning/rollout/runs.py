@@ -19,7 +19,7 @@ from planning.rollout.plan import GroupPlan, RolloutPlan
 
 GroupPhase = Literal["Pending", "Progressing", "Paused", "Failed", "Succeeded"]
 Outcome = Literal["Completed", "Superseded"]
-REPORTED_ORDER = ("Failed", "Paused", "InProgress", "Succeeded")
+REPORTED_ORDER = ("Failed", "RollingBack", "RolledBack", "Paused", "InProgress", "Succeeded")
 """`rollout status` REPORTED: the first that applies to any group (§3.4)."""
 
 
@@ -56,9 +56,14 @@ def group_phase(group: GroupPlan, progress: Mapping[str, ComponentProgress], pau
     return "Paused" if paused else "Progressing"
 
 
-def reported(phases: list[GroupPhase]) -> str:
-    """The service's REPORTED state: Failed, Paused, InProgress or Succeeded (§3.4)."""
-    mapped = {"Failed": "Failed", "Paused": "Paused", "Progressing": "InProgress", "Pending": "InProgress"}
+def reported(phases: list[str]) -> str:
+    """The service's REPORTED state: Failed, RollingBack, RolledBack, Paused, InProgress or
+    Succeeded (§3.4); a canary group's `Stable` is `Succeeded`."""
+    mapped = {
+        "Failed": "Failed", "Paused": "Paused", "Progressing": "InProgress", "Pending": "InProgress",
+        # A canary group's phases (§1.5).
+        "Canarying": "InProgress", "Promoting": "InProgress", "RollingBack": "RollingBack", "RolledBack": "RolledBack",
+    }
     found = {mapped.get(p, "Succeeded") for p in phases}
     return next((state for state in REPORTED_ORDER if state in found), "Succeeded")
 

@@ -13,11 +13,12 @@ Workflows import this module inside `workflow.unsafe.imports_passed_through()`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from models.base import MessageModel
+from models.canary_analysis import CanarySettingsResult
 
 # --- message names (`temporal workflow signal --workflow-id rollout/... --name ...`) ------
 SIGNAL_PROGRESS = "progress"
@@ -28,6 +29,11 @@ SIGNAL_SUPERSEDE = "supersede"
 """From the InferenceService: a newer run opened; this one closes as `Superseded`."""
 SIGNAL_RESPEC = "respec"
 """From the InferenceService: `spec.rollout` changed; a parked run resolves its plan again."""
+SIGNAL_CANARY = "canary_request"
+"""From the InferenceService (or an operator): a `CanaryRequest` (promote, rollback, retry);
+a refused one becomes a Warning Event on the InferenceService."""
+UPDATE_CANARY = "canary"
+"""The same `CanaryRequest` as an Update: answers the acceptance, or fails with the refusal text."""
 QUERY_STATUS = "status"
 SIGNAL_ROLLOUT_CHANGED = "rollout_changed"
 """To the InferenceService (its parent): a `RolloutReport`."""
@@ -57,6 +63,41 @@ class RolloutInput(MessageModel):
     pairing_from: str | None = None
     """The `spec.rollout.pairingProtocol` token the components served before this change: with
     a new token in the plan, the run keeps a same-token engine and decoder pair serving."""
+    pairing_protocol: str | None = None
+    """The token this change rolls out (`status...traffic[].pairingProtocol`)."""
+    min_replicas: dict[str, int] = Field(default_factory=dict)
+    """Each grouped component's `minReplicas` as set in the InferenceService (a canary step's
+    capacity is a share of it, spec reference §1.3); absent when unset."""
+    annotations: dict[str, str] = Field(default_factory=dict)
+    """The InferenceService's annotations when the run opened (`ome.io/rollout-ready-timeout`)."""
+
+
+class CanaryRequest(MessageModel):
+    """An operator's request to a canary group (spec reference §3): `promote` (a manual gate,
+    or an analysis gate with `override_analysis`), `rollback`, or `retry` (a `Failed` or
+    `RolledBack` canary from step 1)."""
+
+    action: Literal["promote", "rollback", "retry"]
+    revision: str | None = None
+    """The canary revision hash it is meant for; a request naming an older canary is refused."""
+    override_analysis: bool = False
+    component: str | None = None
+    """Selects the group when the plan has several canary groups."""
+    request_id: str = ""
+
+
+class CanaryAnswer(MessageModel):
+    """What became of a `CanaryRequest` that carried a `request_id`: the InferenceService's
+    Update waits for it to answer its caller."""
+
+    request_id: str
+    action: str
+    accepted: bool
+    message: str
+    """What it does, or the refusal text (spec reference §3.2)."""
+
+
+ANSWERS_KEPT = 20
 
 
 class ComponentCounts(MessageModel):
@@ -72,6 +113,8 @@ class ComponentCounts(MessageModel):
     failed: int = 0
     surge_serving: int = 0
     """Moving Instances whose new pod serves beside the old one (a held SurgeThenDrain drain)."""
+    stable_missing: bool = False
+    """A canary rollback cannot find the stable revision (`StableRevisionMissing`)."""
 
 
 class AllowanceView(MessageModel):
@@ -89,6 +132,8 @@ class AllowanceView(MessageModel):
     """A rolling-update group's budgets, which replace the component's own."""
     drain_hold: str | None = None
     """Why old Instances may not drain yet (gate `Pairing`); None: they may."""
+    rollback_to: str | None = None
+    """A canary rolling back: the stable revision hash the Instances return to."""
 
 
 class RolloutRow(MessageModel):
@@ -127,6 +172,11 @@ class RolloutReport(MessageModel):
     reported: str = "Unknown"
     """REPORTED of `rollout status`: Failed, Paused, InProgress or Succeeded."""
     rows: list[RolloutRow] = Field(default_factory=list)
+    canary: dict[str, Any] = Field(default_factory=dict)
+    """Per canary group's primary component: its `rolloutPhase`, `canary` and `traffic`
+    status (spec reference §1.5, §1.7, §2.6); empty without canary groups."""
+    answers: list[CanaryAnswer] = Field(default_factory=list)
+    """The latest operator requests' outcomes (the last `ANSWERS_KEPT`)."""
 
 
 class RolloutState(MessageModel):
@@ -153,6 +203,18 @@ class RolloutState(MessageModel):
     outcome: str | None = None
     reported: str = ""
     """Fingerprint of the last report sent to the parent."""
+    canaries: dict[str, Any] = Field(default_factory=dict)
+    """Canary group index -> its `planning.rollout.canary.CanaryState` (JSON)."""
+    verdicts: dict[str, Any] = Field(default_factory=dict)
+    """Canary group index -> the verdict of its last sample, not yet seen by the machine."""
+    requests: list[CanaryRequest] = Field(default_factory=list)
+    """Operator requests received and not yet applied."""
+    canary_settings: CanarySettingsResult | None = None
+    """The worker's canary settings as last read (`rollout.canary_settings`)."""
+    sample_summary: str | None = None
+    """The last sample's verdict line, shown on the wait that follows it."""
+    answers: list[CanaryAnswer] = Field(default_factory=list)
+    """The latest operator requests' outcomes, reported to the parent."""
 
 
 class RolloutView(MessageModel):

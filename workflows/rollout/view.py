@@ -5,9 +5,13 @@ built from the pinned plan, the counts received and the allowances planned (no I
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
 
 from models.instance import UpdateStrategyType
 from planning.replica.budget import SURGE_STRATEGIES
+from planning.rollout.canary.state import CanaryState
 from planning.rollout.gates import Allowance, ComponentProgress
 from planning.rollout.plan import Parked, RolloutPlan
 from planning.rollout.runs import allowance_of, group_phase, reported, strategy_column
@@ -57,17 +61,28 @@ def report(
         run=state.input.run, workflow_id=workflow_id, started_at=state.started_at, targets=state.input.targets,
         outcome=state.outcome, reported=shown.reported, rows=shown.rows,
     )
+    if isinstance(plan, RolloutPlan):
+        base.canary = status_of(state, plan, state.input.pairing_protocol)
+    base.answers = list(state.answers)
     if isinstance(plan, Parked):
         return base.model_copy(update={"parked_reason": plan.reason, "parked_message": plan.message})
-    paused = state.paused is not None
     return base.model_copy(
         update={
             "plan_digest": plan.digest,
             "group_digests": [g.digest for g in plan.groups],
-            "group_phases": [group_phase(g, progress, paused) for g in plan.groups],
+            "group_phases": phases_of(state, plan, progress),
             "allowances": {a.component: allowance_view(plan, a) for a in found},
         }
     )
+
+
+def phases_of(state: RolloutState, plan: RolloutPlan, progress: dict[str, ComponentProgress]) -> list[str]:
+    """Each group's phase: a canary group's is its canary's (§1.5), the others' their counts'."""
+    paused = state.paused is not None
+    return [
+        str(state.canaries[str(g.index)]["phase"]) if str(g.index) in state.canaries else group_phase(g, progress, paused)
+        for g in plan.groups
+    ]
 
 
 def allowance_view(plan: RolloutPlan, allowance: Allowance) -> AllowanceView:
@@ -82,6 +97,7 @@ def allowance_view(plan: RolloutPlan, allowance: Allowance) -> AllowanceView:
         max_surge=group.max_surge if group is not None else None,
         max_unavailable=group.max_unavailable if group is not None else None,
         drain_hold=allowance.drain_hold.reason if allowance.drain_hold is not None else None,
+        rollback_to=allowance.rollback_to,
     )
 
 
@@ -91,8 +107,7 @@ def view(
     base = RolloutView(run=state.input.run, started_at=state.started_at, reported="Unknown", outcome=state.outcome)
     if isinstance(plan, Parked):
         return base.model_copy(update={"parked_reason": plan.reason, "reported": "Paused"})
-    paused = state.paused is not None
-    phases = [group_phase(g, progress, paused) for g in plan.groups]
+    phases = phases_of(state, plan, progress)
     rows = []
     for group, phase in zip(plan.groups, phases, strict=True):
         for name in group.components:
@@ -127,3 +142,17 @@ def record_finishes(progress: dict[str, ComponentProgress], state: RolloutState,
             state.finished_at[name] = now
         elif not c.finished:
             state.finished_at.pop(name, None)
+
+
+CANARY_STATE: TypeAdapter[CanaryState] = TypeAdapter(CanaryState)
+
+
+def status_of(state: RolloutState, plan: RolloutPlan, pairing: str | None) -> dict[str, Any]:
+    """`status.components.<primary>`'s `rolloutPhase`, `canary` and `traffic` per canary group."""
+    shown: dict[str, Any] = {}
+    for group in (g for g in plan.groups if g.canary is not None):
+        stored = state.canaries.get(str(group.index))
+        if stored is not None:
+            canary = CANARY_STATE.validate_python(stored)
+            shown[canary.primary] = canary.to_status(state.input.isvc, pairing)
+    return shown

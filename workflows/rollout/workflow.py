@@ -25,6 +25,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from models.inferenceservice import RolloutSpec
     from models.kube_ops import ObjectRef
+    from planning.rollout.canary import steering
+    from planning.rollout.canary.texts import REFUSED_NO_WORK, REFUSED_STALE
     from planning.rollout.gates import Allowance, ComponentProgress, allowances
     from planning.rollout.pairing import with_pairing
     from planning.rollout.plan import Parked, ParkReason, RolloutPlan, resolve_plan
@@ -33,13 +35,19 @@ with workflow.unsafe.imports_passed_through():
     from workflows.events import isvc_ref, record_event
     from workflows.names import ROLLOUT
     from workflows.parent import deliver
+    from workflows.rollout import canary
     from workflows.rollout.messages import (
+        ANSWERS_KEPT,
         QUERY_STATUS,
+        SIGNAL_CANARY,
         SIGNAL_PAUSE,
         SIGNAL_PROGRESS,
         SIGNAL_RESPEC,
         SIGNAL_ROLLOUT_CHANGED,
         SIGNAL_SUPERSEDE,
+        UPDATE_CANARY,
+        CanaryAnswer,
+        CanaryRequest,
         ComponentCounts,
         RolloutInput,
         RolloutReport,
@@ -91,6 +99,36 @@ class RolloutWorkflow:
     def respec(self, rollout: dict[str, Any]) -> None:
         self.state.latest_rollout = rollout
         self.seq += 1
+
+    @workflow.signal(name=SIGNAL_CANARY)
+    def canary_request(self, request: CanaryRequest) -> None:
+        """Applied at the next pass; a refusal is recorded as a Warning Event."""
+        self.state.requests.append(request)
+        self.seq += 1
+
+    @workflow.update(name=UPDATE_CANARY)
+    def canary_update(self, request: CanaryRequest) -> str:
+        """The same request, answered: what it does, or (from the validator) the refusal."""
+        self.state.requests.append(request)
+        self.seq += 1
+        return self.judge(request)[1]
+
+    @canary_update.validator
+    def validate_canary(self, request: CanaryRequest) -> None:
+        accepted, answer = self.judge(request)
+        if not accepted:
+            raise ValueError(answer)
+
+    def judge(self, request: CanaryRequest) -> tuple[bool, str]:
+        """Accept or refuse `request` against the canary as it stands now (changing nothing)."""
+        plan = self.plan()
+        if not isinstance(plan, RolloutPlan):
+            return False, REFUSED_NO_WORK
+        group = canary.group_for(plan, request)
+        if group is None:
+            return False, REFUSED_STALE if len(canary.canary_groups(plan)) > 1 else REFUSED_NO_WORK
+        steered = canary.steer(group, canary.load(self.state, group, workflow.now()), request, self.state.paused is not None)
+        return steered.accepted, steered.message
 
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> RolloutView:
@@ -153,13 +191,31 @@ class RolloutWorkflow:
             await self.step()
 
     async def wait_for_news(self, seen: int, wake_at: datetime | None) -> None:
-        await waiting.wait_for_news(lambda: self.seq != seen, wake_at, SAFETY_RECHECK)
+        # The wait after a sample shows its verdict in the UI: the history reads as the analysis record.
+        summary, self.state.sample_summary = self.state.sample_summary, None
+        await waiting.wait_for_news(lambda: self.seq != seen, wake_at, SAFETY_RECHECK, summary=summary)
+
+    async def pin_checked(self) -> RolloutPlan | Parked:
+        """`pin`, and at the moment of pinning a canary's metrics source must be bound (§2.2)."""
+        state = self.state
+        was_pinned = state.pinned is not None
+        plan = self.pin()
+        if was_pinned or not isinstance(plan, RolloutPlan):
+            return plan
+        parked = await canary.park_reason(state, plan)
+        if parked is None:
+            return plan
+        state.pinned = None
+        if (parked.reason, parked.message) != (state.parked_reason, state.parked_message):
+            state.parked_reason, state.parked_message, state.parked_announced = parked.reason, parked.message, False
+        return parked
 
     async def step(self) -> datetime | None:
         """One pass: pin (or park), plan the allowances, record what is new, report."""
         state = self.state
-        plan = self.pin()
+        plan = await self.pin_checked()
         now = workflow.now()
+        wakes: list[datetime] = []
         found: list[Allowance] = []
         progress: dict[str, ComponentProgress] = {}
         if isinstance(plan, RolloutPlan):
@@ -167,23 +223,73 @@ class RolloutWorkflow:
             record_finishes(progress, state, now)
             progress = progress_of(state, plan.grouped)
             found = with_pairing(plan, progress, allowances(plan, progress, now), state.input.pairing_from)
+            found += await self.step_canaries(plan, now, wakes)
             await self.record_failures(plan, progress)
+            stepped = canary.canary_components(plan)
+            moved = {name: target for name, target in state.input.targets.items() if name not in stepped}
             if state.superseded_by is not None:
                 state.outcome = "Superseded"
-            elif done(progress, state.input.targets):
+            elif done(progress, moved) and canary.all_stable(state, plan):
                 state.outcome = "Completed"
         else:
             await self.announce_park(plan)
             if state.superseded_by is not None:
                 state.outcome = "Superseded"
         await self.send_report(report(state, workflow.info().workflow_id, plan, progress, found))
-        wakes = [a.wake_at for a in found if a.wake_at is not None]
+        wakes += [a.wake_at for a in found if a.wake_at is not None]
         return min(wakes) if wakes else None
+
+    async def step_canaries(self, plan: RolloutPlan, now: datetime, wakes: list[datetime]) -> list[Allowance]:
+        """Each canary group's pass (`workflows.rollout.canary`): requests, the machine's
+        decision and its Events, a sample when one is due; the allowances it grants."""
+        state = self.state
+        groups = canary.canary_groups(plan)
+        if not groups:
+            return []
+        await self.apply_requests(plan, now)
+        found: list[Allowance] = []
+        for group in groups:
+            decision = canary.decide(state, group, now)
+            for event in decision.events:
+                await record_event(self.isvc(), event.reason, event.message, event.type)
+            found += canary.allowances(decision)
+            if decision.wake_at is not None:
+                wakes.append(decision.wake_at)
+            if decision.sample is not None:
+                state.sample_summary = await canary.take_sample(state, group, decision.sample, decision.state)
+                wakes.append(workflow.now())  # its verdict enters the next pass at once
+        return found
+
+    async def apply_requests(self, plan: RolloutPlan, now: datetime) -> None:
+        """The operator requests received since the last pass, in order; a refusal is recorded
+        as a Warning Event with the refusal text (spec reference §3.2)."""
+        state = self.state
+        while state.requests:
+            request = state.requests.pop(0)
+            group = canary.group_for(plan, request)
+            if group is None:
+                text = REFUSED_STALE if len(canary.canary_groups(plan)) > 1 else REFUSED_NO_WORK
+            else:
+                steered = canary.steer(group, canary.load(state, group, now), request, state.paused is not None)
+                if steered.accepted and steered.state is not None:
+                    canary.save(state, group, steered.state)
+                    self.answer(request, True, steered.message)
+                    continue
+                text = steered.message
+            self.answer(request, False, text)
+            refusal = steering.refusal_event(text)
+            await record_event(self.isvc(), refusal.reason, f"{request.action}: {refusal.message}", refusal.type)
+
+    def answer(self, request: CanaryRequest, accepted: bool, message: str) -> None:
+        if request.request_id:
+            answer = CanaryAnswer(request_id=request.request_id, action=request.action, accepted=accepted, message=message)
+            self.state.answers = [*self.state.answers, answer][-ANSWERS_KEPT:]
 
     async def record_failures(self, plan: RolloutPlan, progress: dict[str, ComponentProgress]) -> None:
         """One `CoordinationGroupFailed` per group failure; the other components go on."""
         state = self.state
-        failed_now = failed_groups(plan, progress)
+        # A canary group handles its own failures (§1.5): rollback or a failed hold.
+        failed_now = [g for g in failed_groups(plan, progress) if g.canary is None]
         for group in failed_now:
             if group.index in state.failed_groups:
                 continue

@@ -45,7 +45,7 @@ from workflows import kube_calls, search_attributes
 from workflows.events import record_event
 from workflows.names import INFERENCE_REPLICA, irep_workflow_id
 from workflows.replica.messages import SIGNAL_CONFIGURE, SIGNAL_DELETE, ReplicaConfig
-from workflows.service import rollouts
+from workflows.service import canary_requests, rollouts
 from workflows.service.messages import SIGNAL_SCALE, RejectedRequest, isvc_object
 from workflows.service.projection import ServiceProjection, identity, runs_deployment
 
@@ -311,6 +311,8 @@ class ServiceComponents(ServiceProjection):
         elif self.state.rollout.run is None:
             rollouts.at_rest(self.state, isvc)
         await rollouts.forward(self.state, isvc, plans)
+        for refused in canary_requests.refuse_without_run(self.state):
+            self.reject(refused.signal, refused.request, refused.reason, refused.message)
 
     async def configure_replicas(self, isvc: InferenceService) -> None:
         """Start each OMENative component's InferenceReplica, or send it its new configuration."""

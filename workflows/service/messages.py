@@ -26,12 +26,20 @@ from planning.service.deployment import DeploymentObserved
 from planning.service.pause import PauseMode
 from planning.service.pause_signal import PlannedPauseEvent, replica_pause_mode
 from workflows.replica.messages import ReplicaReport
-from workflows.rollout.messages import RolloutReport, RolloutRow
+from workflows.rollout.messages import CanaryRequest, RolloutReport, RolloutRow
 
 # --- message names (user interface: `temporal workflow signal --name ...`) ---------------
 UPDATE_APPLY = "apply"
 SIGNAL_PAUSE = "pause"
 SIGNAL_RESUME = "resume"
+"""Without input: lift a pause. With a canary revision (`engine=<hash>` or `<hash>`): retry
+that `Failed` or `RolledBack` canary from step 1 (OME's `ome.io/rollout-resume`)."""
+SIGNAL_PROMOTE = "promote"
+SIGNAL_ROLLBACK = "rollback"
+UPDATE_PROMOTE = "promote"
+"""Updates of the same names as the signals answer accepted, or fail with the refusal text."""
+UPDATE_ROLLBACK = "rollback"
+UPDATE_RETRY = "retry"
 SIGNAL_SCALE = "scale"
 SIGNAL_RELEASE_HELD = "release_held"
 SIGNAL_RESET_INSTANCES = "reset_instances"
@@ -134,6 +142,10 @@ class RolloutTracking(MessageModel):
     pairing: str | None = None
     """The `spec.rollout.pairingProtocol` token the grouped components serve at rest (taken
     whenever no run is active and none is asked for): a run's `pairing_from`."""
+    canary_requests: list[CanaryRequest] = Field(default_factory=list)
+    """Operator requests (promote, rollback, retry) not yet delivered to the active run."""
+    answers_seen: list[str] = Field(default_factory=list)
+    """Request IDs whose refusal was already taken into `last_rejected_request`."""
 
 
 class ServiceState(MessageModel):

@@ -138,6 +138,10 @@ class ServiceProjection:
         shown = rollout_status(run)
         if shown is not None:
             body["rollout"] = shown
+        report = state.rollout.report
+        for component, canary in (report.canary if report is not None else {}).items():
+            # A canary group's primary: rolloutPhase, canary and traffic (spec reference §1.5-§2.6).
+            body["components"].setdefault(component, {}).update(canary)
         return body
 
     async def write_status(self) -> None:

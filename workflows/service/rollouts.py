@@ -37,6 +37,7 @@ from workflows.rollout.messages import (
     RolloutInput,
     RolloutReport,
 )
+from workflows.service import canary_requests
 from workflows.service.messages import (
     ExplainView,
     PreviewGroupView,
@@ -81,6 +82,16 @@ def desired(state: ServiceState, plan: ComponentPlan) -> int:
     return state.transient.get(plan.name, plan.min_replicas)
 
 
+def set_min_replicas(isvc: InferenceService, components: list[str]) -> dict[str, int]:
+    """`minReplicas` as set in the InferenceService (runtime defaults do not count, §1.3)."""
+    found: dict[str, int] = {}
+    for name in components:
+        spec = getattr(isvc.spec, name, None)
+        if spec is not None and spec.min_replicas is not None:
+            found[name] = spec.min_replicas
+    return found
+
+
 async def open_run(
     state: ServiceState, isvc: InferenceService, plans: list[ComponentPlan], change: RunChange
 ) -> None:
@@ -116,6 +127,9 @@ async def open_run(
         paused=state.pause.value if state.pause is not None else None,
         parent_workflow_id=workflow.info().workflow_id,
         pairing_from=tracking.pairing,
+        pairing_protocol=rollout.pairing_protocol if rollout is not None else None,
+        min_replicas=set_min_replicas(isvc, [p.name for p in moved]),
+        annotations=dict(isvc.metadata.annotations or {}),
     )
     names = ", ".join(f"{p.name} -> {p.revision_name}" for p in moved)
     try:
@@ -145,6 +159,9 @@ def at_rest(state: ServiceState, isvc: InferenceService) -> None:
 
 
 def _fingerprint(payload: Any) -> str:
+    if isinstance(payload, ComponentCounts) and not payload.stable_missing:
+        # As before the field existed, so a running service resends nothing.
+        return payload.model_dump_json(exclude={"stable_missing"})
     if hasattr(payload, "model_dump_json"):
         return str(payload.model_dump_json())
     return json.dumps(payload, sort_keys=True)
@@ -197,6 +214,8 @@ async def forward(state: ServiceState, isvc: InferenceService, plans: list[Compo
             tracking.run = None
             return
         tracking.forwarded[key] = fingerprint
+    if not await canary_requests.forward(state, run_id):
+        tracking.run = None
 
 
 def on_report(tracking: RolloutTracking, report: RolloutReport) -> bool:

@@ -73,7 +73,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
     from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
-    from workflows.service import rollouts
+    from workflows.service import canary_requests, rollouts
+    from workflows.service.canary_requests import CanaryAsk
     from workflows.service.components import ServiceComponents
     from workflows.service.events import record_pause_events
     from workflows.service.messages import (
@@ -86,11 +87,16 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_DELETE,
         SIGNAL_DEPLOYMENT_CHANGED,
         SIGNAL_PAUSE,
+        SIGNAL_PROMOTE,
         SIGNAL_RELEASE_HELD,
         SIGNAL_RESET_INSTANCES,
         SIGNAL_RESUME,
+        SIGNAL_ROLLBACK,
         SIGNAL_SCALE,
         UPDATE_APPLY,
+        UPDATE_PROMOTE,
+        UPDATE_RETRY,
+        UPDATE_ROLLBACK,
         ApplyResult,
         ExplainView,
         Forward,
@@ -223,13 +229,72 @@ class InferenceServiceWorkflow(ServiceComponents):
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_RESUME)
-    def resume(self) -> None:
-        """Removes either depth; without a pause it is refused (Event `ResumeRefused`)."""
+    def resume(self, retry: str | None = None) -> None:
+        """Removes either depth; without a pause it is refused (Event `ResumeRefused`). With a
+        canary revision (`engine=<hash>` or `<hash>`) it retries that canary instead (§3.1)."""
+        if retry is not None:
+            self.ask_canary_by_signal("retry", CanaryAsk(revision=retry))
+            return
         state = self.state
         outcome = on_resume(state.pause)
         state.pause = outcome.mode
         state.pause_events.append(outcome.event)
         self.seq += 1
+
+    # --- canary requests (workflows.service.canary_requests) --------------------------
+
+    @workflow.signal(name=SIGNAL_PROMOTE)
+    def promote(self, ask: CanaryAsk | None = None) -> None:
+        self.ask_canary_by_signal("promote", ask)
+
+    @workflow.signal(name=SIGNAL_ROLLBACK)
+    def rollback(self, ask: CanaryAsk | None = None) -> None:
+        self.ask_canary_by_signal("rollback", ask)
+
+    def ask_canary_by_signal(self, action: canary_requests.Action, ask: CanaryAsk | None) -> None:
+        canary_requests.queue(self.state, canary_requests.request_of(action, ask))
+        self.seq += 1
+
+    @workflow.update(name=UPDATE_PROMOTE)
+    async def promote_update(self, ask: CanaryAsk | None = None) -> str:
+        return await self.ask_canary("promote", ask)
+
+    @workflow.update(name=UPDATE_ROLLBACK)
+    async def rollback_update(self, ask: CanaryAsk | None = None) -> str:
+        return await self.ask_canary("rollback", ask)
+
+    @workflow.update(name=UPDATE_RETRY)
+    async def retry_update(self, ask: CanaryAsk | None = None) -> str:
+        return await self.ask_canary("retry", ask)
+
+    @promote_update.validator
+    @rollback_update.validator
+    @retry_update.validator
+    def validate_canary_ask(self, ask: CanaryAsk | None = None) -> None:
+        if self.state.rollout.run is None:
+            raise ApplicationError(canary_requests.REFUSED_NO_RUN, type="ActionRefused", non_retryable=True)
+
+    async def ask_canary(self, action: canary_requests.Action, ask: CanaryAsk | None) -> str:
+        """Hand the request to the active run and answer with what its canary decided."""
+        request = canary_requests.request_of(action, ask)
+        canary_requests.queue(self.state, request)
+        self.seq += 1
+        try:
+            await workflow.wait_condition(
+                lambda: canary_requests.answer(self.state, request.request_id) is not None,
+                timeout=canary_requests.ANSWER_WITHIN_SECONDS,
+            )
+        except TimeoutError:
+            raise ApplicationError(
+                f"{action} request {request.request_id} outcome unknown; do not replay, check rollout_status",
+                type="OutcomeUnknown",
+                non_retryable=True,
+            ) from None
+        found = canary_requests.answer(self.state, request.request_id)
+        assert found is not None
+        if not found.accepted:
+            raise ApplicationError(found.message, type="ActionRefused", non_retryable=True)
+        return found.message
 
     @workflow.signal(name=SIGNAL_SCALE)
     def scale(self, request: ScaleRequest) -> None:
@@ -265,6 +330,7 @@ class InferenceServiceWorkflow(ServiceComponents):
     @workflow.signal(name=SIGNAL_ROLLOUT_CHANGED)
     def rollout_changed(self, report: RolloutReport) -> None:
         if rollouts.on_report(self.state.rollout, report):
+            canary_requests.note_refusals(self.state)
             self.seq += 1
 
     @workflow.signal(name=SIGNAL_DEPLOYMENT_CHANGED)
