@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -133,9 +134,17 @@ def _describe(error: httpx.HTTPError) -> str:
 class PrometheusActivities:
     """The analysis sample activity; the Kubernetes client reads bearer-token Secrets."""
 
-    def __init__(self, kube_api_client: Any, max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
+    def __init__(
+        self, kube_api_client: Any, max_concurrency: int = DEFAULT_MAX_CONCURRENCY, cache_ttl_seconds: float = 120.0
+    ) -> None:
         self.rest = KubeRest(kube_api_client) if kube_api_client is not None else None
         self._slots = asyncio.Semaphore(max(1, max_concurrency))
+        self._inflight = 0
+        self._queued = 0
+        self.cache_ttl_seconds = cache_ttl_seconds
+        self._finished: dict[str, tuple[float, AnalysisSampleResult]] = {}
+        """A finished sample by its request, reused until `cacheTTL` (§2.2): a sample asked
+        again (an activity retried after a lost completion) answers the same."""
 
     def activities(self) -> list[Any]:
         """The bound activity methods, for `Worker(activities=...)`."""
@@ -143,8 +152,40 @@ class PrometheusActivities:
 
     @activity.defn(name=PROMETHEUS_ANALYSIS_SAMPLE)
     async def analysis_sample(self, request: AnalysisSampleInput) -> AnalysisSampleResult:
-        async with self._slots:
-            return await self._sample(request)
+        key = request.model_dump_json()
+        now = time.monotonic()
+        self._finished = {k: v for k, v in self._finished.items() if v[0] > now}
+        if key in self._finished:
+            return self._finished[key][1]
+        meter = activity.metric_meter()
+        inflight = meter.create_gauge("ome_canary_sampler_inflight", "canary samples running in this worker")
+        queued = meter.create_gauge("ome_canary_sampler_queue_depth", "canary samples waiting for a slot")
+        starved = meter.create_counter(
+            "ome_canary_sampler_starved_total", "samples that waited longer than their query budget for a slot"
+        )
+        self._queued += 1
+        queued.set(self._queued)
+        waiting = True
+        try:
+            async with self._slots:
+                waiting = False
+                self._queued -= 1
+                queued.set(self._queued)
+                if time.monotonic() - now > request.query_timeout_seconds:
+                    starved.add(1)
+                self._inflight += 1
+                inflight.set(self._inflight)
+                try:
+                    result = await self._sample(request)
+                finally:
+                    self._inflight -= 1
+                    inflight.set(self._inflight)
+        finally:
+            if waiting:  # cancelled before a slot freed up
+                self._queued -= 1
+                queued.set(self._queued)
+        self._finished[key] = (time.monotonic() + self.cache_ttl_seconds, result)
+        return result
 
     async def _sample(self, request: AnalysisSampleInput) -> AnalysisSampleResult:
         at = request.time if request.time.tzinfo is not None else request.time.replace(tzinfo=UTC)

@@ -7,13 +7,17 @@ from activities.kube import KubeActivities
 from activities.prometheus import PrometheusActivities
 from activities.settings import SettingsActivities
 from models.canary_analysis import CanarySettingsResult
+from planning.rollout.analysis.source import analysis_limits
 
 
 def build_activities(kube_api_client: Any, canary: CanarySettingsResult | None = None) -> list[Callable[..., Any]]:
     """Bound activity methods, one list for the worker. Add new activity classes here."""
     activities: list[Callable[..., Any]] = []
-    activities += SettingsActivities(canary).activities()
+    settings = SettingsActivities(canary)
+    activities += settings.activities()
     activities += KubeActivities(kube_api_client).activities()
-    # Canary analysis reads bearer-token Secrets through the same Kubernetes client.
-    activities += PrometheusActivities(kube_api_client).activities()
+    # Canary analysis reads bearer-token Secrets through the same Kubernetes client;
+    # `maxConcurrency` and `cacheTTL` apply at start (spec reference §2.2).
+    limits = analysis_limits(settings.canary.analysis)
+    activities += PrometheusActivities(kube_api_client, limits.max_concurrency, limits.cache_ttl_seconds).activities()
     return activities

@@ -42,6 +42,7 @@ from planning.rollout.canary.state import CanaryState, start
 from planning.rollout.canary.timeouts import ready_timeout
 from planning.rollout.gates import Allowance
 from planning.rollout.plan import GroupPlan, Parked, RolloutPlan
+from workflows.rollout import canary_metrics
 from workflows.rollout.messages import CanaryRequest, ComponentCounts, RolloutState
 from workflows.rollout.view import CANARY_STATE
 
@@ -173,6 +174,7 @@ def decide(state: RolloutState, group: GroupPlan, now: datetime) -> CanaryDecisi
     canary = load(state, group, now)
     decision = canary_step(group.canary, canary, observe(state, group, canary), now, timeout_seconds(state, group))
     save(state, group, decision.state)
+    canary_metrics.record(state.input.namespace, state.input.isvc, canary, decision)
     return decision
 
 
