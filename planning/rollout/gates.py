@@ -98,6 +98,8 @@ class Allowance:
     """Old Instances may not drain yet (the pairing-protocol transition, `planning.rollout.pairing`)."""
     rollback_to: str | None = None
     """A canary group rolling back: the stable revision its Instances return to."""
+    stable: str | None = None
+    """A canary group's stable revision, which its InferenceReplicas keep for a rollback."""
 
 
 def wave_limit(replicas: int, wave: int) -> int:

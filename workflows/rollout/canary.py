@@ -91,7 +91,7 @@ def load(state: RolloutState, group: GroupPlan, now: datetime) -> CanaryState:
     if stored is not None:
         return CANARY_STATE.validate_python(stored)
     targets = {c: state.input.targets[c] for c in group.components if c in state.input.targets}
-    stable = {c: state.input.previous.get(c, "") for c in targets}
+    stable = {c: state.input.stable.get(c) or state.input.previous.get(c, "") for c in targets}
     return start(str(state.input.run), tuple(group.components), targets, stable, now)
 
 
@@ -156,8 +156,9 @@ def all_stable(state: RolloutState, plan: RolloutPlan) -> bool:
 
 
 def allowances(decision: CanaryDecision) -> list[Allowance]:
+    stable = decision.state.stable_revisions
     return [
-        Allowance(name, capacity.limit, rollback_to=capacity.rollback_to)
+        Allowance(name, capacity.limit, rollback_to=capacity.rollback_to, stable=stable.get(name) or None)
         for name, capacity in decision.capacities.items()
     ]
 

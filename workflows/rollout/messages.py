@@ -70,6 +70,9 @@ class RolloutInput(MessageModel):
     capacity is a share of it, spec reference §1.3); absent when unset."""
     annotations: dict[str, str] = Field(default_factory=dict)
     """The InferenceService's annotations when the run opened (`ome.io/rollout-ready-timeout`)."""
+    stable: dict[str, str] = Field(default_factory=dict)
+    """Component -> the revision hash serving when the run opened (a canary's stable
+    revision, which a rollback returns to)."""
 
 
 class CanaryRequest(MessageModel):
@@ -134,6 +137,8 @@ class AllowanceView(MessageModel):
     """Why old Instances may not drain yet (gate `Pairing`); None: they may."""
     rollback_to: str | None = None
     """A canary rolling back: the stable revision hash the Instances return to."""
+    stable: str | None = None
+    """A canary's stable revision hash: the InferenceReplica keeps it for a rollback."""
 
 
 class RolloutRow(MessageModel):

@@ -98,6 +98,7 @@ def allowance_view(plan: RolloutPlan, allowance: Allowance) -> AllowanceView:
         max_unavailable=group.max_unavailable if group is not None else None,
         drain_hold=allowance.drain_hold.reason if allowance.drain_hold is not None else None,
         rollback_to=allowance.rollback_to,
+        stable=allowance.stable,
     )
 
 

@@ -57,9 +57,12 @@ def config_fingerprint(config: ReplicaConfig) -> str:
     coordination = config.coordination
     if coordination is None:
         return config.model_dump_json(exclude={"coordination"})
-    if coordination.group is None:
-        return config.model_dump_json(exclude={"coordination": {"group", "group_phase"}})
-    return config.model_dump_json()
+    unset = {name for name in COORDINATION_ADDITIONS if getattr(coordination, name) is None}
+    return config.model_dump_json(exclude={"coordination": unset} if unset else None)
+
+
+COORDINATION_ADDITIONS = ("group", "group_phase", "stable", "rollback_to")
+"""Coordination fields added after runs existed: left out of the fingerprint while unset."""
 
 
 class ServiceComponents(ServiceProjection):

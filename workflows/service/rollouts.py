@@ -82,6 +82,11 @@ def desired(state: ServiceState, plan: ComponentPlan) -> int:
     return state.transient.get(plan.name, plan.min_replicas)
 
 
+def revision_hash_of(revision: str) -> str:
+    """`<isvc>-<component>-rev-<hash>` -> `<hash>` (a bare hash stays as it is)."""
+    return revision.rsplit("-rev-", 1)[-1]
+
+
 def set_min_replicas(isvc: InferenceService, components: list[str]) -> dict[str, int]:
     """`minReplicas` as set in the InferenceService (runtime defaults do not count, §1.3)."""
     found: dict[str, int] = {}
@@ -129,6 +134,7 @@ async def open_run(
         pairing_from=tracking.pairing,
         pairing_protocol=rollout.pairing_protocol if rollout is not None else None,
         min_replicas=set_min_replicas(isvc, [p.name for p in moved]),
+        stable={name: revision_hash_of(revision) for name, revision in previous.items() if revision},
         annotations=dict(isvc.metadata.annotations or {}),
     )
     names = ", ".join(f"{p.name} -> {p.revision_name}" for p in moved)
@@ -184,6 +190,7 @@ def counts_of(tracking: RolloutTracking, component: str, report: ReplicaReport, 
         serving=status.serving_replicas,
         failed=1 if failing else 0,
         surge_serving=report.surge_serving if on_target else 0,
+        stable_missing=report.stable_revision_missing,
     )
 
 
@@ -252,6 +259,8 @@ def coordination(tracking: RolloutTracking, component: str) -> Coordination | No
         allowance.max_surge, allowance.max_unavailable, allowance.drain_hold,
         group=row.group if shown and row is not None else None,
         group_phase=row.group_phase if shown and row is not None else None,
+        stable=allowance.stable,
+        rollback_to=allowance.rollback_to,
     )
 
 
