@@ -10,6 +10,9 @@ what holds it, its `rolloutHold` shows the run's gate and reason (`Plan`, `Seque
 
 A component whose update revision is not the run's target (a newer change, whose run is
 still opening) fails closed: gate `Plan`.
+
+A canary rollback (`rollback_to`) turns the InferenceReplica back to the stable revision
+and lifts the cap; `planning.replica.rollback` says how.
 """
 
 from __future__ import annotations
@@ -44,6 +47,14 @@ class Coordination:
     `coordinationGroupRef`); None until the run has pinned its plan."""
     group_phase: str | None = None
     """The group's phase in the run: Pending, Progressing, Paused, Failed or Succeeded."""
+    stable: str | None = None
+    """The revision hash a rollback of this run would return to (a canary's stable revision):
+    while the run names it, the InferenceReplica keeps its revision and spec, and reports
+    `stable_revision_missing` when it has neither. None: the run would not roll back."""
+    rollback_to: str | None = None
+    """Set while the run rolls the component back: the stable revision hash. The
+    InferenceReplica moves every Instance to it in place of the spec's revision, and
+    `limit`, `gate` and `reason` do not apply (`planning.replica.rollback`)."""
 
 
 def opening(run: int, target: str) -> Coordination:

@@ -190,3 +190,10 @@ class ReplicaReport(MessageModel):
     """Instances moving to the update revision whose new pod serves while the old one still
     does (a SurgeThenDrain at its drain step): a rollout run counts them as serving the new
     revision, which the totals do only once the old pod has gone."""
+    on_revision: dict[str, int] = Field(default_factory=dict)
+    """While the run rolls the component back (`Coordination.rollback_to`): Instances per
+    revision hash they run or move to (an Instance moving counts under both). The rollback
+    is done once the revision rolled back from has none. Empty outside a rollback."""
+    stable_revision_missing: bool = False
+    """The revision the run names to return to (`Coordination.rollback_to`, else `stable`)
+    is no longer retained here: a rollback cannot happen (`StableRevisionMissing`)."""
