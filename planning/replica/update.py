@@ -57,6 +57,9 @@ class UpdatePlan:
     """Instances to move to the update revision now, in this order."""
     denial: HoldDenial | None = None
     """Why candidates remain unmoved, for `rolloutHold`; None when nothing was denied."""
+    budget_denial: HoldDenial | None = None
+    """The budget's denial of the candidates left waiting, kept even when others started (a
+    rollout run's cap may drop those, and then this is why the rest wait)."""
     wake_at: datetime | None = None
     """When the decision can change without any Instance reporting (a timer to set)."""
     partition_held: tuple[int, ...] = ()
@@ -188,6 +191,7 @@ def plan_update(
     return UpdatePlan(
         start=started,
         denial=None if started else denial,
+        budget_denial=denial,
         wake_at=wake if denial is not None else None,
         partition_held=held_indexes,
         waiting=tuple(instance.index for instance in ready_to_move if instance.index not in started),
