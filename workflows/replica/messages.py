@@ -88,8 +88,10 @@ class ReplicaState(MessageModel):
     """The parent's latest config: the run's input, replaced by each `configure`. Never cleared."""
     specs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """The effective component of each revision hash still in use: an Instance the partition
-    keeps behind, or a new one started while the update revision is Held, runs the old one.
-    Each pass adds the config's; `instances.keep_revisions` drops hashes gone from `revisions`."""
+    keeps behind, or a new one started while the update revision is Held, runs the old one;
+    a canary rollback moves Instances back to the stable one's (`planning.replica.rollback`).
+    Each pass adds the config's; `instances.keep_revisions` drops hashes gone from `revisions`
+    (never one the rollout run names to return to)."""
     instances: dict[int, InstanceStatus] = Field(default_factory=dict)
     """Each Instance's latest `instance_changed` report, by index. Written by that handler;
     an entry goes when its report says the Instance was deleted or abandoned."""
