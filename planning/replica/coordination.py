@@ -4,12 +4,16 @@ A component in a rollout group moves only as far as its run allows: the Rollout 
 each moment, how many of the component's Instances may be on the run's target revision
 (`planning.rollout.gates`), and the InferenceService hands that `Coordination` to the
 InferenceReplica. The InferenceReplica plans its own starts as always (pause, partition,
-retry block, budgets) and then admits no more than the cap leaves room for; when the cap is
+retry block, budgets) and then admits no more than the cap leaves room for, the highest
+indexes first (the rest hold the previous revision, as a partition would); when the cap is
 what holds it, its `rolloutHold` shows the run's gate and reason (`Plan`, `Sequential`,
 `Ratio`, `Pairing`, or `Budget` for a blue-green wave).
 
 A component whose update revision is not the run's target (a newer change, whose run is
 still opening) fails closed: gate `Plan`.
+
+A canary rollback (`rollback_to`) turns the InferenceReplica back to the stable revision
+and lifts the cap; `planning.replica.rollback` says how.
 """
 
 from __future__ import annotations
@@ -44,6 +48,14 @@ class Coordination:
     `coordinationGroupRef`); None until the run has pinned its plan."""
     group_phase: str | None = None
     """The group's phase in the run: Pending, Progressing, Paused, Failed or Succeeded."""
+    stable: str | None = None
+    """The revision hash a rollback of this run would return to (a canary's stable revision):
+    while the run names it, the InferenceReplica keeps its revision and spec, and reports
+    `stable_revision_missing` when it has neither. None: the run would not roll back."""
+    rollback_to: str | None = None
+    """Set while the run rolls the component back: the stable revision hash. The
+    InferenceReplica moves every Instance to it in place of the spec's revision, and
+    `limit`, `gate` and `reason` do not apply (`planning.replica.rollback`)."""
 
 
 def opening(run: int, target: str) -> Coordination:
@@ -84,14 +96,22 @@ def coordinated(
             f"rollout run {coordination.run} allows {coordination.limit} Instances on {revision} now"
         )
         denial = HoldDenial(gate, reason, revision)
-    if len(plan.start) <= room:
+    # The new revision goes to the highest indexes, as a partition would place it: only the
+    # `room` highest of the Instances tried may start, even where the budget admitted a
+    # lower one (a broken Instance, which costs none) and held a higher one back.
+    eligible = set(sorted((*plan.start, *plan.waiting), reverse=True)[:room])
+    started = tuple(index for index in plan.start if index in eligible)
+    if started == plan.start:
         return plan
-    started = plan.start[:room]
+    own = plan.denial or plan.budget_denial
+    if own is not None and eligible - set(plan.start):
+        # An Instance the cap has room for waits on the plan's own gate (its budget).
+        denial = own
     return replace(
         plan,
         start=started,
         denial=None if started else denial,
         wake_at=None if started else plan.wake_at,
-        waiting=plan.waiting + plan.start[room:],
+        waiting=plan.waiting + tuple(index for index in plan.start if index not in eligible),
         retry_attempt=plan.retry_attempt and bool(started),
     )

@@ -10,7 +10,12 @@ set the hold and sleep until `wake_at` at the latest. It reads, in this order:
    the budget, the partition and the update revision's retry block;
 3. the hold (`planning.replica.hold`): set on a fresh denial, `since` kept, cleared on admission;
    a component in a rollout group moves no further than its run allows
-   (`planning.replica.coordination`), and its hold then shows the run's gate.
+   (`planning.replica.coordination`), and its hold then shows the run's gate; when the cap
+   leaves Instances behind, the highest indexes move, as a partition would choose them.
+
+A rollout run rolling the component back (`Coordination.rollback_to`) makes the stable
+revision the one this pass moves Instances to, free of the run's cap; a stable revision no
+longer retained moves nothing and holds (`planning.replica.rollback`).
 
 Revisions here are template hashes (the `ome.io/revision` label), which is what Instances
 report; the hold names the revision by its full name for status.
@@ -28,7 +33,7 @@ attempt of the update revision's block.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -38,6 +43,7 @@ from planning.replica.coordination import Coordination, coordinated, room_for_on
 from planning.replica.facts import InstanceFacts
 from planning.replica.handover import gang_surge_applies, plan_handovers, replacement_indexes
 from planning.replica.hold import HoldDenial, RolloutHold, next_hold
+from planning.replica.rollback import hold_back, missing_denial, steer
 from planning.replica.scale import ScalePlan, plan_scale
 from planning.replica.update import UpdatePlan, counted, plan_update
 
@@ -89,6 +95,9 @@ class ReplicaActions:
     held_by_pause: int = 0
     scale: ScalePlan = field(default_factory=ScalePlan)
     update_plan: UpdatePlan = field(default_factory=UpdatePlan)
+    revision: str = ""
+    """The revision hash `update` and `surge_create` move to: the update revision, or the
+    stable one a rollback returns to."""
 
 
 def _start_revision(
@@ -127,18 +136,28 @@ def reconcile(
     instance_retries: bool = True,
     update_multi_pod: bool = False,
     coordination: Coordination | None = None,
+    retained: Container[str] | None = None,
 ) -> ReplicaActions:
     """The actions of one pass; pure, so the workflow only carries them out.
 
     `update_multi_pod`: the update revision's Instances have workers (with the Instances'
-    own pod counts, this says whether an update is a multi-pod surge handover).
+    own pod counts, this says whether an update is a multi-pod surge handover); while
+    rolling back, the stable revision's. `retained`: the revision hashes whose spec is
+    kept, which a rollback can return to (None: every one).
     """
+    steering = steer(update_revision, coordination, retained)
+    update_revision, cap = steering.revision, steering.cap
+    if steering.rolling_back:
+        policy = replace(policy, partition=0)
     scale = plan_scale(desired, instances, paused=paused, reserved_indexes=reserved_indexes)
     block = next((b for b in retry_blocks if b.target_revision == update_revision), None)
     # While the update revision has a retry block (backing off, retrying or held), a new
     # Instance starts on the prior revision rather than become one more failed attempt; so
-    # does one that its rollout run leaves no room for on the update revision.
-    update_held = block is not None or not room_for_one(instances, update_revision, coordination)
+    # does one that its rollout run leaves no room for on the update revision, or any while
+    # a rollback cannot find its revision.
+    update_held = (
+        block is not None or steering.missing is not None or not room_for_one(instances, update_revision, cap)
+    )
     creates: list[NewInstance] = []
     resulting = [instance.index for instance in counted(instances)] + list(scale.create)
     for index in scale.create:
@@ -171,8 +190,11 @@ def reconcile(
         retry_block=block,
         paused=paused,
         instance_retries=instance_retries and not gang,
+        highest_first=cap is not None and cap.limit < len(counted(staying)),
     )
-    plan = coordinated(plan, staying, update_revision, coordination)
+    plan = coordinated(plan, staying, update_revision, cap)
+    if steering.missing is not None:
+        plan = hold_back(plan, missing_denial(steering.missing))
     by_index = {instance.index: instance for instance in staying}
     surged = [i for i in plan.start if gang_surge_applies(policy, by_index[i], update_multi_pod)]
     updates = tuple(i for i in plan.start if i not in surged)
@@ -211,6 +233,7 @@ def reconcile(
         held_by_pause=scale.held_by_pause,
         scale=scale,
         update_plan=plan,
+        revision=update_revision,
     )
 
 

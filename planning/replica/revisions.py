@@ -7,9 +7,14 @@ Instances served on before it, and becomes the update revision once the rollout 
 (spec reference §7). Going back to an earlier template reuses its revision with a new
 sequence number, like Kubernetes does, so history shows the revision coming back.
 
-History keeps every live revision (current, update, and any an Instance still runs) and
-at most `revisionHistoryLimit` others, newest first: the chart's 10, overridden by the
-InferenceService's `ome.io/revision-history-limit` annotation; with neither, all are kept.
+History keeps every live revision (current, update, any an Instance still runs, and any a
+rollout run names to roll back to) and at most `revisionHistoryLimit` others, newest first:
+the chart's 10, overridden by the InferenceService's `ome.io/revision-history-limit`
+annotation; with neither, all are kept.
+
+While a rollout run rolls the component back (`planning.replica.rollback`), the update
+revision shown is the one it returns to (`rolling_back_to`), and completing that rollback
+makes it the current one.
 """
 
 from __future__ import annotations
@@ -67,11 +72,19 @@ def observe_template(state: RevisionState, name: str, template_hash: str) -> Rev
     return RevisionState(current=current, update=name, history=history)
 
 
-def complete_rollout(state: RevisionState) -> RevisionState:
-    """Every Instance serves the update revision: it becomes the current one."""
-    if state.update is None or state.current == state.update:
+def complete_rollout(state: RevisionState, to: str | None = None) -> RevisionState:
+    """Every Instance serves the update revision (or `to`, a rollback's): it becomes the current one."""
+    served = to if to is not None else state.update
+    if served is None or state.current == served:
         return state
-    return replace(state, current=state.update)
+    return replace(state, current=served)
+
+
+def rolling_back_to(state: RevisionState, name: str | None) -> RevisionState:
+    """The revisions as status shows them while rolling back to `name`: it is the update revision."""
+    if name is None or state.record(name) is None:
+        return state
+    return replace(state, update=name)
 
 
 def history_limit(annotation: str | None, cluster_default: int | None) -> tuple[int | None, str | None]:
@@ -90,11 +103,14 @@ def history_limit(annotation: str | None, cluster_default: int | None) -> tuple[
     )
 
 
-def trim_history(state: RevisionState, running: Iterable[str], limit: int | None) -> RevisionState:
-    """Drop the oldest non-live revisions beyond `limit` (None keeps them all)."""
+def trim_history(
+    state: RevisionState, running: Iterable[str], limit: int | None, keep: Iterable[str] = ()
+) -> RevisionState:
+    """Drop the oldest non-live revisions beyond `limit` (None keeps them all); `keep` names
+    revisions that count as live (a rollout run's stable revision)."""
     if limit is None:
         return state
-    live = {state.current, state.update, *running}
+    live = {state.current, state.update, *running, *keep}
     not_live = sorted(
         (record for record in state.history if record.name not in live),
         key=lambda record: record.number,

@@ -20,7 +20,10 @@ the spec changes. Each pass:
    replacement's, and once the source drains, the source's pods' until they are gone.
 
 Candidates are tried Instances that don't serve first, then from the highest index down, so
-with a partition the Instances that stay behind are the ones never reached.
+with a partition the Instances that stay behind are the ones never reached. Under a rollout
+run's cap that leaves some Instances behind (a canary step), `highest_first` tries them by
+index alone: the Instances on the new revision are the highest indexes, the rest hold the
+previous revision as a partition would hold them, a broken one included.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ class UpdatePlan:
     """Instances to move to the update revision now, in this order."""
     denial: HoldDenial | None = None
     """Why candidates remain unmoved, for `rolloutHold`; None when nothing was denied."""
+    budget_denial: HoldDenial | None = None
+    """The budget's denial of the candidates left waiting, kept even when others started (a
+    rollout run's cap may drop those, and then this is why the rest wait)."""
     wake_at: datetime | None = None
     """When the decision can change without any Instance reporting (a timer to set)."""
     partition_held: tuple[int, ...] = ()
@@ -126,12 +132,14 @@ def plan_update(
     retry_block: RetryBlock | None = None,
     paused: bool = False,
     instance_retries: bool = True,
+    highest_first: bool = False,
 ) -> UpdatePlan:
     """The starts this pass admits toward `update_revision`, and the hold for the rest.
 
     `instance_retries`: the Instance that failed an attempt retries on its own when its
     backoff ends (as the `Instance` workflow does), so a due Backoff admits no other start;
     False makes this pass start the retry attempt itself (`retry_attempt` in the plan).
+    `highest_first`: try candidates by index alone, highest first (a binding rollout cap).
     """
     held, free = partition_split(instances, policy.partition)
     held_indexes = tuple(instance.index for instance in held)
@@ -143,7 +151,10 @@ def plan_update(
     ready_to_move = [
         instance for instance in candidates if instance.operation is None and instance.phase in _RESTING
     ]
-    ready_to_move.sort(key=lambda instance: (instance.serving, -instance.index))
+    if highest_first:
+        ready_to_move.sort(key=lambda instance: -instance.index)
+    else:
+        ready_to_move.sort(key=lambda instance: (instance.serving, -instance.index))
     if not ready_to_move:
         return UpdatePlan(partition_held=held_indexes)
     if paused:
@@ -180,6 +191,7 @@ def plan_update(
     return UpdatePlan(
         start=started,
         denial=None if started else denial,
+        budget_denial=denial,
         wake_at=wake if denial is not None else None,
         partition_held=held_indexes,
         waiting=tuple(instance.index for instance in ready_to_move if instance.index not in started),

@@ -21,6 +21,7 @@ from models.instance import InstanceStatus, UpdateRequest
 from planning.replica.handover import GANG_SURGE_COMPLETED, settle_surges
 from planning.replica.overlay import ready_revisions
 from planning.replica.retry import absorb_abandoned_surge, current_blocks
+from workflows.replica import view
 from workflows.replica.children import signal_instance, spec_for
 from workflows.replica.messages import ReplicaState
 
@@ -57,7 +58,7 @@ def settle_handovers(state: ReplicaState) -> None:
     """Forget handovers that ended, and kept blocks that no longer matter."""
     state.gang_surges = settle_surges(state.gang_surges, set(state.instances) | set(state.launched))
     ready = ready_revisions(state.instances.values())
-    state.gang_blocks = current_blocks(state.gang_blocks, state.config.revision_hash, ready)
+    state.gang_blocks = current_blocks(state.gang_blocks, view.target_hash(state), ready)
 
 
 def surging_for(state: ReplicaState, index: int) -> int | None:

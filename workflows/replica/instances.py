@@ -25,6 +25,7 @@ from planning.replica.overlay import earliest
 from planning.replica.reconcile import ReplicaActions, reconcile
 from planning.replica.retry import start_retry_attempt
 from planning.replica.revisions import complete_rollout, history_limit, trim_history
+from planning.replica.rollback import protected
 from workflows.replica import view
 from workflows.replica.children import EndedInstances, send_all, signal_instance, spec_for, start_instance
 from workflows.replica.handovers import finish_handovers, settle_handovers, surging_for
@@ -71,8 +72,9 @@ def plan(
         paused=config.paused,
         now=now,
         reserved_indexes=[*state.removing, *cleaning_up(state.gang_surges)],
-        update_multi_pod=config.effective.is_multi_pod,
+        update_multi_pod=view.target_spec(state, config).is_multi_pod,
         coordination=config.coordination,
+        retained=state.specs,
     )
     return actions, blocks
 
@@ -87,7 +89,7 @@ async def carry_out(
         # This pass started the attempt the kept block waited for (unless the start must
         # be tried again: then the block is still due).
         state.gang_blocks = [
-            start_retry_attempt(b) if b.target_revision == config.revision_hash else b for b in state.gang_blocks
+            start_retry_attempt(b) if b.target_revision == actions.revision else b for b in state.gang_blocks
         ]
     state.hold = actions.hold
 
@@ -95,11 +97,14 @@ async def carry_out(
 def requests(
     state: ReplicaState, config: ReplicaConfig, ended: EndedInstances, actions: ReplicaActions, now: datetime
 ) -> list[Awaitable[None]]:
-    """The plan's starts and signals in its order, each folded into the state as it is listed."""
+    """The plan's starts and signals in its order, each folded into the state as it is listed.
+
+    Updates move to the plan's revision: the update revision, or the stable one a rollback
+    returns to (with that revision's kept spec)."""
     sends: list[Awaitable[None]] = [start_instance(state, ended, new.index, new.revision) for new in actions.create]
     for index in actions.update:
-        state.requested_updates[index] = config.revision_hash
-        spec = spec_for(state, index, config.revision_hash)
+        state.requested_updates[index] = actions.revision
+        spec = spec_for(state, index, actions.revision)
         sends.append(signal_instance(state.config, index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
     for new in actions.surge_create:
         source = new.replaces if new.replaces is not None else new.index
@@ -113,14 +118,16 @@ def requests(
 
 
 def keep_revisions(state: ReplicaState, config: ReplicaConfig, actions: ReplicaActions, names: dict[str, str]) -> None:
-    """Complete a finished rollout, trim the revision history, and forget specs no longer kept."""
+    """Complete a finished rollout (or rollback), trim the revision history, and forget specs
+    no longer kept; a revision the rollout run names to return to is kept."""
     if actions.rollout_complete and not state.launched and not state.requested_updates:
-        state.revisions = complete_rollout(state.revisions)
+        state.revisions = complete_rollout(state.revisions, names.get(actions.revision))
     limit, _ = history_limit(config.history_limit_annotation, config.cluster.revision_history_limit)
     running = {
         names.get(s.running_revision, s.running_revision) for s in state.instances.values() if s.running_revision
     }
-    state.revisions = trim_history(state.revisions, running, limit)
+    keep = protected(config.coordination, names)
+    state.revisions = trim_history(state.revisions, running, limit, keep)
     kept = {record.hash for record in state.revisions.history}
     state.specs = {digest: spec for digest, spec in state.specs.items() if digest in kept}
 

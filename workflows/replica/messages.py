@@ -88,8 +88,10 @@ class ReplicaState(MessageModel):
     """The parent's latest config: the run's input, replaced by each `configure`. Never cleared."""
     specs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """The effective component of each revision hash still in use: an Instance the partition
-    keeps behind, or a new one started while the update revision is Held, runs the old one.
-    Each pass adds the config's; `instances.keep_revisions` drops hashes gone from `revisions`."""
+    keeps behind, or a new one started while the update revision is Held, runs the old one;
+    a canary rollback moves Instances back to the stable one's (`planning.replica.rollback`).
+    Each pass adds the config's; `instances.keep_revisions` drops hashes gone from `revisions`
+    (never one the rollout run names to return to)."""
     instances: dict[int, InstanceStatus] = Field(default_factory=dict)
     """Each Instance's latest `instance_changed` report, by index. Written by that handler;
     an entry goes when its report says the Instance was deleted or abandoned."""
@@ -190,3 +192,10 @@ class ReplicaReport(MessageModel):
     """Instances moving to the update revision whose new pod serves while the old one still
     does (a SurgeThenDrain at its drain step): a rollout run counts them as serving the new
     revision, which the totals do only once the old pod has gone."""
+    on_revision: dict[str, int] = Field(default_factory=dict)
+    """While the run rolls the component back (`Coordination.rollback_to`): Instances per
+    revision hash they run or move to (an Instance moving counts under both). The rollback
+    is done once the revision rolled back from has none. Empty outside a rollback."""
+    stable_revision_missing: bool = False
+    """The revision the run names to return to (`Coordination.rollback_to`, else `stable`)
+    is no longer retained here: a rollback cannot happen (`StableRevisionMissing`)."""

@@ -32,6 +32,7 @@ from planning.replica.coordination import Coordination
 from planning.replica.facts import replica_counts
 from planning.replica.handover import handover_rows
 from planning.replica.publish import condition_key, decide_publish, digest
+from planning.replica.rollback import revision_counts, stable_missing
 from planning.replica.status import project_status, with_transitions
 from planning.replica.template import instance_ready_timeout_seconds
 from workflows import kube_calls, search_attributes
@@ -52,9 +53,11 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
     policy = view.policy(config)
     desired = state.last_desired if state.last_desired is not None else view.desired(config)
     facts = [fact for fact in view.facts(state) if fact.index not in state.removing]
-    counts = replica_counts(facts, config.revision_hash, now, policy.min_ready_seconds)
+    # While rolling back, the revision Instances move to is the stable one (`view.target_hash`).
+    target = view.target_hash(state)
+    counts = replica_counts(facts, target, now, policy.min_ready_seconds)
     minimum = minimum_serving(policy, desired)
-    progress = rollout_progress(facts, config.revision_hash, policy.partition) if facts else None
+    progress = rollout_progress(facts, target, policy.partition) if facts else None
     planned = [
         ready_condition(desired, counts, minimum, progress),
         gang_scheduling_condition(config.effective.is_multi_pod, bool(state.podgroup_crd)),
@@ -67,7 +70,7 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         generation=config.generation,
         instances=list(state.instances.values()),
         counts=counts,
-        revisions=state.revisions,
+        revisions=view.shown_revisions(state),
         retry_blocks=[view.named(block, names) for block in view.retry_blocks(state)],
         hold=state.hold,
         conditions=planned,
@@ -160,24 +163,40 @@ async def write_status(state: ReplicaState, status: InferenceReplicaStatus, body
 
 
 def surge_serving(state: ReplicaState) -> int:
-    """Instances at the drain step of a SurgeThenDrain to the update revision, still serving."""
+    """Instances at the drain step of a SurgeThenDrain to the update revision (a rollback's
+    stable one while rolling back), still serving."""
+    target = view.target_hash(state)
     return sum(
         1
         for status in state.instances.values()
         if status.operation is not None
         and status.operation.step == "SurgeDrain"
-        and status.target_revision == state.config.revision_hash
+        and status.target_revision == target
         and status.serving
     )
 
 
 def failed_on_update(state: ReplicaState) -> int:
-    """Instances Failed on, or on their way to, the update revision."""
+    """Instances Failed on, or on their way to, the update revision (a rollback's while rolling back)."""
+    target = view.target_hash(state)
     return sum(
         1
         for status in state.instances.values()
-        if status.phase == InstancePhase.FAILED and status.target_revision == state.config.revision_hash
+        if status.phase == InstancePhase.FAILED and status.target_revision == target
     )
+
+
+def on_revision(state: ReplicaState) -> dict[str, int]:
+    """While rolling back: Instances per revision hash they run or move to; empty otherwise."""
+    if not view.steering(state).rolling_back:
+        return {}
+    return revision_counts(view.facts(state))
+
+
+def stable_revision_missing(state: ReplicaState) -> bool:
+    """The revision the rollout run names to return to is not retained here."""
+    config = state.config
+    return stable_missing(config.revision_hash, config.coordination, state.specs) is not None
 
 
 async def report(
@@ -204,10 +223,13 @@ async def report(
         # What only a rollout run reads, sent only while one coordinates this component.
         surge_serving=surge_serving(state) if config.coordination is not None else 0,
         failed_on_update=failed_on_update(state) if config.coordination is not None else 0,
+        on_revision=on_revision(state),
+        stable_revision_missing=stable_revision_missing(state),
     )
-    # Counts at 0 leave the fingerprint as reports had it before the counts existed.
+    # Counts at 0 (and the rollback's fields unset) leave the fingerprint as reports had it
+    # before they existed.
     unchanged: dict[str, Any] = {"condition": {"last_transition_time"}}
-    for count in ("surge_serving", "failed_on_update"):
+    for count in ("surge_serving", "failed_on_update", "on_revision", "stable_revision_missing"):
         if not getattr(message, count):
             unchanged[count] = True
     if status.coordination_group_ref is None:

@@ -1,8 +1,10 @@
 """The InferenceReplica workflow's view of its state: what its rules and projections read.
 
 Plain functions of `ReplicaState` / `ReplicaConfig`, no Temporal calls: the update policy,
-the desired count, the revision names, the facts (`planning.replica.overlay.replica_facts`)
-and the retry blocks in force (`planning.replica.overlay.replica_retry_blocks`).
+the desired count, the revision names, the revision Instances move to now (the update
+revision, or the stable one a rollback returns to: `planning.replica.rollback`), the facts
+(`planning.replica.overlay.replica_facts`) and the retry blocks in force
+(`planning.replica.overlay.replica_retry_blocks`).
 
 Imported by the workflow modules inside `workflow.unsafe.imports_passed_through()`.
 """
@@ -11,10 +13,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from models.inferenceservice import ComponentSpec
 from models.instance import RetryBlock
 from planning.replica.budget import UpdatePolicy, update_policy
 from planning.replica.facts import InstanceFacts
 from planning.replica.overlay import replica_facts, replica_retry_blocks
+from planning.replica.revisions import RevisionState, rolling_back_to
+from planning.replica.rollback import Steering, rollback_target, steer
 from planning.replica.scale import desired_replicas
 from workflows.replica.messages import ReplicaConfig, ReplicaState
 
@@ -24,6 +29,9 @@ def policy(config: ReplicaConfig) -> UpdatePolicy:
     rollout group's `maxSurge` / `maxUnavailable` replace its own budgets while its run moves it."""
     own = update_policy(config.effective.lifecycle, config.cluster.update_policy)
     group = config.coordination
+    if rollback_target(config.revision_hash, group) is not None:
+        # A rollback returns every Instance: no partition holds one on the canary revision.
+        own = replace(own, partition=0)
     if group is None or (group.max_surge is None and group.max_unavailable is None):
         return own
     return replace(own, max_surge=group.max_surge, max_unavailable=group.max_unavailable)
@@ -38,6 +46,35 @@ def desired(config: ReplicaConfig) -> int:
 def names(state: ReplicaState) -> dict[str, str]:
     """Revision hash -> ControllerRevision-style name, for status and events."""
     return {record.hash: record.name for record in state.revisions.history}
+
+
+def steering(state: ReplicaState, config: ReplicaConfig | None = None) -> Steering:
+    """Which revision Instances move to now under `config` (the state's by default), and
+    under which cap (`planning.replica.rollback`)."""
+    config = config or state.config
+    return steer(config.revision_hash, config.coordination, state.specs)
+
+
+def target_hash(state: ReplicaState) -> str:
+    """The revision hash Instances move to now: the update revision, or a rollback's."""
+    return steering(state).revision
+
+
+def target_spec(state: ReplicaState, config: ReplicaConfig | None = None) -> ComponentSpec:
+    """The effective component of the revision Instances move to now under `config`."""
+    config = config or state.config
+    revision = steering(state, config).revision
+    if revision == config.revision_hash:
+        return config.effective
+    return ComponentSpec.model_validate(state.specs[revision])
+
+
+def shown_revisions(state: ReplicaState) -> RevisionState:
+    """The revisions as status shows them: while rolling back, the update revision is the stable one."""
+    moving = steering(state)
+    if not moving.rolling_back:
+        return state.revisions
+    return rolling_back_to(state.revisions, names(state).get(moving.revision))
 
 
 def named(block: RetryBlock, names: dict[str, str]) -> RetryBlock:
@@ -59,4 +96,4 @@ def facts(state: ReplicaState) -> list[InstanceFacts]:
 
 def retry_blocks(state: ReplicaState) -> list[RetryBlock]:
     """The Instances' blocks and those kept from surge replacements that gave up."""
-    return replica_retry_blocks(state.instances.values(), state.gang_blocks, state.config.revision_hash)
+    return replica_retry_blocks(state.instances.values(), state.gang_blocks, target_hash(state))

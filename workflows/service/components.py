@@ -52,8 +52,8 @@ from workflows.service.projection import ServiceProjection, identity, runs_deplo
 
 def config_fingerprint(config: ReplicaConfig) -> str:
     """What was sent, to send nothing twice; a config outside a rollout run, or inside one
-    before its group reached the InferenceReplica, has the same fingerprint as before, so a
-    running service resends nothing."""
+    before its group (or a stable revision, or a rollback) reached the InferenceReplica, has
+    the same fingerprint as before, so a running service resends nothing."""
     coordination = config.coordination
     if coordination is None:
         return config.model_dump_json(exclude={"coordination"})

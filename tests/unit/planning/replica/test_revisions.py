@@ -9,6 +9,7 @@ from planning.replica.revisions import (
     complete_rollout,
     history_limit,
     observe_template,
+    rolling_back_to,
     trim_history,
 )
 
@@ -71,6 +72,25 @@ def test_history_keeps_limit_non_live_revisions(limit: int | None, kept: int) ->
 def test_history_never_drops_a_running_revision() -> None:
     state = trim_history(_many(5), running=[name("0")], limit=0)
     assert {record.name for record in state.history} == {name("0"), name("4")}
+
+
+def test_history_never_drops_what_a_rollout_run_names_to_return_to() -> None:
+    # The canary completed on this component (current is the canary), the stable one is not live.
+    state = trim_history(_many(5), running=[], limit=0, keep=[name("3")])
+    assert {record.name for record in state.history} == {name("3"), name("4")}
+    assert trim_history(_many(5), running=[], limit=0).history[0].name == name("4")
+
+
+def test_a_rollback_shows_the_stable_revision_as_update_and_completes_onto_it() -> None:
+    canary = observe_template(observe_template(RevisionState(), name("a"), "a"), name("b"), "b")
+    shown = rolling_back_to(canary, name("a"))
+    assert (shown.current, shown.update) == (name("a"), name("a"))
+    assert rolling_back_to(canary, name("gone")) == canary
+    assert rolling_back_to(canary, None) == canary
+    # Back from a canary that had completed: the stable revision becomes current again.
+    completed = complete_rollout(canary)
+    assert complete_rollout(completed, to=name("a")).current == name("a")
+    assert complete_rollout(canary, to=name("a")) is canary
 
 
 @pytest.mark.parametrize(

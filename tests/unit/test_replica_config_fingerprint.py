@@ -1,0 +1,56 @@
+"""What the InferenceService sends an InferenceReplica is fingerprinted to send nothing twice;
+a coordination field a running service never set must not change the fingerprint (a running
+service would otherwise resend every config after an upgrade, and replays would diverge)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from models.inferencereplica import InferenceReplicaSpec
+from planning.replica.coordination import Coordination
+from workflows.replica.messages import ReplicaConfig
+from workflows.service.components import config_fingerprint
+
+pytestmark = pytest.mark.unit
+
+RUN = Coordination(run=2, target="bbbbbbbb", limit=1, group=0, group_phase="Progressing")
+
+
+def config(coordination: Coordination | None) -> ReplicaConfig:
+    return ReplicaConfig(
+        namespace="ns",
+        isvc="chat",
+        component="engine",
+        generation=2,
+        component_spec={},
+        ir_spec=InferenceReplicaSpec(inference_service="chat", component="engine", revision="chat-engine-rev-bbbbbbbb"),
+        revision_hash="bbbbbbbb",
+        revision_name="chat-engine-rev-bbbbbbbb",
+        coordination=coordination,
+    )
+
+
+def coordination_sent(coordination: Coordination | None) -> dict[str, object] | None:
+    sent = json.loads(config_fingerprint(config(coordination))).get("coordination")
+    assert sent is None or isinstance(sent, dict)
+    return sent
+
+
+def test_unset_stable_and_rollback_leave_the_fingerprint_as_before() -> None:
+    sent = coordination_sent(RUN)
+    assert sent is not None and "stable" not in sent and "rollback_to" not in sent
+    opening = coordination_sent(replace(RUN, group=None, group_phase=None))
+    assert opening is not None and set(opening) == set(sent) - {"group", "group_phase"}
+    assert coordination_sent(None) is None
+
+
+def test_a_stable_revision_or_a_rollback_is_news() -> None:
+    before = coordination_sent(RUN)
+    assert before is not None
+    assert coordination_sent(replace(RUN, stable="aaaaaaaa")) == {**before, "stable": "aaaaaaaa"}
+    back = coordination_sent(replace(RUN, stable="aaaaaaaa", rollback_to="aaaaaaaa"))
+    assert back is not None and back["rollback_to"] == "aaaaaaaa"
+    assert config_fingerprint(config(replace(RUN, rollback_to="aaaaaaaa"))) != config_fingerprint(config(RUN))
