@@ -25,6 +25,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from activities.kube_rest import KubeRest
 from bench.lifecycle_stack import poll_until
 from kubesim.handle import KubeSim
+from models.canary_analysis import CanarySettingsResult
 from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import InstancePods
 from planning.pod_summary import InstanceKey, group_by_instance, instance_pods
@@ -261,9 +262,11 @@ async def story(
     name: str = NAME,
     namespace: str = NAMESPACE,
     runtime: dict[str, Any] | None = None,
+    canary: CanarySettingsResult | None = None,
 ) -> AsyncIterator[Story]:
     """A worker and a watcher around one kubesim, with a runtime in place (the spec 003
-    example's unless `runtime` names another, applied in `namespace`)."""
+    example's unless `runtime` names another, applied in `namespace`); `canary`: the
+    worker's canary settings (its Prometheus, bindings, default ready timeout)."""
     api = sim.api_client()
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
@@ -275,7 +278,9 @@ async def story(
     relay.start()
     try:
         # Activities still running when the test ends are cancelled at once, not awaited.
-        async with build_worker(client, task_queue, sim.api_client(), graceful_shutdown_timeout=timedelta(0)):
+        async with build_worker(
+            client, task_queue, sim.api_client(), graceful_shutdown_timeout=timedelta(0), canary=canary
+        ):
             try:
                 yield Story(client, task_queue, sim, core, custom, relay, cluster, name, namespace)
             finally:
