@@ -18,7 +18,8 @@ from planning.rollout.gates import Allowance, ComponentProgress
 from planning.rollout.plan import GroupPlan, RolloutPlan
 
 GroupPhase = Literal["Pending", "Progressing", "Paused", "Failed", "Succeeded"]
-Outcome = Literal["Completed", "Superseded"]
+Outcome = Literal["Completed", "Superseded", "Closed"]
+"""`Closed`: the InferenceService was deleted during the run."""
 REPORTED_ORDER = ("Failed", "RollingBack", "RolledBack", "Paused", "InProgress", "Succeeded")
 """`rollout status` REPORTED: the first that applies to any group (§3.4)."""
 

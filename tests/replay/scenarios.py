@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -22,7 +24,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
+from models.canary_analysis import CanaryAnalysisConfig, CanarySettingsResult
 from models.instance import QUERY_STATUS, DeleteRequest, InstancePhase, InstanceStatus, UpdateRequest
+from tests.fixtures.prometheus import RunningPrometheus
 from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
 from tests.workflows.rollout_examples import BLUE_GREEN, pd_manifest, pd_runtime
 from tests.workflows.rollout_examples import NAME as PD_NAME
@@ -124,6 +128,7 @@ async def service_story(
     name: str = NAME,
     namespace: str = NAMESPACE,
     runtime: dict[str, Any] | None = None,
+    canary: CanarySettingsResult | None = None,
 ) -> AsyncIterator[Story]:
     """The spec 003 example's namespace and runtime, a worker, and the real watcher process's two
     watches, pods and Deployments, as `workers.watcher.main` runs them (rather than the workflow
@@ -142,7 +147,7 @@ async def service_story(
     await watcher.start()
     await deployments.start()
     try:
-        async with build_worker(env.client, task_queue, sim.api_client()):
+        async with build_worker(env.client, task_queue, sim.api_client(), canary=canary):
             yield Story(env.client, task_queue, sim, core, custom, None, cluster, name, namespace)
     finally:
         await deployments.stop()
@@ -443,18 +448,18 @@ async def service_lifecycle_change(env: WorkflowEnvironment, sim: KubeSim, task_
         await _delete_service(s)
 
 
-async def _pd_on(s: Story, image: str) -> bool:
-    """The engine and the decoder each serve one Instance on `image`, the router one."""
+async def _pd_on(s: Story, image: str, count: int = 1) -> bool:
+    """The engine and the decoder each serve `count` Instances on `image`, the router one."""
     serving = [p for p in s.serving_pods() if p.metadata.deletion_timestamp is None]
     by_component: dict[str, list[str]] = {}
     for pod in serving:
         by_component.setdefault(pod.metadata.labels["ome.io/component"], []).append(pod.spec.containers[0].image)
     live = [p for p in s.pods() if p.metadata.deletion_timestamp is None]
     return (
-        by_component.get("engine") == [image]
-        and by_component.get("decoder") == [image]
+        by_component.get("engine") == [image] * count
+        and by_component.get("decoder") == [image] * count
         and len(by_component.get("router", [])) == 1
-        and len(live) == 3
+        and len(live) == 2 * count + 1
     )
 
 
@@ -472,6 +477,58 @@ async def service_rollout_group(env: WorkflowEnvironment, sim: KubeSim, task_que
         await until(lambda: _completed(run), "rollout run 2 to complete", within=WAIT)
         await until(lambda: _pd_on(s, IMAGE_2), "engine and decoder on the new image", within=WAIT)
         await _delete_service(s)
+
+
+CANARY_IMAGE_BAD = "docker.io/lmsysorg/sglang:v0.4.7-bad"
+
+
+def _canary_rollout() -> dict[str, Any]:
+    selector = 'namespace="{{.Namespace}}",component="{{.Component}}",revision_hash="{{.CanaryRevision}}"'
+    error_rate = {
+        "name": "error_rate",
+        "query": f'sum(rate(ome_inference_requests_total{{{selector},code="500"}}[10s])) '
+        f"/ sum(rate(ome_inference_requests_total{{{selector}}}[10s]))",
+        "operator": "LT",
+        "threshold": "0.05",
+    }
+    analysis = {"interval": "2s", "initialDelay": "4s", "failureLimit": 2, "metrics": [error_rate]}
+    steps = [{"capacity": "50%", "traffic": 50, "analysis": analysis}, {"capacity": "100%", "traffic": 100, "pause": {}}]
+    return {"groups": [{"components": ["engine", "decoder"], "canary": {"steps": steps}}]}
+
+
+async def service_canary(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """A canary group of engine and decoder with Prometheus analysis (a real Prometheus scraping
+    kubesim): a good image passes its analysis step, waits at the manual gate, is promoted and
+    completes; then a bad image fails two samples and rolls back; then delete."""
+    namespace = f"{NAMESPACE_PD}-canary"
+    sim.set_engine_behavior(CANARY_IMAGE_BAD, error_ratio=0.3)
+    with tempfile.TemporaryDirectory() as scratch, RunningPrometheus(
+        Path(scratch), {"kubesim": f"127.0.0.1:{sim.port}"}, interval_seconds=1
+    ) as prometheus:
+        settings = CanarySettingsResult(analysis=CanaryAnalysisConfig(bundled_prometheus_address=prometheus.url))
+        async with service_story(
+            env, sim, task_queue, dict(FAST_CLUSTER), name=PD_NAME, namespace=namespace, runtime=pd_runtime(),
+            canary=settings,
+        ) as s:
+            await _accepted(s, pd_manifest(namespace, _canary_rollout(), None, (2, 2)))
+            await until(lambda: _pd_on(s, IMAGE_1, 2), "mistral-pd serving", within=WAIT)
+            await _accepted(s, pd_manifest(namespace, _canary_rollout(), IMAGE_2, (2, 2)))
+            await until(lambda: _engine_phase(s, "Paused", step=1), "the canary at its manual gate", within=WAIT)
+            await s.handle().signal("promote")
+            run = s.client.get_workflow_handle(rollout_workflow_id(namespace, PD_NAME, 2))
+            await until(lambda: _completed(run), "canary run 2 to complete", within=WAIT)
+            await until(lambda: _pd_on(s, IMAGE_2, 2), "engine and decoder on the new image", within=WAIT)
+            await _accepted(s, pd_manifest(namespace, _canary_rollout(), CANARY_IMAGE_BAD, (2, 2)))
+            await until(lambda: _engine_phase(s, "RolledBack"), "the bad canary rolled back", within=WAIT)
+            await until(lambda: _pd_on(s, IMAGE_2, 2), "back on the stable image", within=WAIT)
+            await _delete_service(s)
+
+
+async def _engine_phase(s: Story, phase: str, step: int | None = None) -> bool:
+    isvc = s.object("inferenceservices", PD_NAME) or {}
+    engine = ((isvc.get("status") or {}).get("components") or {}).get("engine") or {}
+    current = (engine.get("canary") or {}).get("currentStep")
+    return engine.get("rolloutPhase") == phase and (step is None or current == step)
 
 
 async def _completed(handle: WorkflowHandle[Any, Any]) -> bool:
@@ -516,6 +573,12 @@ SCENARIOS = [
         "service_rollout_group",
         service_rollout_group,
         "seed 004: engine+decoder blue-green group and the router alone; an image change runs a Rollout; delete",
+    ),
+    Scenario(
+        "service_canary",
+        service_canary,
+        "engine+decoder canary with Prometheus analysis: a good image promoted past its manual gate, then a bad "
+        "image rolled back by analysis; delete",
     ),
     Scenario(
         "service_lifecycle_change",

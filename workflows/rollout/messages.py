@@ -27,6 +27,8 @@ SIGNAL_PAUSE = "pause"
 """From the InferenceService: the pause depth in force (`true`, `freeze`) or None."""
 SIGNAL_SUPERSEDE = "supersede"
 """From the InferenceService: a newer run opened; this one closes as `Superseded`."""
+SIGNAL_CLOSE = "close"
+"""From the InferenceService: it is being deleted; the run ends as `Closed` (its InferenceReplicas go too)."""
 SIGNAL_RESPEC = "respec"
 """From the InferenceService: `spec.rollout` changed; a parked run resolves its plan again."""
 SIGNAL_CANARY = "canary_request"
@@ -205,6 +207,8 @@ class RolloutState(MessageModel):
     """Groups whose `CoordinationGroupFailed` Event was recorded (again after they recover and fail anew)."""
     paused: str | None = None
     superseded_by: int | None = None
+    closed: bool = False
+    """The InferenceService is being deleted: the run ends `Closed`."""
     outcome: str | None = None
     reported: str = ""
     """Fingerprint of the last report sent to the parent."""

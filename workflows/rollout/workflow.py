@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ANSWERS_KEPT,
         QUERY_STATUS,
         SIGNAL_CANARY,
+        SIGNAL_CLOSE,
         SIGNAL_PAUSE,
         SIGNAL_PROGRESS,
         SIGNAL_RESPEC,
@@ -93,6 +94,11 @@ class RolloutWorkflow:
     @workflow.signal(name=SIGNAL_SUPERSEDE)
     def supersede(self, newer_run: int) -> None:
         self.state.superseded_by = newer_run
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_CLOSE)
+    def close(self) -> None:
+        self.state.closed = True
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_RESPEC)
@@ -227,13 +233,17 @@ class RolloutWorkflow:
             await self.record_failures(plan, progress)
             stepped = canary.canary_components(plan)
             moved = {name: target for name, target in state.input.targets.items() if name not in stepped}
-            if state.superseded_by is not None:
+            if state.closed:
+                state.outcome = "Closed"
+            elif state.superseded_by is not None:
                 state.outcome = "Superseded"
             elif done(progress, moved) and canary.all_stable(state, plan):
                 state.outcome = "Completed"
         else:
             await self.announce_park(plan)
-            if state.superseded_by is not None:
+            if state.closed:
+                state.outcome = "Closed"
+            elif state.superseded_by is not None:
                 state.outcome = "Superseded"
         await self.send_report(report(state, workflow.info().workflow_id, plan, progress, found))
         wakes += [a.wake_at for a in found if a.wake_at is not None]

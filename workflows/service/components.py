@@ -43,8 +43,10 @@ from planning.service.scale import (
 )
 from workflows import kube_calls, search_attributes
 from workflows.events import record_event
-from workflows.names import INFERENCE_REPLICA, irep_workflow_id
+from workflows.names import INFERENCE_REPLICA, irep_workflow_id, rollout_workflow_id
+from workflows.parent import deliver
 from workflows.replica.messages import SIGNAL_CONFIGURE, SIGNAL_DELETE, ReplicaConfig
+from workflows.rollout.messages import SIGNAL_CLOSE
 from workflows.service import canary_requests, rollouts
 from workflows.service.messages import SIGNAL_SCALE, RejectedRequest, isvc_object
 from workflows.service.projection import ServiceProjection, identity, runs_deployment
@@ -364,6 +366,10 @@ class ServiceComponents(ServiceProjection):
         """Drain every Instance (their InferenceReplicas delete them), then remove the objects."""
         state = self.state
         namespace, name = identity(state.manifest)
+        if state.rollout.run is not None:
+            # A run still open (a rolled-back canary holds its components) ends with the service.
+            await deliver(rollout_workflow_id(namespace, name, state.rollout.run), SIGNAL_CLOSE, None)
+            state.rollout.run = None
         for component in state.sent_configs:
             if component not in state.delete_sent:
                 handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))
