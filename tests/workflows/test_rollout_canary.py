@@ -8,6 +8,7 @@ The sample activity itself is tested against a real Prometheus in `tests/activit
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -264,3 +265,42 @@ async def test_an_unbound_metric_provider_parks_the_run(run: Run) -> None:
     )
     assert "RolloutPlanParked" in run.cluster.reasons()
     assert parked.allowances == {}, "a parked run never falls back: nothing moves"
+
+
+async def test_repin_moves_the_running_canary_onto_the_live_plan_and_refuses_a_topology_change(run: Run) -> None:
+    pinned = canary(
+        {"capacity": 1, "traffic": 10, "pause": {}}, {"capacity": 1, "traffic": 30, "pause": {}},
+        {"capacity": "100%", "traffic": 100},
+    )
+    await run.start(pinned, {"engine": 2, "decoder": 2})
+    await run.until(lambda r: "engine" in r.allowances)
+    await run.serve_all(1, 1)
+    await run.until(lambda r: canary_of(r).get("stepEnteredTime") is not None)
+    await run.ask(CanaryRequest(action="promote"))
+    at_second = await run.until(lambda r: canary_of(r)["currentStep"] == 1)
+    assert at_second.plan_digest is not None
+
+    def answered(request_id: str) -> Callable[[RolloutReport], bool]:
+        return lambda r: any(a.request_id == request_id for a in r.answers)
+
+    def answer_of(report: RolloutReport, request_id: str) -> tuple[bool, str]:
+        found = next(a for a in report.answers if a.request_id == request_id)
+        return found.accepted, found.message
+
+    # Another topology (a second group) is refused; a stale digest is rejected with an Event.
+    other = {**copy.deepcopy(pinned), "groupOrdering": "Concurrent"}
+    other["groups"].append({"components": ["router"]})
+    await run.ask(CanaryRequest(action="repin", revision="now", rollout=other, request_id="r-1"))
+    refused = await run.until(answered("r-1"))
+    assert answer_of(refused, "r-1") == (False, "rollout repin refused: live and pinned rollout topology differ")
+    live = canary({"capacity": 1, "traffic": 10, "pause": {}}, {"capacity": "100%", "traffic": 100})
+    await run.ask(CanaryRequest(action="repin", revision="rp1:000000000000", rollout=live, request_id="r-2"))
+    rejected = await run.until(answered("r-2"))
+    assert not answer_of(rejected, "r-2")[0] and "a concurrent edit landed" in answer_of(rejected, "r-2")[1]
+    assert "RolloutRepinRejected" in run.cluster.reasons()
+    # `now`: the two-step live plan; the canary stays at its second step, now the last one.
+    await run.ask(CanaryRequest(action="repin", revision="now", rollout=live, request_id="r-3"))
+    applied = await run.until(answered("r-3"))
+    accepted, message = answer_of(applied, "r-3")
+    assert accepted and message.startswith("run 2 repinned: ") and applied.plan_digest != at_second.plan_digest
+    assert canary_of(applied)["currentStep"] == 1 and "RolloutPlanRepinned" in run.cluster.reasons()

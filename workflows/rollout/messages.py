@@ -82,9 +82,12 @@ class CanaryRequest(MessageModel):
     or an analysis gate with `override_analysis`), `rollback`, or `retry` (a `Failed` or
     `RolledBack` canary from step 1)."""
 
-    action: Literal["promote", "rollback", "retry"]
+    action: Literal["promote", "rollback", "retry", "repin"]
     revision: str | None = None
-    """The canary revision hash it is meant for; a request naming an older canary is refused."""
+    """The canary revision hash it is meant for; a request naming an older canary is refused.
+    For `repin`: the plan digest the operator saw (`rp1:<12 hex>`), or `now`."""
+    rollout: dict[str, Any] | None = None
+    """For `repin`: the live `spec.rollout` to pin (the InferenceService fills it in)."""
     override_analysis: bool = False
     component: str | None = None
     """Selects the group when the plan has several canary groups."""

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from models.inferenceservice import RolloutSpec
     from models.kube_ops import ObjectRef
     from planning.rollout.canary import steering
+    from planning.rollout.canary.repin import repin
     from planning.rollout.canary.texts import REFUSED_NO_WORK, REFUSED_STALE
     from planning.rollout.gates import Allowance, ComponentProgress, allowances
     from planning.rollout.pairing import with_pairing
@@ -130,6 +131,8 @@ class RolloutWorkflow:
         plan = self.plan()
         if not isinstance(plan, RolloutPlan):
             return False, REFUSED_NO_WORK
+        if request.action == "repin":
+            return True, "repin requested: answered when applied"
         group = canary.group_for(plan, request)
         if group is None:
             return False, REFUSED_STALE if len(canary.canary_groups(plan)) > 1 else REFUSED_NO_WORK
@@ -224,6 +227,9 @@ class RolloutWorkflow:
         wakes: list[datetime] = []
         found: list[Allowance] = []
         progress: dict[str, ComponentProgress] = {}
+        if isinstance(plan, RolloutPlan) and state.requests:
+            await self.apply_requests(plan, now)
+            plan = self.plan()  # a repin may have pinned another
         if isinstance(plan, RolloutPlan):
             progress = progress_of(state, plan.grouped)
             record_finishes(progress, state, now)
@@ -250,13 +256,12 @@ class RolloutWorkflow:
         return min(wakes) if wakes else None
 
     async def step_canaries(self, plan: RolloutPlan, now: datetime, wakes: list[datetime]) -> list[Allowance]:
-        """Each canary group's pass (`workflows.rollout.canary`): requests, the machine's
-        decision and its Events, a sample when one is due; the allowances it grants."""
+        """Each canary group's pass (`workflows.rollout.canary`): the machine's decision and
+        its Events, a sample when one is due; the allowances it grants."""
         state = self.state
         groups = canary.canary_groups(plan)
         if not groups:
             return []
-        await self.apply_requests(plan, now)
         found: list[Allowance] = []
         for group in groups:
             decision = canary.decide(state, group, now)
@@ -276,6 +281,9 @@ class RolloutWorkflow:
         state = self.state
         while state.requests:
             request = state.requests.pop(0)
+            if request.action == "repin":
+                await self.apply_repin(plan, request, now)
+                continue
             group = canary.group_for(plan, request)
             if group is None:
                 text = REFUSED_STALE if len(canary.canary_groups(plan)) > 1 else REFUSED_NO_WORK
@@ -289,6 +297,24 @@ class RolloutWorkflow:
             self.answer(request, False, text)
             refusal = steering.refusal_event(text)
             await record_event(self.isvc(), refusal.reason, f"{request.action}: {refusal.message}", refusal.type)
+
+    async def apply_repin(self, plan: RolloutPlan, request: CanaryRequest, now: datetime) -> None:
+        """Pin the live plan onto the running run (spec reference §4): its canary keeps its
+        step, clamped; a topology change, a stale digest or an unrenderable source is refused."""
+        state = self.state
+        groups = canary.canary_groups(plan)
+        group = groups[0] if len(groups) == 1 else None
+        current = canary.load(state, group, now) if group is not None else None
+        live = RolloutSpec.model_validate(request.rollout) if request.rollout is not None else None
+        outcome = repin(request.revision or "", plan, live, str(state.input.run), current, now)
+        if outcome.result == "applied":
+            state.pinned = request.rollout
+            new_group = next((g for g in outcome.plan.groups if g.canary is not None), None)
+            if new_group is not None and outcome.canary is not None:
+                canary.save(state, new_group, outcome.canary)
+        self.answer(request, outcome.result == "applied", outcome.message)
+        if outcome.event is not None:
+            await record_event(self.isvc(), outcome.event.reason, outcome.event.message, outcome.event.type)
 
     def answer(self, request: CanaryRequest, accepted: bool, message: str) -> None:
         if request.request_id:

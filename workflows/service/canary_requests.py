@@ -1,5 +1,6 @@
-"""An operator's canary requests on the InferenceService: promote, rollback, retry (spec
-reference §3; OME's `ome.io/rollout-promote`, `-rollback` and `-resume` annotations).
+"""An operator's rollout requests on the InferenceService: promote, rollback, retry (spec
+reference §3; OME's `ome.io/rollout-promote`, `-rollback` and `-resume` annotations) and
+repin (§4, `ome.io/rollout-repin`).
 
 Each is a signal (the design's way: a refusal becomes a Warning Event, recorded by the run,
 and `last_rejected_request` in `status`) and an Update of the same name that answers with
@@ -12,7 +13,7 @@ was observed`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from temporalio import workflow
@@ -37,24 +38,31 @@ class CanaryAsk(MessageModel):
     """`promote` only: pass an Analysis gate, bypassing warm-up, sampling and bake."""
     component: str | None = None
     """Selects the canary group when the plan has several."""
+    digest: str | None = None
+    """`repin` only: the live plan digest the operator saw (`rp1:<12 hex>`, from `explain` or
+    `status.conditions[RolloutPlanDrift]`), or `now` to skip the check."""
     request_id: str = Field(default="", max_length=128)
 
 
-Action = Literal["promote", "rollback", "retry"]
+Action = Literal["promote", "rollback", "retry", "repin"]
 
 
-def request_of(action: Action, ask: CanaryAsk | None) -> CanaryRequest:
-    """The run's request; `retry`'s `engine=<hash>` selects the group by its component."""
+def request_of(action: Action, ask: CanaryAsk | None, rollout: dict[str, Any] | None = None) -> CanaryRequest:
+    """The run's request; `retry`'s `engine=<hash>` selects the group by its component;
+    `repin` carries the live `spec.rollout`."""
     ask = ask or CanaryAsk()
     component, revision = ask.component, ask.revision
     if action == "retry" and revision is not None and "=" in revision:
         component, revision = revision.split("=", 1)
+    if action == "repin":
+        revision = ask.digest or ""
     return CanaryRequest(
         action=action,
         revision=revision or None,
         override_analysis=ask.override_analysis,
         component=component,
         request_id=ask.request_id or str(workflow.uuid4()),
+        rollout=rollout if action == "repin" else None,
     )
 
 

@@ -89,12 +89,14 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_PAUSE,
         SIGNAL_PROMOTE,
         SIGNAL_RELEASE_HELD,
+        SIGNAL_REPIN,
         SIGNAL_RESET_INSTANCES,
         SIGNAL_RESUME,
         SIGNAL_ROLLBACK,
         SIGNAL_SCALE,
         UPDATE_APPLY,
         UPDATE_PROMOTE,
+        UPDATE_REPIN,
         UPDATE_RETRY,
         UPDATE_ROLLBACK,
         ApplyResult,
@@ -251,9 +253,21 @@ class InferenceServiceWorkflow(ServiceComponents):
     def rollback(self, ask: CanaryAsk | None = None) -> None:
         self.ask_canary_by_signal("rollback", ask)
 
+    @workflow.signal(name=SIGNAL_REPIN)
+    def repin(self, ask: CanaryAsk | None = None) -> None:
+        self.ask_canary_by_signal("repin", ask)
+
     def ask_canary_by_signal(self, action: canary_requests.Action, ask: CanaryAsk | None) -> None:
-        canary_requests.queue(self.state, canary_requests.request_of(action, ask))
+        canary_requests.queue(self.state, canary_requests.request_of(action, ask, self.live_rollout()))
         self.seq += 1
+
+    def live_rollout(self) -> dict[str, Any] | None:
+        rollout = InferenceService.model_validate(self.state.manifest).spec.rollout
+        return rollout.model_dump(mode="json", by_alias=True, exclude_none=True) if rollout is not None else None
+
+    @workflow.update(name=UPDATE_REPIN)
+    async def repin_update(self, ask: CanaryAsk | None = None) -> str:
+        return await self.ask_canary("repin", ask)
 
     @workflow.update(name=UPDATE_PROMOTE)
     async def promote_update(self, ask: CanaryAsk | None = None) -> str:
@@ -268,6 +282,7 @@ class InferenceServiceWorkflow(ServiceComponents):
         return await self.ask_canary("retry", ask)
 
     @promote_update.validator
+    @repin_update.validator
     @rollback_update.validator
     @retry_update.validator
     def validate_canary_ask(self, ask: CanaryAsk | None = None) -> None:
@@ -276,7 +291,7 @@ class InferenceServiceWorkflow(ServiceComponents):
 
     async def ask_canary(self, action: canary_requests.Action, ask: CanaryAsk | None) -> str:
         """Hand the request to the active run and answer with what its canary decided."""
-        request = canary_requests.request_of(action, ask)
+        request = canary_requests.request_of(action, ask, self.live_rollout())
         canary_requests.queue(self.state, request)
         self.seq += 1
         try:
