@@ -304,3 +304,15 @@ async def test_repin_moves_the_running_canary_onto_the_live_plan_and_refuses_a_t
     accepted, message = answer_of(applied, "r-3")
     assert accepted and message.startswith("run 2 repinned: ") and applied.plan_digest != at_second.plan_digest
     assert canary_of(applied)["currentStep"] == 1 and "RolloutPlanRepinned" in run.cluster.reasons()
+
+
+async def test_status_rows_show_the_canary_phase_step_gate_and_traffic(run: Run) -> None:
+    await run.start(canary({"capacity": "50%", "traffic": 30, "pause": {}}, {"capacity": "100%", "traffic": 100}),
+                    {"engine": 2, "decoder": 2})
+    await run.until(lambda r: "engine" in r.allowances)
+    await run.serve_all(1, 1)
+    shown = await run.until(lambda r: r.rows[0].gate == "Manual")
+    engine = next(row for row in shown.rows if row.component == "engine")
+    # 30% recorded for the new revision; it is 1 of the 2 ready engines, so it sees half the requests.
+    assert (engine.strategy, engine.phase, engine.step, engine.traffic) == ("Canary", "Paused", "1/2", "30% -> 50%")
+    assert shown.reported == "Paused"

@@ -162,6 +162,13 @@ class RolloutRow(MessageModel):
     previous: str | None = None
     target: str | None = None
     issues: list[str] = Field(default_factory=list)
+    phase: str | None = None
+    """A canary group's phase (`rolloutPhase`); None for the other progressions."""
+    step: str | None = None
+    """A canary's STEP, `step/total` counted from 1 (`total/total` once Stable)."""
+    traffic: str | None = None
+    """A canary's TRAFFIC, `target% -> observed%`: the weight recorded for the new revision,
+    and its share of this component's ready Instances (requests go to every ready Instance)."""
 
 
 class RolloutReport(MessageModel):

@@ -12,8 +12,9 @@ from pydantic import TypeAdapter
 from models.instance import UpdateStrategyType
 from planning.replica.budget import SURGE_STRATEGIES
 from planning.rollout.canary.state import CanaryState
+from planning.rollout.canary.steps import gate_of, step_at
 from planning.rollout.gates import Allowance, ComponentProgress
-from planning.rollout.plan import Parked, RolloutPlan
+from planning.rollout.plan import GroupPlan, Parked, RolloutPlan
 from planning.rollout.runs import allowance_of, group_phase, reported, strategy_column
 from workflows.rollout.messages import AllowanceView, RolloutReport, RolloutRow, RolloutState, RolloutView
 
@@ -115,21 +116,20 @@ def view(
             c = progress[name]
             allowance = allowance_of(found, name)
             hold = allowance.hold if allowance is not None else None
-            rows.append(
-                RolloutRow(
-                    group=group.index,
-                    component=name,
-                    strategy=strategy_column(plan, group),
-                    group_phase=phase,
-                    gate=hold.gate.value if hold else None,
-                    reason=hold.reason if hold else None,
-                    capacity=f"{c.updated}/{c.replicas}",
-                    ready=f"{c.updated_serving}/{c.replicas}",
-                    previous=state.input.previous.get(name),
-                    target=state.input.target_names.get(name) or state.input.targets.get(name),
-                    issues=["InstanceFailed"] if c.failed else [],
-                )
+            row = RolloutRow(
+                group=group.index,
+                component=name,
+                strategy=strategy_column(plan, group),
+                group_phase=phase,
+                gate=hold.gate.value if hold else None,
+                reason=hold.reason if hold else None,
+                capacity=f"{c.updated}/{c.replicas}",
+                ready=f"{c.updated_serving}/{c.replicas}",
+                previous=state.input.previous.get(name),
+                target=state.input.target_names.get(name) or state.input.targets.get(name),
+                issues=["InstanceFailed"] if c.failed else [],
             )
+            rows.append(row.model_copy(update=canary_columns(state, group, name)))
     return base.model_copy(update={"plan_digest": plan.digest, "rows": rows, "reported": reported(phases)})
 
 
@@ -157,3 +157,26 @@ def status_of(state: RolloutState, plan: RolloutPlan, pairing: str | None) -> di
             canary = CANARY_STATE.validate_python(stored)
             shown[canary.primary] = canary.to_status(state.input.isvc, pairing)
     return shown
+
+
+def canary_columns(state: RolloutState, group: GroupPlan, component: str) -> dict[str, Any]:
+    """PHASE, STEP, GATE and TRAFFIC of a canary group's row (§3.4); nothing for the others."""
+    stored = state.canaries.get(str(group.index))
+    if group.canary is None or stored is None:
+        return {}
+    canary = CANARY_STATE.validate_python(stored)
+    total = len(group.canary.steps)
+    shown = min(canary.current_step, total - 1)
+    weight = 0 if canary.phase in ("RollingBack", "RolledBack") else canary.observed_traffic_weight
+    counts = state.counts.get(component)
+    revision = canary.canary_revisions.get(component)
+    ready_new = counts.updated_serving if counts is not None and counts.revision == revision else 0
+    serving = counts.serving if counts is not None else 0
+    observed = round(100 * ready_new / serving) if serving else 0
+    at_gate = canary.phase in ("Canarying", "Paused") and canary.current_step < total
+    return {
+        "phase": canary.phase,
+        "step": f"{min(canary.current_step + 1, total)}/{total}",
+        "gate": gate_of(step_at(group.canary, shown)) if at_gate else None,
+        "traffic": f"{weight}% -> {observed}%",
+    }
