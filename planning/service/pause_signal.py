@@ -39,8 +39,19 @@ def invalid_pause_message(value: object) -> str:
     )
 
 
+DISCARD_PENDING = "discard_pending_actions"
+"""`pause` input `{"mode": "true", "discard_pending_actions": true}`: also drops the promote and
+rollback requests a canary has not acted on yet (the CLI's `--discard-pending-actions`)."""
+
+
+def discards_pending(value: object) -> bool:
+    return isinstance(value, dict) and value.get(DISCARD_PENDING) is True
+
+
 def pause_mode_of(value: object) -> PauseMode | None:
     """The depth a `pause` signal input asks for; None when the value is not a pause."""
+    if isinstance(value, dict) and set(value) <= {"mode", DISCARD_PENDING}:
+        value = value.get("mode")
     if value is None or value is True:
         return PauseMode.RECOVER
     if isinstance(value, str):

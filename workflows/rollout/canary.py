@@ -17,6 +17,7 @@ so it survives continue-as-new and a worker's death.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from pydantic import TypeAdapter
@@ -37,6 +38,7 @@ from planning.rollout.canary import steering
 from planning.rollout.canary.decision import CanaryDecision
 from planning.rollout.canary.machine import step as canary_step
 from planning.rollout.canary.observation import CanaryObservation, ComponentObservation, SampleVerdict
+from planning.rollout.canary.requests import Mailbox
 from planning.rollout.canary.sampling import SampleRequest
 from planning.rollout.canary.state import CanaryState, start
 from planning.rollout.canary.timeouts import ready_timeout
@@ -139,6 +141,11 @@ def steer(group: GroupPlan, canary: CanaryState, request: CanaryRequest, paused:
     if request.action == "rollback":
         return steering.rollback(canary, request.request_id, paused)
     return steering.retry(canary, request.revision, request.request_id, paused)
+
+
+def discard_pending(canary: CanaryState) -> CanaryState:
+    """The canary without the promote and rollback requests it has not acted on (§5)."""
+    return replace(canary, mailbox=Mailbox(retry=canary.mailbox.retry))
 
 
 def group_for(plan: RolloutPlan, request: CanaryRequest) -> GroupPlan | None:

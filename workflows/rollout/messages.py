@@ -79,10 +79,11 @@ class RolloutInput(MessageModel):
 
 class CanaryRequest(MessageModel):
     """An operator's request to a canary group (spec reference §3): `promote` (a manual gate,
-    or an analysis gate with `override_analysis`), `rollback`, or `retry` (a `Failed` or
-    `RolledBack` canary from step 1)."""
+    or an analysis gate with `override_analysis`), `rollback`, `retry` (a `Failed` or
+    `RolledBack` canary from step 1), `repin` (§4), or `discard` (a pause that drops the
+    promote and rollback requests not yet acted on, §5)."""
 
-    action: Literal["promote", "rollback", "retry", "repin"]
+    action: Literal["promote", "rollback", "retry", "repin", "discard"]
     revision: str | None = None
     """The canary revision hash it is meant for; a request naming an older canary is refused.
     For `repin`: the plan digest the operator saw (`rp1:<12 hex>`), or `now`."""

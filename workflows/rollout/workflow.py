@@ -284,6 +284,10 @@ class RolloutWorkflow:
             if request.action == "repin":
                 await self.apply_repin(plan, request, now)
                 continue
+            if request.action == "discard":
+                for group in canary.canary_groups(plan):
+                    canary.save(state, group, canary.discard_pending(canary.load(state, group, now)))
+                continue
             group = canary.group_for(plan, request)
             if group is None:
                 text = REFUSED_STALE if len(canary.canary_groups(plan)) > 1 else REFUSED_NO_WORK

@@ -44,7 +44,9 @@ class CanaryAsk(MessageModel):
     request_id: str = Field(default="", max_length=128)
 
 
-Action = Literal["promote", "rollback", "retry", "repin"]
+Action = Literal["promote", "rollback", "retry", "repin", "discard"]
+DISCARDED = ("promote", "rollback")
+"""What `pause` with `discard_pending_actions` drops (`discard` asks the run to drop its own)."""
 
 
 def request_of(action: Action, ask: CanaryAsk | None, rollout: dict[str, Any] | None = None) -> CanaryRequest:
@@ -74,6 +76,8 @@ def refuse_without_run(state: ServiceState) -> list[RejectedRequest]:
     """Requests queued while no run is active: refused (the caller records their Events)."""
     if state.rollout.run is not None or not state.rollout.canary_requests:
         return []
+    # A pause's discard has nothing to drop without a run.
+    state.rollout.canary_requests = [r for r in state.rollout.canary_requests if r.action != "discard"]
     refused = [
         RejectedRequest(
             signal=request.action,

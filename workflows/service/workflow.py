@@ -68,13 +68,13 @@ with workflow.unsafe.imports_passed_through():
     from models.runtime import ServingRuntimeSpec
     from planning.replica.template import ClusterLifecycle
     from planning.service.deployment import DeploymentObserved
-    from planning.service.pause_signal import on_pause, on_resume
+    from planning.service.pause_signal import discards_pending, on_pause, on_resume
     from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
     from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
     from workflows.service import canary_requests, rollouts
-    from workflows.service.canary_requests import CanaryAsk
+    from workflows.service.canary_requests import DISCARDED, CanaryAsk
     from workflows.service.components import ServiceComponents
     from workflows.service.events import record_pause_events
     from workflows.service.messages import (
@@ -223,11 +223,16 @@ class InferenceServiceWorkflow(ServiceComponents):
     @workflow.signal(name=SIGNAL_PAUSE)
     def pause(self, mode: Any = None) -> None:
         """No input (or `"true"`) pauses fleet changes; `"freeze"` stops repairs too (§5).
-        Any other value is refused, and a freeze is never downgraded: the Event says why."""
+        `{"mode": ..., "discard_pending_actions": true}` also drops pending promote and rollback
+        requests. Any other value is refused, and a freeze is never downgraded: the Event says why."""
         state = self.state
         outcome = on_pause(state.pause, mode)
         state.pause = outcome.mode
         state.pause_events.append(outcome.event)
+        if discards_pending(mode) and outcome.mode is not None:
+            # Not yet delivered: dropped here; already with the run: it drops them (§5).
+            state.rollout.canary_requests = [r for r in state.rollout.canary_requests if r.action not in DISCARDED]
+            canary_requests.queue(state, canary_requests.request_of("discard", None))
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_RESUME)

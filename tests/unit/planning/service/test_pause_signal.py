@@ -10,6 +10,7 @@ from planning.service.pause_signal import (
     PAUSED,
     RESUME_REFUSED,
     RESUMED,
+    discards_pending,
     on_pause,
     on_resume,
     pause_mode_of,
@@ -34,7 +35,8 @@ TRUE, FREEZE = PauseMode.RECOVER, PauseMode.FREEZE
         ("false", None),
         (False, None),
         (1, None),
-        ({"mode": "freeze"}, None),
+        ({"mode": "freeze"}, FREEZE),  # the structured input (with discard_pending_actions)
+        ({"depth": "freeze"}, None),
     ],
 )
 def test_only_the_annotation_values_are_a_pause(value: object, mode: PauseMode | None) -> None:
@@ -92,3 +94,19 @@ def test_resume_without_a_pause_is_refused() -> None:
 @pytest.mark.parametrize(("mode", "projected"), [(None, None), (TRUE, "Recover"), (FREEZE, "Freeze")])
 def test_projected_pause_mode(mode: PauseMode | None, projected: str | None) -> None:
     assert replica_pause_mode(mode) == projected
+
+
+@pytest.mark.parametrize(
+    "value, mode, discards",
+    [
+        ({"mode": "true", "discard_pending_actions": True}, PauseMode.RECOVER, True),
+        ({"mode": "freeze", "discard_pending_actions": True}, PauseMode.FREEZE, True),
+        ({"discard_pending_actions": True}, PauseMode.RECOVER, True),
+        ({"mode": "freeze"}, PauseMode.FREEZE, False),
+        ({"mode": "true", "discard": True}, None, False),  # an unknown key is not a pause
+        ({"mode": "True", "discard_pending_actions": True}, None, True),
+    ],
+)
+def test_a_pause_may_also_discard_pending_canary_requests(value: object, mode: PauseMode | None, discards: bool) -> None:
+    assert pause_mode_of(value) == mode
+    assert discards_pending(value) is discards
