@@ -19,7 +19,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 
 from kubesim.handle import KubeSim
 from models.canary_analysis import CanaryAnalysisConfig, CanarySettingsResult
@@ -132,6 +132,12 @@ async def test_a_good_image_passes_analysis_step_by_step_to_stable(
     async with canary_story(dev_client, task_queue, kubesim, prometheus) as s:
         await s.apply(manifest(s, canary_rollout()))
         await eventually(lambda: settled(s, {"engine": 2, "decoder": 2}, IMAGE_1), "mistral-pd serving", within=60)
+        # No run yet: the Update is refused with the reference's text, and nothing is recorded.
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await s.handle().execute_update("promote", None, result_type=str)
+        assert str(refused.value.cause.message) == (
+            "action refused: no applicable active rollout or lifecycle work was observed"
+        )
         await s.apply(manifest(s, canary_rollout(), IMAGE_2))
         assert await eventually(lambda: run_outcome(s, 2), "the canary run to complete", within=120) == "Completed"
         stable = await eventually(lambda: phase_is(s, "Stable"), "the canary to be Stable")
