@@ -8,7 +8,9 @@ The sample activity itself is tested against a real Prometheus in `tests/activit
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -18,7 +20,7 @@ from uuid import uuid4
 import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.settings import SettingsActivities
@@ -31,9 +33,11 @@ from models.canary_analysis import (
     MetricProviderBinding,
     MetricResult,
 )
+from tests.fixtures.prometheus import free_port
 from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
 from tests.workflows.rollout_parent import FakeRolloutParent
+from workers.client import DATA_CONVERTER, metrics_runtime
 from workers.worker import build_worker
 from workflows.names import rollout_workflow_id
 from workflows.rollout.messages import (
@@ -316,3 +320,52 @@ async def test_status_rows_show_the_canary_phase_step_gate_and_traffic(run: Run)
     # 30% recorded for the new revision; it is 1 of the 2 ready engines, so it sees half the requests.
     assert (engine.strategy, engine.phase, engine.step, engine.traffic) == ("Canary", "Paused", "1/2", "30% -> 50%")
     assert shown.reported == "Paused"
+
+
+async def test_the_worker_serves_the_canary_metrics(workflow_env: WorkflowEnvironment, task_queue: str) -> None:
+    """`ome_canary_*` on the worker's `/metrics` (spec reference §2.7), emitted by the Rollout."""
+    port = free_port()
+    client = await Client.connect(
+        workflow_env.client.service_client.config.target_host,
+        namespace=workflow_env.client.namespace,
+        data_converter=DATA_CONVERTER,
+        runtime=metrics_runtime(f"127.0.0.1:{port}"),
+    )
+    cluster, samples = FakeCluster(client=workflow_env.client), RecordedSamples()
+    activities = [*cluster.activities(), *SettingsActivities().activities(), samples.activity()]
+    async with build_worker(client, task_queue, None, activities=activities, extra_workflows=[FakeRolloutParent]):
+        run = Run(workflow_env, cluster, samples, task_queue)
+        await run.start(canary({"capacity": "100%", "traffic": 100, "analysis": ANALYSIS}), {"engine": 1, "decoder": 1})
+        await run.until(lambda r: "engine" in r.allowances)
+        await run.serve_all(1, 1)
+        assert run.handle is not None
+        assert (await run.handle.result()).outcome == "Completed"
+        text = await asyncio.to_thread(scrape, f"http://127.0.0.1:{port}/metrics")
+    mine = {"component": "engine", "isvc": "chat", "namespace": run.namespace}
+    found = {(name, extra) for name, labels, extra in series(text) if labels.items() >= mine.items()}
+    for expected in (
+        ("ome_canary_complete_total", ()),
+        ("ome_canary_current_step", ()),
+        ("ome_canary_analysis_evaluations_total", (("result", "pass"),)),
+        ("ome_canary_analysis_metric_value", (("metric", "error_rate"),)),
+    ):
+        assert expected in found, (expected, sorted(found))
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+def series(text: str) -> list[tuple[str, dict[str, str], tuple[tuple[str, str], ...]]]:
+    """Each sample line: its name, its labels, and the labels beyond namespace/isvc/component."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith("#") or "{" not in line:
+            continue
+        name, rest = line.split("{", 1)
+        labels = dict(pair.split("=", 1) for pair in rest.split("}", 1)[0].split(",") if "=" in pair)
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        extra = tuple(sorted((k, v) for k, v in labels.items() if k not in ("namespace", "isvc", "component", "service_name", "task_queue", "workflow_type", "namespace_name")))
+        found.append((name, labels, extra))
+    return found
