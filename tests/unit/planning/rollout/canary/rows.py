@@ -28,6 +28,9 @@ STABLE = {"engine": "e1", "decoder": "d1"}
 DESIRED = {"engine": 4, "decoder": 2}
 TIMEOUT = 900.0
 
+FULL = {"capacity": "100%", "traffic": 100}
+"""The last step most tables end with: every Instance on the canary, all its traffic."""
+
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)

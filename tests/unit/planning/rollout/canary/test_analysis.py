@@ -10,6 +10,7 @@ from planning.rollout.canary import texts
 from planning.rollout.canary.observation import Verdict
 from planning.rollout.canary.state import CanaryState
 from tests.unit.planning.rollout.canary.rows import (
+    FULL,
     analysis,
     at,
     canary_of,
@@ -23,7 +24,6 @@ from tests.unit.planning.rollout.canary.rows import (
 
 pytestmark = pytest.mark.unit
 
-FULL = {"capacity": "100%", "traffic": 100}
 
 
 def analysis_canary(**options: object) -> object:

@@ -10,6 +10,7 @@ import pytest
 from planning.rollout.canary import texts
 from planning.rollout.canary.machine import step
 from tests.unit.planning.rollout.canary.rows import (
+    FULL,
     MANUAL_THEN_FULL,
     analysis,
     at,
@@ -25,7 +26,6 @@ from tests.unit.planning.rollout.canary.rows import (
 
 pytestmark = pytest.mark.unit
 
-FULL = {"capacity": "100%", "traffic": 100}
 
 
 def test_pending_until_ready_then_traffic_and_step_entered_time_are_recorded() -> None:

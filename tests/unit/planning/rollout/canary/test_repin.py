@@ -13,6 +13,7 @@ from planning.rollout.canary.repin import clamp, repin
 from planning.rollout.canary.state import CanaryState
 from planning.rollout.plan import RolloutPlan, resolve_plan
 from tests.unit.planning.rollout.canary.rows import (
+    FULL,
     at,
     canary_of,
     entered,
@@ -24,7 +25,6 @@ from tests.unit.planning.rollout.canary.rows import (
 
 pytestmark = pytest.mark.unit
 
-FULL = {"capacity": "100%", "traffic": 100}
 THREE = [
     {"capacity": "25%", "traffic": 10, "pause": {}},
     {"capacity": "50%", "traffic": 40, "pause": {}},

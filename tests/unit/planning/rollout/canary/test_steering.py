@@ -9,6 +9,7 @@ import pytest
 from planning.rollout.canary import steering, texts
 from planning.rollout.canary.state import CanaryState, Failure
 from tests.unit.planning.rollout.canary.rows import (
+    FULL,
     analysis,
     at,
     canary_of,
@@ -23,7 +24,6 @@ from tests.unit.planning.rollout.canary.rows import (
 
 pytestmark = pytest.mark.unit
 
-FULL = {"capacity": "100%", "traffic": 100}
 MANUAL = canary_of({"capacity": "25%", "traffic": 10, "pause": {}}, {**FULL, "pause": {}})
 TIMED = canary_of({"capacity": "25%", "traffic": 10, "pause": {"duration": "5m"}}, FULL)
 IMMEDIATE = canary_of({"capacity": "25%", "traffic": 10}, FULL)
