@@ -73,7 +73,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
     from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
-    from workflows.service import canary_requests, rollouts
+    from workflows.service import canary_requests, rollout_views, rollouts
     from workflows.service.canary_requests import DISCARDED, CanaryAsk
     from workflows.service.components import ServiceComponents
     from workflows.service.events import record_pause_events
@@ -377,12 +377,12 @@ class InferenceServiceWorkflow(ServiceComponents):
 
     @workflow.query(name=QUERY_ROLLOUT_STATUS)
     def rollout_status(self) -> RolloutStatusView:
-        return rollouts.status_view(self.state, InferenceService.model_validate(self.state.manifest))
+        return rollout_views.status_view(self.state, InferenceService.model_validate(self.state.manifest))
 
     @workflow.query(name=QUERY_EXPLAIN)
     def explain(self, component: str) -> ExplainView:
         isvc = InferenceService.model_validate(self.state.manifest)
-        return rollouts.explain_view(self.state, isvc, component, workflow.now())
+        return rollout_views.explain_view(self.state, isvc, component, workflow.now())
 
     @workflow.query(name=QUERY_PREVIEW)
     def preview(self, manifest: dict[str, Any]) -> PreviewView:
@@ -393,7 +393,7 @@ class InferenceServiceWorkflow(ServiceComponents):
             return PreviewView(accepted=False, reasons=list(admitted.reasons), warnings=list(admitted.warnings))
         new = InferenceService.model_validate(manifest)
         current = InferenceService.model_validate(self.state.manifest) if self.state.admitted else None
-        shown = rollouts.preview_view(self.state, current, new, self.plans(new))
+        shown = rollout_views.preview_view(self.state, current, new, self.plans(new))
         return shown.model_copy(update={"warnings": list(admitted.warnings)})
 
     # --- main loop ------------------------------------------------------------------
