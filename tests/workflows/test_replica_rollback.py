@@ -111,7 +111,9 @@ async def test_a_canary_rollback_returns_every_instance_to_the_stable_image_serv
 
         async def one_on_canary() -> InferenceReplicaStatus | None:
             shown = await status(handle)
-            on_b = shown.updated_replicas == 1 and shown.rollout_hold is not None
+            # Once the surge has drained its old pod, the run's cap is what holds the other one.
+            held = shown.rollout_hold is not None and shown.rollout_hold.reason.startswith("rollout run 2 ")
+            on_b = shown.updated_replicas == 1 and held
             return shown if on_b and serving_images(s) == [IMAGE_1, IMAGE_2] else None
 
         shown = await eventually(one_on_canary, "one Instance serving the canary image", within=60)
