@@ -12,8 +12,9 @@ from pydantic import TypeAdapter
 from models.instance import UpdateStrategyType
 from planning.replica.budget import SURGE_STRATEGIES
 from planning.rollout.canary.state import CanaryState
+from planning.rollout.canary.waiting import CanaryWait, waiting
 from planning.rollout.gates import Allowance, ComponentProgress
-from planning.rollout.plan import Parked, RolloutPlan
+from planning.rollout.plan import GroupPlan, Parked, RolloutPlan
 from planning.rollout.runs import allowance_of, group_phase, reported, strategy_column
 from workflows.rollout.messages import AllowanceView, RolloutReport, RolloutRow, RolloutState, RolloutView
 
@@ -111,18 +112,25 @@ def view(
     phases = phases_of(state, plan, progress)
     rows = []
     for group, phase in zip(plan.groups, phases, strict=True):
+        wait = canary_wait(state, group)
         for name in group.components:
             c = progress[name]
             allowance = allowance_of(found, name)
             hold = allowance.hold if allowance is not None else None
+            gate, reason, release = (
+                (hold.gate.value, hold.reason, hold.release or None) if hold
+                else (wait.gate, wait.reason, wait.release) if wait
+                else (None, None, None)
+            )
             rows.append(
                 RolloutRow(
                     group=group.index,
                     component=name,
                     strategy=strategy_column(plan, group),
                     group_phase=phase,
-                    gate=hold.gate.value if hold else None,
-                    reason=hold.reason if hold else None,
+                    gate=gate,
+                    reason=reason,
+                    release=release,
                     capacity=f"{c.updated}/{c.replicas}",
                     ready=f"{c.updated_serving}/{c.replicas}",
                     previous=state.input.previous.get(name),
@@ -146,6 +154,14 @@ def record_finishes(progress: dict[str, ComponentProgress], state: RolloutState,
 
 
 CANARY_STATE: TypeAdapter[CanaryState] = TypeAdapter(CanaryState)
+
+
+def canary_wait(state: RolloutState, group: GroupPlan) -> CanaryWait | None:
+    """What a canary group's canary waits for (None outside canary groups and once it waits for nothing)."""
+    stored = state.canaries.get(str(group.index))
+    if group.canary is None or stored is None:
+        return None
+    return waiting(group.canary, CANARY_STATE.validate_python(stored))
 
 
 def status_of(state: RolloutState, plan: RolloutPlan, pairing: str | None) -> dict[str, Any]:

@@ -352,7 +352,17 @@ def explain_view(state: ServiceState, isvc: InferenceService, component: str, no
             "time_left": left,
         }
     )
-    if allowance.gate is None:
+    # A canary group's components move as its canary does: what it waits for is the answer.
+    canary_row = next((r for r in report.rows if r.component == component and r.reason), None) if report else None
+    if allowance.gate is None and canary_row is not None:
+        found = found.model_copy(
+            update={"gate": canary_row.gate, "reason": canary_row.reason, "release": canary_row.release}
+        )
+        at = f" at {canary_row.gate}" if canary_row.gate else ""
+        summary = f"{component} waits{at}: {canary_row.reason}"
+        if canary_row.release:
+            summary += f"; released by {canary_row.release}"
+    elif allowance.gate is None:
         summary = f"{component} may have {allowance.limit} Instances on the new revision now"
     else:
         summary = f"{component} waits at {allowance.gate}: {allowance.reason}"
