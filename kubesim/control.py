@@ -1,5 +1,7 @@
 """The control API under `/sim/`: what the Python handle can do, over HTTP as JSON, for
 processes that only have the cluster's URL (the e2e stack, benchmarks, a person with curl).
+`kubectl` reaches it through the kubeconfig: `kubectl get --raw /sim/traffic`, and a POST as
+`kubectl create --raw /sim/traffic/images -f settings.json` (the file's JSON is the body).
 
     GET  /sim/counters                      requests by verb and resource, faults injected
     POST /sim/counters/reset
@@ -46,7 +48,8 @@ _ENGINE_FIELDS = ("image", "error_ratio", "ttft_seconds")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(text=json.dumps(data), status=status, content_type="application/json")
+    # One line ending in a newline, so `curl` and `kubectl create --raw` leave the prompt on its own line.
+    return web.Response(text=json.dumps(data) + "\n", status=status, content_type="application/json")
 
 
 class Operations(Protocol):

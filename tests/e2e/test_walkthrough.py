@@ -10,6 +10,7 @@ README says they show.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -19,11 +20,14 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.running_stack import REPO_ROOT, RunningStack
+from tests.fixtures.prometheus import require_prometheus
 
 README = REPO_ROOT / "README.md"
 MARKER = ">>> command"
 WALKTHROUGH_WITHIN = 280.0
 """Seconds for the whole walkthrough: two rolling updates and a deletion in real kubesim time."""
+BAD_IMAGE = "docker.io/lmsysorg/sglang:v0.5.6-bad"
+"""The image `deploy/examples/kubesim-bad-image.json` tells kubesim to fail."""
 
 
 def walkthrough_commands(readme: str, heading: str = "Walkthrough") -> list[str]:
@@ -169,3 +173,45 @@ def test_readme_rollout_groups_walkthrough_runs_as_written(stack: RunningStack, 
 
     digest = output_of(commands, outputs, "kubectl get inferenceservice mistral-pd -n mistral-demo -o jsonpath")
     assert digest.strip() == "rp1:cca45ec1fb0f", digest
+
+
+@pytest.mark.timeout(300)
+def test_readme_canary_walkthrough_runs_as_written(stack: RunningStack, tmp_path: Path) -> None:
+    require_prometheus()
+    commands = walkthrough_commands(README.read_text(), "Walkthrough: canary with Prometheus analysis")
+    assert len(commands) >= 20, f"the canary walkthrough lost its commands: {commands}"
+    outputs, _ = run_walkthrough(stack, tmp_path, commands)
+
+    apply = "temporal workflow execute-update-with-start"
+    for nth, generation in enumerate([1, 2, 3]):
+        applied = output_of(commands, outputs, apply, nth=nth)
+        assert f"map[accepted:true changed:true generation:{generation} warnings:[]]" in applied, applied
+
+    marked = json.loads(output_of(commands, outputs, "kubectl create --raw /sim/traffic/images"))
+    assert {"image": BAD_IMAGE, "error_ratio": 0.3, "ttft_seconds": 0.2} in marked["images"], marked
+
+    # The bad image: run 2 opens, two failing samples roll it back, and its history says so.
+    opened = output_of(commands, outputs, "temporal workflow query --workflow-id isvc/canary-demo/mistral-pd --name rollout_status")
+    assert '"run":2' in opened, opened
+    status = "kubectl get inferenceservice mistral-pd -n canary-demo -o jsonpath"
+    rolled = re.fullmatch(r"RolledBack failed=2 error_rate=(\S+)\n", output_of(commands, outputs, status, nth=0))
+    assert rolled and float(rolled[1]) > 0.05, output_of(commands, outputs, status, nth=0)
+    samples = output_of(commands, outputs, "temporal workflow show --workflow-id rollout/canary-demo/mistral-pd/2")
+    for number in (1, 2):
+        verdicts = re.findall(rf"summary: step 1 sample {number}: Fail \(error_rate \S+ >= 0\.05\)", samples)
+        assert len(verdicts) == 2, f"the sample's result and the wait after it:\n{samples}"
+    assert "step 1 sample 3" not in samples, samples
+    rollback = output_of(commands, outputs, "kubectl get events -n canary-demo --field-selector reason=CanaryRollingBack")
+    assert "(cause analysis: 2 failing sample(s) reached failureLimit 2)" in rollback, rollback
+
+    # The good image: it passes analysis, waits at the manual gate, and a promote takes it to Stable.
+    why = output_of(commands, outputs, "temporal workflow query --workflow-id isvc/canary-demo/mistral-pd --name explain")
+    assert re.search(r"engine is at canary step 2/3 \(Paused\), traffic 50% -> 50%; canary \w+ step 2/3 waits at "
+                     r"its manual gate \(pause: \{\}\); released by promote", why), why
+    gate = re.fullmatch(r"step=1 error_rate=(\S+) traffic=50 50\n", output_of(commands, outputs, status, nth=1))
+    assert gate and float(gate[1]) < 0.05, output_of(commands, outputs, status, nth=1)
+    promoted = output_of(commands, outputs, "temporal workflow update execute --workflow-id isvc/canary-demo/mistral-pd --name promote")
+    assert re.search(r"Result\s+promote accepted: step 2/3 of canary \w+ passes its manual gate", promoted), promoted
+    completed = output_of(commands, outputs, "temporal workflow result --workflow-id rollout/canary-demo/mistral-pd/3")
+    assert "COMPLETED" in completed and '"outcome":"Completed"' in completed, completed
+    assert output_of(commands, outputs, status, nth=2) == "Stable step=3 traffic=100\n"

@@ -408,3 +408,14 @@ def test_drain_evicts_with_protobuf_evictions_then_uncordon(kubectl: Kubectl, ns
         assert not [p for p in kubectl.sim.objects("", "pods", ns) if p["metadata"]["name"] == "drainme"]
     finally:
         assert kubectl.out("uncordon", "gpu-node-4") == "node/gpu-node-4 uncordoned\n"
+
+
+@needs_kubectl
+def test_kubectl_raw_reaches_the_control_api_and_its_answer_ends_its_line(kubectl: Kubectl) -> None:
+    """The README's way to mark an image bad: `kubectl create --raw` POSTs the file to /sim/."""
+    settings = kubectl.write("bad-image.json", '{"image": "vllm:raw-bad", "error_ratio": 0.3}\n')
+    out = kubectl.out("create", "--raw", "/sim/traffic/images", "-f", settings)
+    assert out.endswith("}\n"), repr(out)
+    assert {"image": "vllm:raw-bad", "error_ratio": 0.3, "ttft_seconds": 0.2} in json.loads(out)["images"]
+    shown = kubectl.out("get", "--raw", "/sim/traffic")
+    assert shown.endswith("}\n") and json.loads(shown)["images"] == json.loads(out)["images"]

@@ -27,10 +27,13 @@ from kubernetes.client import ApiClient
 
 from activities.kube import KubeActivities
 from models.admission import admit
+from models.duration import parse_duration
 from models.runtime import ClusterServingRuntime
+from planning.rollout.canary.steps import gate_of
 from planning.service.components import plan_components
 from tests.unit.deploy_usage import EXAMPLES, Request, Usage, example_isvc, example_runtime, product_requests
 from workers.config import Settings, env_var_names
+from workers.prometheus import SCRAPE_INTERVAL_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -318,6 +321,41 @@ def test_the_rollout_group_examples_are_admitted_in_the_walkthroughs_order() -> 
     for before, after in zip(revisions, revisions[1:], strict=False):
         assert before["engine"] != after["engine"] and before["decoder"] != after["decoder"]
         assert before["router"] == after["router"], "the router is in no group and the changes leave it alone"
+
+
+def test_the_canary_examples_are_admitted_in_the_walkthroughs_order_and_fit_the_stacks_scrapes() -> None:
+    """The canary walkthrough's mistral-pd, its bad image, then its good one: each admitted
+    against the one before, each change moving the engine and the decoder; the analysis reads
+    rates over enough of `make up`'s Prometheus scrapes, and the bad image is the one kubesim
+    is told to fail."""
+    runtime = ClusterServingRuntime.model_validate(
+        yaml.safe_load((EXAMPLES / "srt-mistral-7b-instruct-pd.yaml").read_text())
+    )
+    order = ["mistral-pd-canary.json", "mistral-pd-canary-bad-image.json", "mistral-pd-canary-good-image.json"]
+    previous = None
+    revisions: list[dict[str, str]] = []
+    for name in order:
+        manifest = _example(name)
+        admission = admit(manifest, previous, runtime=runtime.spec)
+        assert admission.allowed and not admission.warnings, (name, admission.denials, admission.warnings)
+        assert admission.isvc is not None and admission.isvc.spec.rollout is not None
+        (group,) = admission.isvc.spec.rollout.groups or []
+        assert group.components == ["engine", "decoder"] and group.canary is not None
+        assert [gate_of(step) for step in group.canary.steps] == ["Analysis", "Manual", "Immediate"]
+        revisions.append({p.name: p.revision_hash for p in plan_components(admission.isvc, runtime.spec)})
+        previous = manifest
+    for before, after in zip(revisions, revisions[1:], strict=False):
+        assert before["engine"] != after["engine"] and before["decoder"] != after["decoder"]
+        assert before["router"] == after["router"]
+    analysis = group.canary.steps[0].analysis
+    assert analysis is not None and analysis.initial_delay is not None
+    # rate() needs two scrapes in its window; the first sample comes initialDelay after the step is ready.
+    windows = {parse_duration(w) for m in analysis.metrics for w in re.findall(r"\[(\w+)\]", m.query)}
+    assert windows and min(windows) >= 4 * SCRAPE_INTERVAL_SECONDS, windows
+    assert parse_duration(analysis.initial_delay) >= 2 * SCRAPE_INTERVAL_SECONDS
+    bad = json.loads((EXAMPLES / "kubesim-bad-image.json").read_text())
+    assert bad["image"] == _example("mistral-pd-canary-bad-image.json")["spec"]["engine"]["runner"]["image"]
+    assert bad["error_ratio"] > float(analysis.metrics[0].threshold)
 
 
 # --- RBAC ------------------------------------------------------------------------------------

@@ -252,6 +252,11 @@ async def test_a_manual_gate_waits_for_promote_and_refuses_it_elsewhere(run: Run
     await run.env.sleep(timedelta(hours=3).total_seconds())
     assert canary_of(await run.until(lambda r: True))["currentStep"] == 1, "a manual gate never opens by time"
     assert phase(manual) in ("Paused", "Pending")
+    # `rollout status` and `explain` say what the group waits for: the manual gate, and promote.
+    at_gate = await run.until(lambda r: phase(r) == "Paused")
+    assert {row.component: (row.gate, row.release) for row in at_gate.rows} == {
+        "engine": ("Manual", "promote"), "decoder": ("Manual", "promote")
+    }
     accepted = await run.ask(CanaryRequest(action="promote", request_id="p-1"))
     assert "promote accepted" in accepted
     last = await run.until(lambda r: canary_of(r)["currentStep"] == 2)

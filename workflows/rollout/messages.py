@@ -156,6 +156,8 @@ class RolloutRow(MessageModel):
     group_phase: str
     gate: str | None = None
     reason: str | None = None
+    release: str | None = None
+    """What would release the hold; for a canary group, what moves its canary on (the `explain` query)."""
     capacity: str = ""
     """`updated/replicas` on the target revision."""
     ready: str = ""

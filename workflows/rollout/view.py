@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 from models.instance import UpdateStrategyType
 from planning.replica.budget import SURGE_STRATEGIES
 from planning.rollout.canary.state import CanaryState
-from planning.rollout.canary.steps import gate_of, step_at
+from planning.rollout.canary.waiting import CanaryWait, waiting
 from planning.rollout.gates import Allowance, ComponentProgress
 from planning.rollout.plan import GroupPlan, Parked, RolloutPlan
 from planning.rollout.runs import allowance_of, group_phase, reported, strategy_column
@@ -112,17 +112,24 @@ def view(
     phases = phases_of(state, plan, progress)
     rows = []
     for group, phase in zip(plan.groups, phases, strict=True):
+        wait = canary_wait(state, group)
         for name in group.components:
             c = progress[name]
             allowance = allowance_of(found, name)
             hold = allowance.hold if allowance is not None else None
+            gate, reason, release = (
+                (hold.gate.value, hold.reason, hold.release or None) if hold
+                else (wait.gate, wait.reason, wait.release) if wait
+                else (None, None, None)
+            )
             row = RolloutRow(
                 group=group.index,
                 component=name,
                 strategy=strategy_column(plan, group),
                 group_phase=phase,
-                gate=hold.gate.value if hold else None,
-                reason=hold.reason if hold else None,
+                gate=gate,
+                reason=reason,
+                release=release,
                 capacity=f"{c.updated}/{c.replicas}",
                 ready=f"{c.updated_serving}/{c.replicas}",
                 previous=state.input.previous.get(name),
@@ -148,6 +155,14 @@ def record_finishes(progress: dict[str, ComponentProgress], state: RolloutState,
 CANARY_STATE: TypeAdapter[CanaryState] = TypeAdapter(CanaryState)
 
 
+def canary_wait(state: RolloutState, group: GroupPlan) -> CanaryWait | None:
+    """What a canary group's canary waits for (None outside canary groups and once it waits for nothing)."""
+    stored = state.canaries.get(str(group.index))
+    if group.canary is None or stored is None:
+        return None
+    return waiting(group.canary, CANARY_STATE.validate_python(stored))
+
+
 def status_of(state: RolloutState, plan: RolloutPlan, pairing: str | None) -> dict[str, Any]:
     """`status.components.<primary>`'s `rolloutPhase`, `canary` and `traffic` per canary group."""
     shown: dict[str, Any] = {}
@@ -160,23 +175,21 @@ def status_of(state: RolloutState, plan: RolloutPlan, pairing: str | None) -> di
 
 
 def canary_columns(state: RolloutState, group: GroupPlan, component: str) -> dict[str, Any]:
-    """PHASE, STEP, GATE and TRAFFIC of a canary group's row (§3.4); nothing for the others."""
+    """PHASE, STEP and TRAFFIC of a canary group's row (§3.4); nothing for the others (its
+    GATE, REASON and release come from `canary_wait`)."""
     stored = state.canaries.get(str(group.index))
     if group.canary is None or stored is None:
         return {}
     canary = CANARY_STATE.validate_python(stored)
     total = len(group.canary.steps)
-    shown = min(canary.current_step, total - 1)
     weight = 0 if canary.phase in ("RollingBack", "RolledBack") else canary.observed_traffic_weight
     counts = state.counts.get(component)
     revision = canary.canary_revisions.get(component)
     ready_new = counts.updated_serving if counts is not None and counts.revision == revision else 0
     serving = counts.serving if counts is not None else 0
     observed = round(100 * ready_new / serving) if serving else 0
-    at_gate = canary.phase in ("Canarying", "Paused") and canary.current_step < total
     return {
         "phase": canary.phase,
         "step": f"{min(canary.current_step + 1, total)}/{total}",
-        "gate": gate_of(step_at(group.canary, shown)) if at_gate else None,
         "traffic": f"{weight}% -> {observed}%",
     }

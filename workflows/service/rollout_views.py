@@ -90,7 +90,9 @@ def explain_view(state: ServiceState, isvc: InferenceService, component: str, no
     )
     row = next((r for r in report.rows if r.component == component), None) if report is not None else None
     if row is not None and row.phase is not None:
-        return found.model_copy(update={"gate": row.gate, "reason": None, "summary": canary_summary(row, allowance.limit)})
+        # A canary group's components move as its canary does: what it waits for is the answer.
+        update = {"gate": row.gate, "reason": row.reason, "release": row.release, "summary": canary_summary(row)}
+        return found.model_copy(update=update)
     if allowance.gate is None:
         summary = f"{component} may have {allowance.limit} Instances on the new revision now"
     else:
@@ -139,23 +141,11 @@ def preview_view(
     )
 
 
-CANARY_RELEASE = {
-    "Manual": "a promote (`temporal workflow update execute --name promote`)",
-    "Analysis": "a passing sample (or a promote with override_analysis)",
-    "Timed": "its timer",
-    "Immediate": "its Instances serving",
-}
-
-
-def canary_summary(row: RolloutRow, limit: int) -> str:
+def canary_summary(row: RolloutRow) -> str:
     """Where a canary component stands and what moves it on (spec reference §1.4, §3.4)."""
-    where = f"{row.component} is at canary step {row.step} ({row.phase}), traffic {row.traffic}"
-    if row.phase in ("RollingBack", "RolledBack"):
-        return f"{where}; it stays on the stable revision until a revision other than the rejected one"
-    if row.phase == "Failed":
-        return f"{where}; held until a retry, a rollback or a newer revision"
-    if row.phase == "Pending":
-        return f"{where}; waits for {limit} Instances on the new revision to serve"
-    if row.gate is not None:
-        return f"{where}; gate {row.gate}, released by {CANARY_RELEASE.get(row.gate, 'its gate')}"
-    return where
+    summary = f"{row.component} is at canary step {row.step} ({row.phase}), traffic {row.traffic}"
+    if row.reason:
+        summary += f"; {row.reason}"
+    if row.release:
+        summary += f"; released by {row.release}"
+    return summary

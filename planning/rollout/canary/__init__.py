@@ -19,4 +19,5 @@ Modules:
 - `machine`: `step`, the transition function (§1.4, §1.5, §5).
 - `steering`: promote, rollback, retry, pause and resume as accept-or-refuse checks (§3, §5).
 - `repin`: repinning a running run onto the live plan (§4).
+- `waiting`: what the canary waits for and what releases it, in words (`explain`, `rollout status`).
 """
