@@ -320,10 +320,11 @@ async def test_status_rows_show_the_canary_phase_step_gate_and_traffic(run: Run)
                     {"engine": 2, "decoder": 2})
     await run.until(lambda r: "engine" in r.allowances)
     await run.serve_all(1, 1)
-    shown = await run.until(lambda r: r.rows[0].gate == "Manual")
+    shown = await run.until(lambda r: r.rows[0].phase == "Paused")
     engine = next(row for row in shown.rows if row.component == "engine")
     # 30% recorded for the new revision; it is 1 of the 2 ready engines, so it sees half the requests.
     assert (engine.strategy, engine.phase, engine.step, engine.traffic) == ("Canary", "Paused", "1/2", "30% -> 50%")
+    assert (engine.gate, engine.release) == ("Manual", "promote")
     assert shown.reported == "Paused"
 
 
