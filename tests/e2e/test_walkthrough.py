@@ -206,7 +206,7 @@ def test_readme_canary_walkthrough_runs_as_written(stack: RunningStack, tmp_path
 
     # The good image: it passes analysis, waits at the manual gate, and a promote takes it to Stable.
     why = output_of(commands, outputs, "temporal workflow query --workflow-id isvc/canary-demo/mistral-pd --name explain")
-    assert re.search(r"engine is at canary step 2/3 \(Paused\), traffic 50% -> 50%; canary \w+ step 2/3 waits at "
+    assert re.search(r"engine is at canary step 2/3 \(Paused\), traffic 50% -(>|\\u003e) 50%; canary \w+ step 2/3 waits at "
                      r"its manual gate \(pause: \{\}\); released by promote", why), why
     gate = re.fullmatch(r"step=1 error_rate=(\S+) traffic=50 50\n", output_of(commands, outputs, status, nth=1))
     assert gate and float(gate[1]) < 0.05, output_of(commands, outputs, status, nth=1)
