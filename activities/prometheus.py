@@ -14,10 +14,13 @@ Its one activity, `analysis_sample` (`PROMETHEUS_ANALYSIS_SAMPLE`), takes an
 4. `planning/rollout/analysis/judge.py` judges the answers.
 
 Nothing Prometheus does fails the activity: unreachable, refused, rejected (`bad_data`) or too
-slow, each becomes an inconclusive metric result saying so. One activity is one sample; the
-workflow does not retry it, it takes the next sample at the next interval. At most
-`max_concurrency` samples run at once per worker (the `canaryAnalysis.maxConcurrency` limit);
-waiting for a slot does not eat into a sample's query budget.
+slow, each becomes an inconclusive metric result saying so, and the workflow takes the next
+sample at the next interval. One activity is one sample, at its `time`: the workflow asks again
+only for an attempt that did not complete (its worker died), which queries the same instant.
+The activity heartbeats every `HEARTBEAT_EVERY` seconds while it runs, so such an attempt is
+noticed within the workflow's heartbeat timeout. At most `max_concurrency` samples run at once
+per worker (the `canaryAnalysis.maxConcurrency` limit); waiting for a slot does not eat into a
+sample's query budget.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ from planning.rollout.analysis.source import DEFAULT_MAX_CONCURRENCY
 from planning.rollout.analysis.templating import TemplateError, render_query
 
 QUERY_PATH = "/api/v1/query"
+HEARTBEAT_EVERY = 2.0
+"""Seconds between heartbeats of a running sample (the SDK throttles them to its timeout)."""
 MESSAGE_LIMIT = 500
 """Characters of a metric result's message: it lands in the InferenceService's status."""
 TOKEN_PREFIX = "resolve bearer token:"
@@ -131,6 +136,13 @@ def _describe(error: httpx.HTTPError) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+async def _heartbeat_every(seconds: float) -> None:
+    """Tell the server the sample's worker is alive until cancelled."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(seconds)
+
+
 class PrometheusActivities:
     """The analysis sample activity; the Kubernetes client reads bearer-token Secrets."""
 
@@ -152,6 +164,14 @@ class PrometheusActivities:
 
     @activity.defn(name=PROMETHEUS_ANALYSIS_SAMPLE)
     async def analysis_sample(self, request: AnalysisSampleInput) -> AnalysisSampleResult:
+        beating = asyncio.create_task(_heartbeat_every(HEARTBEAT_EVERY))
+        try:
+            return await self._answer(request)
+        finally:
+            beating.cancel()
+            await asyncio.gather(beating, return_exceptions=True)
+
+    async def _answer(self, request: AnalysisSampleInput) -> AnalysisSampleResult:
         key = request.model_dump_json()
         now = time.monotonic()
         self._finished = {k: v for k, v in self._finished.items() if v[0] > now}

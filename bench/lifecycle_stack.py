@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -222,7 +222,7 @@ class ProductProcess:
     one dev server and kubesim through the product's environment variables.
 
     Output goes to `log`; `ready_pattern` is the line that says it is serving (the worker's
-    "polling task queue").
+    "polling task queue"); `env_extra` adds settings of its own (`OME_PROMETHEUS__URL`, ...).
     """
 
     def __init__(
@@ -235,6 +235,7 @@ class ProductProcess:
         log: Path,
         ready_pattern: str | None = None,
         args: Sequence[str] = (),
+        env_extra: Mapping[str, str] | None = None,
     ) -> None:
         self.module = module
         self.args = list(args)
@@ -248,7 +249,7 @@ class ProductProcess:
             f"{ENV_PREFIX}KUBE__KUBECONFIG": kubeconfig,
             "PYTHONUNBUFFERED": "1",
         }
-        self.env = env
+        self.env = env | dict(env_extra or {})
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -315,7 +316,10 @@ class ProductProcess:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no output)"
 
 
-def worker_process(address: str, task_queue: str, kubeconfig: str, log: Path) -> ProductProcess:
+def worker_process(
+    address: str, task_queue: str, kubeconfig: str, log: Path, env: Mapping[str, str] | None = None
+) -> ProductProcess:
+    """The product's worker; `env` adds settings, e.g. `{"OME_PROMETHEUS__URL": ...}` for canary analysis."""
     return ProductProcess(
         "workers",
         address=address,
@@ -323,6 +327,7 @@ def worker_process(address: str, task_queue: str, kubeconfig: str, log: Path) ->
         kubeconfig=kubeconfig,
         log=log,
         ready_pattern=r"polling task queue",
+        env_extra=env,
     )
 
 

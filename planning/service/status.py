@@ -11,11 +11,16 @@
 - `Ready`: True when every component's condition is True; otherwise False naming the first
   component that isn't, with that component's message, so `kubectl wait --for=condition=Ready`
   works and a failed wait says why.
+
+The body is written as a JSON merge patch, which keeps whatever it does not name: `merge_patch`
+names each field the last written body had and this one lacks as null, so a cleared field
+(a completed canary's `stableRevisionHash`, a lifted `rolloutHold`, a removed component)
+leaves the object too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -129,3 +134,17 @@ def isvc_status(
         ],
         "components": components,
     }
+
+
+def merge_patch(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> dict[str, Any]:
+    """`current` as a JSON merge patch (RFC 7386) over `previous`, the body written last: a key
+    `previous` has and `current` lacks is null, at any depth of nested objects, so the object
+    ends up with `current` and nothing else of ours. Lists need nothing: a merge patch
+    replaces them whole. Keys we never wrote are left to whoever wrote them."""
+    patch = dict(current)
+    for key, old in (previous or {}).items():
+        if key not in current:
+            patch[key] = None
+        elif isinstance(old, Mapping) and isinstance(current[key], Mapping):
+            patch[key] = merge_patch(old, current[key])
+    return patch

@@ -18,6 +18,7 @@ import pytest
 from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 
+from activities import prometheus
 from activities.prometheus import PrometheusActivities
 from activities.registry import build_activities
 from models.canary_analysis import (
@@ -219,6 +220,19 @@ async def test_a_slow_answer_past_the_budget_is_inconclusive_and_the_fast_ones_c
         f"no answer from Prometheus at {proxied.url} within queryTimeout 500ms "
         "(the budget for all queries of one sample)"
     )
+
+
+async def test_a_running_sample_heartbeats_so_a_dead_worker_is_noticed(
+    proxied: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prometheus, "HEARTBEAT_EVERY", 0.1)
+    env = ActivityEnvironment()
+    beats: list[tuple[Any, ...]] = []
+    env.on_heartbeat = lambda *details: beats.append(details)
+    slow = metric(f"{ERROR_RATIO} {SLOW_MARKER}", name="slow")
+    result = await env.run(PrometheusActivities(None).analysis_sample, sample_input([slow], proxied.url, timeout=0.5))
+    assert result.verdict == "Inconclusive"
+    assert len(beats) >= 3, f"{len(beats)} heartbeat(s) during a 0.5 s sample"
 
 
 async def test_samples_beyond_max_concurrency_wait_without_losing_their_budget(proxied: Proxy) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from uuid import uuid4
 
@@ -92,11 +92,13 @@ class RolloutSampler:
     """Samples the pods every 0.1 s while a run moves the group (kubesim's store, no request):
     the fewest Instances of each component serving at once, the most live pods of one
     Instance, no pod outside a component's Instance indexes, and the samples in which no
-    engine and decoder of one pairing-protocol token served together."""
+    engine and decoder of one pairing-protocol token served together. A subclass looks at
+    each snapshot too by overriding `observe` (`test_chaos_canary.py`)."""
 
-    def __init__(self, sim: KubeSim, namespace: str) -> None:
+    def __init__(self, sim: KubeSim, namespace: str, desired: Mapping[str, int] = DESIRED) -> None:
         self.sim, self.namespace = sim, namespace
-        self.fewest = dict(DESIRED)
+        self.desired = dict(desired)
+        self.fewest = dict(desired)
         self.most_live = 0
         self.samples = 0
         self.unpaired: list[tuple[set[str], set[str]]] = []
@@ -107,16 +109,19 @@ class RolloutSampler:
         while not self.stop.is_set():
             seen = await asyncio.to_thread(observe_pods, self.sim, self.namespace, NAME)
             self.samples += 1
-            engines, decoders = seen.of("engine").serving_tokens(), seen.of("decoder").serving_tokens()
-            if not engines & decoders:
-                self.unpaired.append((engines, decoders))
-            for component, desired in DESIRED.items():
-                mine = seen.of(component)
-                self.fewest[component] = min(self.fewest[component], len(mine.serving_indexes()))
-                for index, pods in mine.live_by_index().items():
-                    assert index is not None and 0 <= index < desired, f"stray {component} pods {pods}"
-                    self.most_live = max(self.most_live, len(pods))
+            self.observe(seen)
             await asyncio.sleep(0.1)
+
+    def observe(self, seen: PodSnapshot) -> None:
+        engines, decoders = seen.of("engine").serving_tokens(), seen.of("decoder").serving_tokens()
+        if not engines & decoders:
+            self.unpaired.append((engines, decoders))
+        for component, desired in self.desired.items():
+            mine = seen.of(component)
+            self.fewest[component] = min(self.fewest[component], len(mine.serving_indexes()))
+            for index, pods in mine.live_by_index().items():
+                assert index is not None and 0 <= index < desired, f"stray {component} pods {pods}"
+                self.most_live = max(self.most_live, len(pods))
 
     async def __aenter__(self) -> RolloutSampler:
         self.task = asyncio.create_task(self.run())
@@ -129,7 +134,7 @@ class RolloutSampler:
 
     def check(self) -> None:
         """Blue-green under SurgeThenDrain: never fewer serving than desired, at most one surge pod."""
-        assert self.fewest == DESIRED, f"fewer Instances served than desired at one moment: {self.fewest}"
+        assert self.fewest == self.desired, f"fewer Instances served than desired at one moment: {self.fewest}"
         assert self.most_live <= 2, "an Instance had more than its pod and one surge pod"
         assert self.samples > 20, f"only {self.samples} samples: the sampler missed the run"
         assert not self.unpaired, f"no same-token engine+decoder pair served in {len(self.unpaired)} samples: {self.unpaired[:3]}"

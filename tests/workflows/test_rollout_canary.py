@@ -64,10 +64,16 @@ class RecordedSamples:
 
     verdicts: list[str] = field(default_factory=list)
     taken: list[AnalysisSampleInput] = field(default_factory=list)
+    lost: set[int] = field(default_factory=set)
+    """Samples (1-based, in the order taken) whose first attempt dies with its worker."""
+    attempts: list[AnalysisSampleInput] = field(default_factory=list)
 
     def activity(self) -> Callable[..., Any]:
         @activity.defn(name=PROMETHEUS_ANALYSIS_SAMPLE)
         async def sample(arg: AnalysisSampleInput) -> AnalysisSampleResult:
+            self.attempts.append(arg)
+            if activity.info().attempt == 1 and len(self.taken) + 1 in self.lost:
+                raise RuntimeError("the worker died mid-sample")
             self.taken.append(arg)
             verdict = self.verdicts.pop(0) if self.verdicts else "Pass"
             value = {"Pass": "0.01", "Fail": "0.21", "Inconclusive": ""}[verdict]
@@ -232,6 +238,29 @@ async def test_failing_samples_roll_the_canary_back_within_the_failure_limit(run
     with pytest.raises(WorkflowUpdateFailedError) as refused:
         await run.ask(CanaryRequest(action="promote"))
     assert "action refused: no applicable active rollout or lifecycle work was observed" in str(refused.value.cause)
+
+
+async def test_a_sample_whose_worker_died_is_asked_again_for_the_same_instant_and_counted_once(run: Run) -> None:
+    """A lost attempt is no inconclusive sample: under `onInconclusive: Rollback` it would roll a
+    healthy canary back because a worker crashed."""
+    run.samples.verdicts[:] = ["Fail", "Pass"]
+    run.samples.lost = {1}
+    analysis = {**ANALYSIS, "onInconclusive": "Rollback"}
+    await run.start(
+        canary({"capacity": "50%", "traffic": 50, "analysis": analysis}, {"capacity": "100%", "traffic": 100}),
+        {"engine": 2, "decoder": 2},
+    )
+    await run.until(lambda r: "engine" in r.allowances)
+    await run.serve_all(1, 1)
+    judged = await run.until(lambda r: canary_of(r)["analysisFailedChecks"] > 0 or phase(r) == "RollingBack", step=5)
+    assert phase(judged) != "RollingBack", f"a lost attempt rolled the canary back: {canary_of(judged)}"
+    assert canary_of(judged)["analysisFailedChecks"] == 1, "the retried sample's Fail counts once"
+    advanced = await run.until(lambda r: canary_of(r)["currentStep"] == 1, step=10)
+    assert phase(advanced) != "RollingBack"
+    lost, again, second = run.samples.attempts
+    assert (again.time, again.sample_number) == (lost.time, lost.sample_number) == (lost.time, 1)
+    assert second.sample_number == 2 and second.time > lost.time
+    assert run.samples.taken == [again, second]
 
 
 async def test_a_manual_gate_waits_for_promote_and_refuses_it_elsewhere(run: Run) -> None:

@@ -144,6 +144,9 @@ async def test_a_good_image_passes_analysis_step_by_step_to_stable(
         assert await eventually(lambda: run_outcome(s, 2), "the canary run to complete", within=120) == "Completed"
         stable = await eventually(lambda: phase_is(s, "Stable"), "the canary to be Stable")
         assert stable["canary"]["currentStep"] == 2
+        # Cleared once complete (§2.6), on the object too: the status patch drops what it no longer shows.
+        assert "stableRevisionHash" not in stable["canary"] and "capacityWaitSince" not in stable["canary"]
+        assert "rolloutHold" not in stable["lifecycle"], stable["lifecycle"]
         assert all(r["passed"] for r in stable["canary"]["metricResults"])
         await eventually(lambda: settled(s, {"engine": 2, "decoder": 2}, IMAGE_2), "all on the new image")
         assert [t["percent"] for t in stable["traffic"]] == [100]

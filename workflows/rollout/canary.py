@@ -53,6 +53,15 @@ SETTINGS_TIMEOUT = timedelta(seconds=10)
 SAMPLE_GRACE = timedelta(seconds=45)
 """Beyond the queries' own budget: the bearer-token Secret read may take the Kubernetes
 client's connect and read timeouts."""
+SAMPLE_HEARTBEAT = timedelta(seconds=10)
+"""The sample heartbeats while it runs (`activities.prometheus`), so an attempt whose worker
+died is noticed after this long rather than after the sample's whole budget."""
+SAMPLE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=1.0, maximum_attempts=3)
+"""An attempt that did not complete (its worker crashed or was killed) is asked again for the
+same instant: an instant query at the sample's `time` measures the same sample, whose verdict
+counts once (it answers one sequence number). Only when no attempt completes within the
+budget is the sample Inconclusive; a worker's death alone must not turn a canary's verdict
+(under `onInconclusive: Rollback` it would roll a healthy canary back)."""
 
 
 def canary_groups(plan: RolloutPlan) -> list[GroupPlan]:
@@ -209,14 +218,17 @@ async def take_sample(state: RolloutState, group: GroupPlan, request: SampleRequ
         step_number=step_number,
         sample_number=sample_number,
     )
+    budget = timedelta(seconds=limits.query_timeout_seconds) + SAMPLE_GRACE
     try:
         result: AnalysisSampleResult = await workflow.execute_activity(
             PROMETHEUS_ANALYSIS_SAMPLE,
             sample,
             result_type=AnalysisSampleResult,
-            start_to_close_timeout=timedelta(seconds=limits.query_timeout_seconds) + SAMPLE_GRACE,
-            # One activity is one sample: a retry would be another sample at another moment.
-            retry_policy=RetryPolicy(maximum_attempts=1),
+            # One activity is one sample, at its `time`: a retry asks for the same instant, and
+            # all attempts share the budget one attempt had.
+            schedule_to_close_timeout=budget,
+            heartbeat_timeout=SAMPLE_HEARTBEAT,
+            retry_policy=SAMPLE_RETRY,
             summary=f"{label}: query Prometheus for {', '.join(m.name for m in request.analysis.metrics)}",
         )
     except ActivityError as error:

@@ -32,6 +32,7 @@ from planning.service.status import (
     deployment_component_report,
     isvc_status,
     lifecycle_status,
+    merge_patch,
 )
 from workflows import kube_calls, search_attributes
 from workflows.events import isvc_ref
@@ -151,12 +152,14 @@ class ServiceProjection:
         fingerprint = json.dumps(body, sort_keys=True)
         if fingerprint == state.written_status:
             return
+        # A merge patch keeps what it does not name: what this body no longer shows goes as null.
+        patch = merge_patch(json.loads(state.written_status) if state.written_status else None, body)
         state.written_status = fingerprint
         ready = next((c for c in state.conditions if c.type == "Ready"), None)
         phase = self.phase()
         workflow.upsert_search_attributes([search_attributes.PHASE.value_set(phase)])
         await kube_calls.patch_status(
-            PatchStatusInput(ref=self.ref(), status=body, missing_ok=True),
+            PatchStatusInput(ref=self.ref(), status=patch, missing_ok=True),
             summary=f"status: {phase}, Ready={ready.status if ready else 'Unknown'} "
             f"({ready.reason if ready else 'no report yet'})",
         )

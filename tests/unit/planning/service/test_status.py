@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from kubesim.patch import merge_patch as apply_merge_patch
 from models.inferencereplica import Condition, InferenceReplicaStatus, RolloutHoldRow
 from models.pods import LABEL_COMPONENT, LABEL_ISVC
 from planning.replica.conditions import PlannedCondition
@@ -17,6 +18,7 @@ from planning.service.status import (
     isvc_status,
     lifecycle_model,
     lifecycle_status,
+    merge_patch,
     ready_condition,
 )
 from tests.unit.planning.replica.rows import NEW, NOW, OLD
@@ -155,3 +157,43 @@ def test_a_deleting_service_is_not_ready_because_it_is_being_deleted() -> None:
     (ready,) = body["conditions"]
     assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "Deleting")
     assert "being deleted" in ready["message"]
+
+
+def test_the_status_patch_names_what_the_last_body_had_and_this_one_lacks_as_null() -> None:
+    """A completed canary's `stableRevisionHash`, a lifted `rolloutHold` and a removed
+    component leave the object; lists are replaced whole; a key we never wrote stays."""
+    before = {
+        "observedGeneration": 2,
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "components": {
+            "engine": {
+                "lifecycle": {"replicas": 4, "rolloutHold": {"gate": "Budget"}},
+                "rolloutPhase": "Canarying",
+                "canary": {"currentStep": 2, "stableRevisionHash": "4eada280", "capacityWaitSince": "t"},
+                "traffic": [{"revisionName": "a", "percent": 50}, {"revisionName": "b", "percent": 50}],
+            },
+            "decoder": {"lifecycle": {"replicas": 2}},
+        },
+    }
+    after = {
+        "observedGeneration": 2,
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "components": {
+            "engine": {
+                "lifecycle": {"replicas": 4},
+                "rolloutPhase": "Stable",
+                "canary": {"currentStep": 3},
+                "traffic": [{"revisionName": "b", "percent": 100}],
+            },
+        },
+    }
+    patch = merge_patch(before, after)
+    assert patch["components"]["decoder"] is None
+    engine = patch["components"]["engine"]
+    assert engine["lifecycle"] == {"replicas": 4, "rolloutHold": None}
+    assert engine["canary"] == {"currentStep": 3, "stableRevisionHash": None, "capacityWaitSince": None}
+    assert engine["traffic"] == [{"revisionName": "b", "percent": 100}]
+    on_object = {**before, "someoneElses": {"x": 1}}
+    assert apply_merge_patch(on_object, patch) == {**after, "someoneElses": {"x": 1}}
+    assert merge_patch(None, after) == after
+
