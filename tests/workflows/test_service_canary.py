@@ -125,7 +125,7 @@ async def test_a_bad_image_rolls_back_within_the_failure_limit_and_the_stable_re
         shown = await rollout_status(s)
         assert shown.reported == "RolledBack"
         why = await s.handle().query(InferenceServiceWorkflow.explain, "engine")
-        assert "stays on the stable revision" in why.summary, why.summary
+        assert "rolled back to stable revision" in why.summary and "released by retry" in why.summary, why.summary
 
 
 async def test_a_good_image_passes_analysis_step_by_step_to_stable(
