@@ -122,8 +122,8 @@ def component_seen(
         return ComponentObservation(target, desired, state.input.replicas.get(name, 0), 0)
     if counts.revision == revision:
         on, ready = counts.updated, counts.updated_serving
-    else:  # moving elsewhere (back to stable): what is not there yet is still on the canary
-        on = max(0, counts.replicas - counts.updated)
+    else:  # moving back to stable: an Instance still moving off the canary counts as on it
+        on = counts.on_revisions.get(revision, max(0, counts.replicas - counts.updated))
         ready = max(0, counts.serving - counts.updated_serving)
     return ComponentObservation(
         target, desired, counts.replicas, ready, on_canary=on, stable_retained=not counts.stable_missing

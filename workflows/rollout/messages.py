@@ -124,6 +124,9 @@ class ComponentCounts(MessageModel):
     """Moving Instances whose new pod serves beside the old one (a held SurgeThenDrain drain)."""
     stable_missing: bool = False
     """A canary rollback cannot find the stable revision (`StableRevisionMissing`)."""
+    on_revisions: dict[str, int] = Field(default_factory=dict)
+    """While rolling back: Instances per revision hash they run or move to (an Instance moving
+    counts under both), so a rollback is done only once none is left on the canary."""
 
 
 class AllowanceView(MessageModel):

@@ -9,10 +9,11 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from models.inferenceservice import GroupCanary
 from models.instance import UpdateStrategyType
 from planning.replica.budget import SURGE_STRATEGIES
 from planning.rollout.canary.state import CanaryState
-from planning.rollout.canary.waiting import CanaryWait, waiting
+from planning.rollout.canary.waiting import waiting
 from planning.rollout.gates import Allowance, ComponentProgress
 from planning.rollout.plan import GroupPlan, Parked, RolloutPlan
 from planning.rollout.runs import allowance_of, group_phase, reported, strategy_column
@@ -112,7 +113,8 @@ def view(
     phases = phases_of(state, plan, progress)
     rows = []
     for group, phase in zip(plan.groups, phases, strict=True):
-        wait = canary_wait(state, group)
+        canary = canary_of(state, group)
+        wait = waiting(group.canary, canary) if group.canary is not None and canary is not None else None
         for name in group.components:
             c = progress[name]
             allowance = allowance_of(found, name)
@@ -136,7 +138,9 @@ def view(
                 target=state.input.target_names.get(name) or state.input.targets.get(name),
                 issues=["InstanceFailed"] if c.failed else [],
             )
-            rows.append(row.model_copy(update=canary_columns(state, group, name)))
+            if group.canary is not None and canary is not None:
+                row = row.model_copy(update=canary_columns(state, group.canary, canary, name))
+            rows.append(row)
     return base.model_copy(update={"plan_digest": plan.digest, "rows": rows, "reported": reported(phases)})
 
 
@@ -155,33 +159,26 @@ def record_finishes(progress: dict[str, ComponentProgress], state: RolloutState,
 CANARY_STATE: TypeAdapter[CanaryState] = TypeAdapter(CanaryState)
 
 
-def canary_wait(state: RolloutState, group: GroupPlan) -> CanaryWait | None:
-    """What a canary group's canary waits for (None outside canary groups and once it waits for nothing)."""
+def canary_of(state: RolloutState, group: GroupPlan) -> CanaryState | None:
+    """A canary group's canary as the run last kept it (None for the other groups)."""
     stored = state.canaries.get(str(group.index))
-    if group.canary is None or stored is None:
-        return None
-    return waiting(group.canary, CANARY_STATE.validate_python(stored))
+    return CANARY_STATE.validate_python(stored) if group.canary is not None and stored is not None else None
 
 
 def status_of(state: RolloutState, plan: RolloutPlan, pairing: str | None) -> dict[str, Any]:
     """`status.components.<primary>`'s `rolloutPhase`, `canary` and `traffic` per canary group."""
     shown: dict[str, Any] = {}
-    for group in (g for g in plan.groups if g.canary is not None):
-        stored = state.canaries.get(str(group.index))
-        if stored is not None:
-            canary = CANARY_STATE.validate_python(stored)
+    for group in plan.groups:
+        canary = canary_of(state, group)
+        if canary is not None:
             shown[canary.primary] = canary.to_status(state.input.isvc, pairing)
     return shown
 
 
-def canary_columns(state: RolloutState, group: GroupPlan, component: str) -> dict[str, Any]:
-    """PHASE, STEP and TRAFFIC of a canary group's row (§3.4); nothing for the others (its
-    GATE, REASON and release come from `canary_wait`)."""
-    stored = state.canaries.get(str(group.index))
-    if group.canary is None or stored is None:
-        return {}
-    canary = CANARY_STATE.validate_python(stored)
-    total = len(group.canary.steps)
+def canary_columns(state: RolloutState, spec: GroupCanary, canary: CanaryState, component: str) -> dict[str, Any]:
+    """PHASE, STEP and TRAFFIC of a canary group's row (§3.4); its GATE, REASON and release come
+    from `planning.rollout.canary.waiting`."""
+    total = len(spec.steps)
     weight = 0 if canary.phase in ("RollingBack", "RolledBack") else canary.observed_traffic_weight
     counts = state.counts.get(component)
     revision = canary.canary_revisions.get(component)

@@ -156,10 +156,14 @@ def at_rest(state: ServiceState, isvc: InferenceService) -> None:
     state.rollout.pairing = rollout.pairing_protocol if rollout is not None else None
 
 
+COUNTS_ADDITIONS = ("stable_missing", "on_revisions")
+
+
 def _fingerprint(payload: Any) -> str:
-    if isinstance(payload, ComponentCounts) and not payload.stable_missing:
-        # As before the field existed, so a running service resends nothing.
-        return payload.model_dump_json(exclude={"stable_missing"})
+    if isinstance(payload, ComponentCounts):
+        # Fields added after runs existed count only once set, so a running service resends nothing.
+        unset = {name for name in COUNTS_ADDITIONS if not getattr(payload, name)}
+        return payload.model_dump_json(exclude=unset or None)
     if hasattr(payload, "model_dump_json"):
         return str(payload.model_dump_json())
     return json.dumps(payload, sort_keys=True)
@@ -183,6 +187,7 @@ def counts_of(tracking: RolloutTracking, component: str, report: ReplicaReport, 
         failed=1 if failing else 0,
         surge_serving=report.surge_serving if on_target else 0,
         stable_missing=report.stable_revision_missing,
+        on_revisions=dict(report.on_revision),
     )
 
 
