@@ -35,6 +35,7 @@ from models.inferenceservice import (
     PlacementSpec,
     RoutingSpec,
 )
+from models.migration import request_problems
 from models.quantity import Quantity
 from models.runtime import ServingRuntimeSpec
 
@@ -120,22 +121,7 @@ def _check_migration_request(key: str, value: str, findings: Findings) -> None:
     except ValueError:
         findings.deny("InvalidMigrationRequest", field, f"migration request {key} is not JSON: {value[:80]!r}")
         return
-    if not isinstance(request, dict):
-        findings.deny("InvalidMigrationRequest", field, f"migration request {key} must be a JSON object")
-        return
-    problems: list[str] = []
-    if request.get("schemaVersion") != "v1":
-        problems.append(f'schemaVersion must be "v1", got {request.get("schemaVersion")!r}')
-    if request.get("component") not in COMPONENTS:
-        problems.append(f"component must be router, engine or decoder, got {request.get('component')!r}")
-    instance = request.get("instance")
-    if not isinstance(instance, int) or isinstance(instance, bool) or instance < 0:
-        problems.append(f"instance must be a non-negative index, got {instance!r}")
-    if not isinstance(request.get("from_node"), str) or not request.get("from_node"):
-        problems.append("from_node must name the node the Instance runs on")
-    hints = request.get("hint_target_nodes")
-    if hints is not None and (not isinstance(hints, list) or len(hints) > 8):
-        problems.append("hint_target_nodes must be a list of at most 8 node names")
+    problems = request_problems(request)
     if problems:
         findings.deny("InvalidMigrationRequest", field, f"migration request {key}: {'; '.join(problems)}")
 

@@ -29,3 +29,19 @@ ROLLOUT = "Rollout"
 def rollout_workflow_id(namespace: str, isvc: str, run: int) -> str:
     """`rollout/{ns}/{isvc}/{run}`: the run is the generation that opened it."""
     return f"rollout/{namespace}/{isvc}/{run}"
+
+
+MIGRATION = "Migration"
+
+
+def migration_workflow_id(namespace: str, isvc: str, component: str, index: int, request: str) -> str:
+    """`migration/{ns}/{isvc}-{component}-{index}/{request}`: the request is its uuid."""
+    return f"migration/{namespace}/{isvc}-{component}-{index}/{request}"
+
+
+DRAIN = "Drain"
+
+
+def drain_workflow_id(node: str) -> str:
+    """`drain/node/{node}`: one drain per node at a time."""
+    return f"drain/node/{node}"

@@ -1,0 +1,141 @@
+"""A migration request and what becomes of it (spec reference §13).
+
+A request asks to move one Instance of an OMENative component off the node it runs on,
+replacement first. OME carries it in the annotation `ome.io/migration-request-v1-<uuid>`
+as JSON (`schemaVersion`, `component`, `instance`, `from_node`, `hint_target_nodes`,
+`reason`, `requested_at`, `requested_by`); here the same JSON is the input of the
+InferenceService's `migrate` signal and Update, and of a `Drain`'s migrations.
+
+Public API:
+- `request_problems(raw) -> list[str]`: what is wrong with a request as JSON, each naming
+  the field, the value and what it must be; empty when it is well formed. Admission of the
+  annotation and the `migrate` Update say the same.
+- `parse_request(raw) -> MigrationRequest`: the request, or `ValueError` whose message
+  starts `migration request` and lists the problems.
+- `MigrationPhase`: `Accepted` -> `SurgePending` -> `SurgeReady` -> `Draining` ->
+  `Completed`, or `Failed`; `Relocated` records an automatic relocation.
+- `MigrationProgress`: where one migration stands, as the InferenceReplica reports it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_HINT_TARGET_NODES = 8
+"""`hint_target_nodes` holds at most this many names (OME's CLI cap)."""
+REQUEST_SCHEMA_VERSION = "v1"
+MIGRATION_COMPONENTS = ("engine", "decoder", "router")
+
+
+class MigrationPhase(StrEnum):
+    ACCEPTED = "Accepted"
+    SURGE_PENDING = "SurgePending"
+    SURGE_READY = "SurgeReady"
+    DRAINING = "Draining"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    RELOCATED = "Relocated"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (MigrationPhase.COMPLETED, MigrationPhase.FAILED, MigrationPhase.RELOCATED)
+
+
+class MigrationRequest(BaseModel):
+    """The request as OME's annotation holds it (its JSON keys, as written)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    schema_version: str = Field(default=REQUEST_SCHEMA_VERSION, alias="schemaVersion")
+    component: str
+    instance: int
+    from_node: str
+    hint_target_nodes: list[str] = Field(default_factory=list)
+    reason: str = ""
+    requested_at: datetime | None = None
+    requested_by: str = ""
+    uuid: str | None = None
+    """Our addition: the request's ID when it arrives without an annotation key (the
+    `migrate` Update, a drain). None: one is assigned when it is accepted."""
+
+    def wire(self) -> dict[str, Any]:
+        """The request as JSON, keys as OME writes them."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def request_problems(raw: Any) -> list[str]:
+    """What is wrong with `raw` as a request; empty when it is well formed."""
+    if not isinstance(raw, dict):
+        return [f"must be a JSON object, got {type(raw).__name__}"]
+    problems: list[str] = []
+    known = set(MigrationRequest.model_fields) | {"schemaVersion"}
+    unknown = sorted(set(raw) - known - {"schema_version"})
+    if unknown:
+        problems.append(f"unknown field(s) {', '.join(unknown)}; the fields are {', '.join(sorted(known))}")
+    version = raw.get("schemaVersion", REQUEST_SCHEMA_VERSION)
+    if version != REQUEST_SCHEMA_VERSION:
+        problems.append(f'schemaVersion must be "v1", got {version!r}')
+    if raw.get("component") not in MIGRATION_COMPONENTS:
+        problems.append(f"component must be router, engine or decoder, got {raw.get('component')!r}")
+    instance = raw.get("instance")
+    if not isinstance(instance, int) or isinstance(instance, bool) or instance < 0:
+        problems.append(f"instance must be a non-negative index, got {instance!r}")
+    node = raw.get("from_node")
+    if not isinstance(node, str) or not node:
+        problems.append(f"from_node must name the node the Instance runs on, got {node!r}")
+    hints = raw.get("hint_target_nodes")
+    if hints is not None and (
+        not isinstance(hints, list)
+        or len(hints) > MAX_HINT_TARGET_NODES
+        or not all(isinstance(h, str) and h for h in hints)
+    ):
+        problems.append(
+            f"hint_target_nodes must be a list of at most {MAX_HINT_TARGET_NODES} node names, got {hints!r}"
+        )
+    for text_field in ("reason", "requested_by", "uuid"):
+        value = raw.get(text_field)
+        if value is not None and not isinstance(value, str):
+            problems.append(f"{text_field} must be a string, got {value!r}")
+    if raw.get("requested_at") is not None:
+        try:
+            MigrationRequest.model_validate({"component": "engine", "instance": 0, "from_node": "n",
+                                             "requested_at": raw["requested_at"]})
+        except ValueError:
+            problems.append(f"requested_at must be an RFC 3339 time, got {raw['requested_at']!r}")
+    return problems
+
+
+def parse_request(raw: Any) -> MigrationRequest:
+    """The request in `raw`, or `ValueError('migration request: ...')` naming every problem."""
+    problems = request_problems(raw)
+    if problems:
+        raise ValueError(f"migration request: {'; '.join(problems)}")
+    return MigrationRequest.model_validate(raw)
+
+
+class MigrationProgress(BaseModel):
+    """Where one migration stands: the InferenceReplica's report to its `Migration` workflow,
+    and that workflow's `status` query and result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    uuid: str
+    component: str
+    instance: int
+    from_node: str
+    phase: MigrationPhase
+    message: str = ""
+    """The wait in `Accepted`, `migrated to instance=<n>`, or the failure message."""
+    reason: str | None = None
+    """The failure's reason code (`RateLimited`, `MigrationExpired`, ...); None unless Failed."""
+    surge_instance: int | None = None
+    surge_nodes: list[str] = Field(default_factory=list)
+    revision: str | None = None
+    """The ControllerRevision the replacement runs."""
+    accepted_at: datetime | None = None
+    deadline: datetime | None = None
+    ended_at: datetime | None = None

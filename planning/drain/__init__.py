@@ -1,0 +1,1 @@
+"""The `Drain` workflow's decisions: what to move or evict from a node, and its progress."""
