@@ -4,18 +4,25 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.kube import KubeActivities
+from activities.migration import MigrationActivities
 from activities.prometheus import PrometheusActivities
 from activities.settings import SettingsActivities
 from models.canary_analysis import CanarySettingsResult
+from models.migration import MigrationAudit
 from planning.rollout.analysis.source import analysis_limits
 
 
-def build_activities(kube_api_client: Any, canary: CanarySettingsResult | None = None) -> list[Callable[..., Any]]:
+def build_activities(
+    kube_api_client: Any,
+    canary: CanarySettingsResult | None = None,
+    migration_audit: MigrationAudit | None = MigrationAudit(),
+) -> list[Callable[..., Any]]:
     """Bound activity methods, one list for the worker. Add new activity classes here."""
     activities: list[Callable[..., Any]] = []
     settings = SettingsActivities(canary)
     activities += settings.activities()
     activities += KubeActivities(kube_api_client).activities()
+    activities += MigrationActivities(kube_api_client, migration_audit).activities()
     # Canary analysis reads bearer-token Secrets through the same Kubernetes client;
     # `maxConcurrency` and `cacheTTL` apply at start (spec reference §2.2).
     limits = analysis_limits(settings.canary.analysis)

@@ -280,6 +280,9 @@ class InstanceStatus(StatusModel):
     abandoned: bool = False
     """Set when a gang surge target gave up (`GangSurgeAbandoned`) and removed its pods."""
     pod_names: list[str] = Field(default_factory=list)
+    node_names: list[str] = Field(default_factory=list)
+    """The nodes its current pods run on (a migration's source node); rides along with the
+    reports the other fields cause, so it is not part of their fingerprint."""
     updated_at: datetime | None = None
     pause_mode: InstancePauseMode | None = None
     """The pause this Instance knows of (`set_pause`); None when not paused."""

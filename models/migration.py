@@ -117,6 +117,52 @@ def parse_request(raw: Any) -> MigrationRequest:
     return MigrationRequest.model_validate(raw)
 
 
+class MigrationAudit(BaseModel):
+    """`lifecycle.audit` caps (§13): all three set and above zero, else unconfigured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_in_flight_migrations: int = Field(default=3, gt=0)
+    """Chart 3; OME reads it and it has no effect (one migration per component runs)."""
+    max_migrations_per_window: int = Field(default=10, gt=0)
+    window_seconds: float = Field(default=3600.0, gt=0)
+    """Also how long an ended migration stays listed (and in the audit's window)."""
+
+
+MIGRATION_SETTINGS = "settings.migration"
+"""Activity: the worker's `MigrationSettingsResult` (its configured audit caps)."""
+RECORD_MIGRATION_AUDIT = "kube.record_migration_audit"
+"""Activity: write one migration's row into `<isvc>-ome-migration-audit` (`history.json`)."""
+AUDIT_HISTORY_LIMIT = 200
+"""Ended migrations `history.json` keeps (the newest); active ones are always kept."""
+
+
+class MigrationSettingsResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    audit: MigrationAudit | None = None
+    """None: the worker has no audit caps configured; migrations wait in `Accepted`."""
+
+
+class AuditRowInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str
+    isvc: str
+    isvc_uid: str | None = None
+    """Owner of the ConfigMap, so deleting the InferenceService removes it."""
+    row: dict[str, Any]
+    """The migration's row (`MigrationProgress` as JSON); replaces the row of the same uuid."""
+
+
+class AuditRowResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    config_map: str
+    rows: int
+    """Rows `history.json` holds after the write."""
+
+
 class MigrationProgress(BaseModel):
     """Where one migration stands: the InferenceReplica's report to its `Migration` workflow,
     and that workflow's `status` query and result."""
@@ -139,3 +185,16 @@ class MigrationProgress(BaseModel):
     accepted_at: datetime | None = None
     deadline: datetime | None = None
     ended_at: datetime | None = None
+
+
+def merge_audit_rows(rows: list[dict[str, Any]], row: dict[str, Any], limit: int = AUDIT_HISTORY_LIMIT) -> list[dict[str, Any]]:
+    """`history.json` after writing `row`: it replaces the row of its uuid (else is added);
+    the newest `limit` ended rows are kept, and every active one."""
+    merged = [existing for existing in rows if existing.get("uuid") != row.get("uuid")] + [row]
+
+    def ended(entry: dict[str, Any]) -> bool:
+        return entry.get("phase") in {p.value for p in MigrationPhase if p.terminal}
+
+    finished = [entry for entry in merged if ended(entry)]
+    dropped = {id(entry) for entry in finished[: max(0, len(finished) - limit)]}
+    return [entry for entry in merged if id(entry) not in dropped]

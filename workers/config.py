@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from models.canary_analysis import CanaryAnalysisConfig, MetricProviderBinding
+from models.duration import parse_duration
+from models.migration import MigrationAudit
 from workflows.names import TASK_QUEUE
 
 if TYPE_CHECKING:
@@ -162,6 +164,45 @@ class CanarySettings(_Group):
         )
 
 
+class MigrationSettings(_Group):
+    """Migration caps: OME's `lifecycle.audit` (spec reference §13). All three must be set
+    and above zero; set a cap to 0 or the window empty and migrations wait in `Accepted` with
+    `waiting for migration capacity policy (no lifecycle.audit configured)`."""
+
+    max_in_flight_migrations: int | None = 3
+    """Chart 3. Read, as OME does, with no effect: one migration per component runs."""
+
+    max_migrations_per_window: int | None = 10
+    """Chart 10: migrations a component may begin within `window`; the next fails `RateLimited`."""
+
+    window: str | None = "1h"
+    """Go duration (chart `1h`): the rate cap's window, and how long an ended migration stays
+    listed in the InferenceReplica's `status.migrations`."""
+
+    @model_validator(mode="after")
+    def _durations(self) -> MigrationSettings:
+        if self.window:
+            try:
+                parse_duration(self.window)
+            except ValueError as error:
+                raise SettingsError(
+                    f"OME_MIGRATION__WINDOW={self.window!r} is not a Go duration ({error}); set it like 1h or 30m"
+                ) from error
+        return self
+
+    def audit(self) -> MigrationAudit | None:
+        """The caps a Migration reads (through an activity); None when not all are set above zero."""
+        values = (self.max_in_flight_migrations, self.max_migrations_per_window)
+        window = parse_duration(self.window) if self.window else 0.0
+        if any(v is None or v <= 0 for v in values) or window <= 0:
+            return None
+        return MigrationAudit(
+            max_in_flight_migrations=self.max_in_flight_migrations,
+            max_migrations_per_window=self.max_migrations_per_window,
+            window_seconds=window,
+        )
+
+
 class OtelSettings(_Group):
     """OpenTelemetry export of workflow and activity spans."""
 
@@ -240,6 +281,9 @@ class Settings(BaseSettings):
 
     canary: CanarySettings = CanarySettings()
     """Canary rollouts and their metric analysis."""
+
+    migration: MigrationSettings = MigrationSettings()
+    """Migration caps (`lifecycle.audit`)."""
 
     otel: OtelSettings = OtelSettings()
     """OpenTelemetry tracing export."""

@@ -25,6 +25,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.registry import build_activities
 from models.canary_analysis import CanarySettingsResult
+from models.migration import MigrationAudit
 from workers.client import connect, exit_process, metrics_runtime
 from workers.config import Settings, SettingsError, WorkerSettings, kube_api_client
 from workflows.registry import WORKFLOWS
@@ -56,6 +57,7 @@ def build_worker(
     activities: Sequence[Callable[..., Any]] | None = None,
     max_cached_workflows: int = WorkerSettings().max_cached_workflows,
     canary: CanarySettingsResult | None = None,
+    migration_audit: MigrationAudit | None = MigrationAudit(),
 ) -> Worker:
     """A worker with every registered workflow and activity, ready for `async with` or `run()`.
 
@@ -71,7 +73,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[*WORKFLOWS, *extra_workflows],
-        activities=build_activities(kube_api_client, canary) if activities is None else activities,
+        activities=build_activities(kube_api_client, canary, migration_audit) if activities is None else activities,
         activity_executor=executor,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
         max_cached_workflows=max_cached_workflows,
@@ -140,6 +142,7 @@ async def _poll_until_stopped(
                 analysis=settings.canary.analysis_config(settings.prometheus.url),
                 default_ready_timeout=settings.canary.default_ready_timeout or None,
             ),
+            migration_audit=settings.migration.audit(),
         )
         async with worker:
             logger.info(

@@ -3,8 +3,15 @@
 from typing import Any
 
 from workflows.instance.workflow import InstanceWorkflow
+from workflows.migration.workflow import MigrationWorkflow
 from workflows.replica.workflow import InferenceReplicaWorkflow
 from workflows.rollout.workflow import RolloutWorkflow
 from workflows.service.workflow import InferenceServiceWorkflow
 
-WORKFLOWS: list[type[Any]] = [InstanceWorkflow, InferenceReplicaWorkflow, InferenceServiceWorkflow, RolloutWorkflow]
+WORKFLOWS: list[type[Any]] = [
+    InstanceWorkflow,
+    InferenceReplicaWorkflow,
+    InferenceServiceWorkflow,
+    RolloutWorkflow,
+    MigrationWorkflow,
+]

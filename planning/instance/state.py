@@ -137,9 +137,16 @@ def build_status(state: InstanceState, now: datetime) -> InstanceStatus:
         deleted=state.deleted,
         abandoned=state.abandoned,
         pod_names=sorted(state.members),
+        node_names=member_nodes(state),
         updated_at=now,
         pause_mode=state.pause_mode,
     )
+
+
+def member_nodes(state: InstanceState) -> list[str]:
+    """The nodes the Instance's current pods were scheduled to, sorted, each once."""
+    pods = state.pods.pods if state.pods is not None else ()
+    return sorted({pod.node_name for pod in pods if pod.name in state.members and pod.node_name})
 
 
 def report_fingerprint(status: InstanceStatus) -> tuple[object, ...]:

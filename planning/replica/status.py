@@ -56,6 +56,7 @@ def instance_row(status: InstanceStatus) -> InstanceRow:
         last_failure=LastFailure.model_validate(failure, from_attributes=True) if failure is not None else None,
         operation=OperationRow.model_validate(operation, from_attributes=True) if operation is not None else None,
         active_ordinal=status.active_ordinal,
+        node_names=status.node_names or None,
     )
 
 

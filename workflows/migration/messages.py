@@ -27,6 +27,8 @@ class MigrationInput(MessageModel):
 
     namespace: str
     isvc: str
+    isvc_uid: str | None = None
+    """Owner of the audit ConfigMap it writes."""
     request: MigrationRequest
     """The request, its `uuid` set."""
 

@@ -84,8 +84,10 @@ async def start_instance(
     index: int,
     revision_hash: str,
     gang_surge_of: int | None = None,
+    spec: InstanceSpec | None = None,
 ) -> None:
-    """Start Instance `index` as an abandoned child (it outlives this run; deletion is a signal)."""
+    """Start Instance `index` as an abandoned child (it outlives this run; deletion is a signal);
+    `spec` replaces the one `spec_for` gives (a migration's replacement, placed off a node)."""
     config = state.config
     workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
     # Recorded before the start, so a pass while it is in flight counts it already.
@@ -93,7 +95,7 @@ async def start_instance(
     try:
         await workflow.start_child_workflow(
             INSTANCE,
-            spec_for(state, index, revision_hash, gang_surge_of),
+            spec if spec is not None else spec_for(state, index, revision_hash, gang_surge_of),
             id=workflow_id,
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,

@@ -30,6 +30,7 @@ from workflows.replica import view
 from workflows.replica.children import EndedInstances, send_all, signal_instance, spec_for, start_instance
 from workflows.replica.handovers import finish_handovers, settle_handovers, surging_for
 from workflows.replica.messages import ReplicaConfig, ReplicaState
+from workflows.replica.migrations import moving_sources
 from workflows.replica.object import record
 from workflows.replica.pause import tell_pause
 
@@ -114,7 +115,10 @@ def requests(
         request = InstanceDeleteRequest(reason="ScaleDown")
         sends.append(signal_instance(state.config, index, INSTANCE_DELETE, request))
         state.removing.append(index)
-    return sends + finish_handovers(state, actions.handover_delete)
+    # A migration drains its own source (`workflows.replica.migrations`).
+    migrating = moving_sources(state)
+    handovers = tuple(index for index in actions.handover_delete if index not in migrating)
+    return sends + finish_handovers(state, handovers)
 
 
 def keep_revisions(state: ReplicaState, config: ReplicaConfig, actions: ReplicaActions, names: dict[str, str]) -> None:

@@ -16,9 +16,11 @@ from models.base import MessageModel
 from models.inferencereplica import Condition, InferenceReplicaSpec, InferenceReplicaStatus
 from models.inferenceservice import ComponentSpec
 from models.instance import InstancePauseMode, InstanceStatus, RetryBlock
+from models.migration import MigrationAudit, MigrationRequest
 from planning.replica.coordination import Coordination
 from planning.replica.handover import GangSurge
 from planning.replica.hold import RolloutHold
+from planning.replica.migrations import MigrationTicket
 from planning.replica.revisions import RevisionState
 from planning.replica.template import ClusterLifecycle
 
@@ -30,6 +32,11 @@ SIGNAL_RESET_INSTANCES = "reset_instances"
 SIGNAL_RELEASE_HELD = "release_held"
 """Lift the Held retry block of a revision (name, hash or 8-hex prefix)."""
 SIGNAL_DELETE = "delete"
+SIGNAL_MIGRATE = "migrate"
+"""From a `Migration` workflow: a `MigrationOrder`. Sent again, it asks for the current
+phase again (and brings the caps in force now)."""
+SIGNAL_CANCEL_MIGRATION = "cancel_migration"
+"""From a `Migration` workflow: a `MigrationCancel`."""
 QUERY_STATUS = "status"
 SIGNAL_REPLICA_CHANGED = "replica_changed"
 """To the InferenceService (its parent): a `ReplicaReport`."""
@@ -73,6 +80,24 @@ class ReplicaConfig(MessageModel):
         if not self.paused:
             return None
         return self.pause_mode or "Recover"
+
+
+class MigrationOrder(MessageModel):
+    """A migration for this component to carry out (spec reference §13)."""
+
+    request: MigrationRequest
+    """The request, its `uuid` set."""
+    accepted_at: datetime
+    """When it was accepted: its deadline counts from here."""
+    workflow_id: str | None = None
+    """The `Migration` workflow to tell of each change (`migration_changed`)."""
+    audit: MigrationAudit | None = None
+    """The worker's `lifecycle.audit` caps; None: not configured, the migration waits."""
+
+
+class MigrationCancel(MessageModel):
+    uuid: str
+    by: str = "operator"
 
 
 class ReplicaState(MessageModel):
@@ -170,6 +195,17 @@ class ReplicaState(MessageModel):
     status_written_at: datetime | None = None
     """When the status was last written (`projection.publish`): large components pace their
     writes from it. None: never written."""
+    migrations: list[MigrationTicket] = Field(default_factory=list)
+    """The component's migrations (`planning.replica.migrations`): active ones, and ended ones
+    for their audit window. Added from `migration_orders` and advanced by each pass
+    (`workflows.replica.migrations`)."""
+    migration_orders: list[MigrationOrder] = Field(default_factory=list)
+    """`migrate` orders not folded in yet: appended by that handler, emptied by the next pass."""
+    migration_cancels: list[MigrationCancel] = Field(default_factory=list)
+    """`cancel_migration` requests not folded in yet: emptied by the next pass."""
+    migrations_told: dict[str, str] = Field(default_factory=dict)
+    """uuid -> fingerprint of the progress last sent to its `Migration` workflow; an entry
+    goes with its ticket."""
     lifecycle_digest: str = ""
     """`planning.replica.lifecycle.lifecycle_digest` of the settings the Instances were last
     sent (`instances.resend_lifecycle`, each pass); "" before the first pass, which only

@@ -31,6 +31,7 @@ from planning.replica.conditions import (
 from planning.replica.coordination import Coordination
 from planning.replica.facts import replica_counts
 from planning.replica.handover import handover_rows
+from planning.replica.migrations import migration_records, migration_rows
 from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.rollback import revision_counts, stable_missing
 from planning.replica.status import project_status, with_transitions
@@ -84,6 +85,11 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         # A handover's source knows nothing of it: its row shows the replacement's progress.
         rows = handover_rows(status.instance_statuses, state.gang_surges)
         status = status.model_copy(update={"instance_statuses": rows})
+    if state.migrations:
+        rows = migration_rows(status.instance_statuses, state.migrations)
+        status = status.model_copy(
+            update={"instance_statuses": rows, "migrations": migration_records(state.migrations)}
+        )
     return status, component_condition(config.component, desired, counts, minimum)
 
 

@@ -17,6 +17,7 @@ from models.inferenceservice import ComponentSpec
 from models.instance import RetryBlock
 from planning.replica.budget import UpdatePolicy, update_policy
 from planning.replica.facts import InstanceFacts
+from planning.replica.migrations import with_migrations
 from planning.replica.overlay import replica_facts, replica_retry_blocks
 from planning.replica.revisions import RevisionState, rolling_back_to
 from planning.replica.rollback import Steering, rollback_target, steer
@@ -83,7 +84,13 @@ def named(block: RetryBlock, names: dict[str, str]) -> RetryBlock:
 
 
 def facts(state: ReplicaState) -> list[InstanceFacts]:
-    """What the rules read: reports, overlaid with what we asked for and have not heard back."""
+    """What the rules read: reports, overlaid with what we asked for and have not heard back,
+    and with the migrations moving Instances (`planning.replica.migrations.with_migrations`)."""
+    return with_migrations(raw_facts(state), state.migrations)
+
+
+def raw_facts(state: ReplicaState) -> list[InstanceFacts]:
+    """The facts without the migrations' overlay: what the migration decisions read."""
     return replica_facts(
         state.instances,
         state.launched,

@@ -4,8 +4,9 @@
 close policy ABANDON: neither the parent's continue-as-new nor its end may take the Instances
 down; deletion is an explicit `delete` signal). Each pass is observe -> plan -> act -> wait:
 
-- observe: the Instances' `instance_changed` reports, the parent's `configure`, and the user
-  requests the parent forwards (`reset_instances`, `release_held`, `delete`);
+- observe: the Instances' `instance_changed` reports, the parent's `configure`, the user
+  requests the parent forwards (`reset_instances`, `release_held`, `delete`), and the
+  `Migration` workflows' `migrate` / `cancel_migration`;
 - plan: `planning.replica.reconcile.reconcile` (count, rollout within the budget, hold),
   `planning.replica.reset`, `planning.replica.retry`, `planning.replica.conditions`;
 - act: start `Instance` children, signal them `update` / `restart` / `delete` /
@@ -15,7 +16,7 @@ down; deletion is an explicit `delete` signal). Each pass is observe -> plan -> 
 
 This module holds the handlers and the loop; the steps are plain functions of the state:
 `view` (what the rules read), `requests` (the user's requests), `instances` (plan and act on
-the Instance children), `handovers`, `pause`, `children` (start and signal one Instance),
+the Instance children), `migrations` (replacement-first moves off a node), `handovers`, `pause`, `children` (start and signal one Instance),
 `object` (the InferenceReplica object and its Events), `projection` (status and report).
 """
 
@@ -34,16 +35,20 @@ with workflow.unsafe.imports_passed_through():
     from planning.replica.revisions import observe_template
     from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
-    from workflows.replica import view
+    from workflows.replica import migrations, view
     from workflows.replica.children import EndedInstances
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
     from workflows.replica.messages import (
         QUERY_STATUS,
+        SIGNAL_CANCEL_MIGRATION,
         SIGNAL_CONFIGURE,
         SIGNAL_DELETE,
+        SIGNAL_MIGRATE,
         SIGNAL_RELEASE_HELD,
         SIGNAL_RESET_INSTANCES,
+        MigrationCancel,
+        MigrationOrder,
         ReplicaConfig,
         ReplicaState,
     )
@@ -108,6 +113,16 @@ class InferenceReplicaWorkflow:
         self.state.pending_releases.append(revision)
         self.seq += 1
 
+    @workflow.signal(name=SIGNAL_MIGRATE)
+    def migrate(self, order: MigrationOrder) -> None:
+        self.state.migration_orders.append(order)
+        self.seq += 1
+
+    @workflow.signal(name=SIGNAL_CANCEL_MIGRATION)
+    def cancel_migration(self, cancel: MigrationCancel) -> None:
+        self.state.migration_cancels.append(cancel)
+        self.seq += 1
+
     @workflow.signal(name=SIGNAL_DELETE)
     def delete(self) -> None:
         self.state.deleting = True
@@ -164,8 +179,10 @@ class InferenceReplicaWorkflow:
         await answer_resets(state)
         desired = await self.observe_desired(config)
         await resend_lifecycle(state)
+        # Migrations first: a replacement they start counts with its source in the plan.
+        moving_at = await migrations.advance(state, self.ended, now)
         # Plan and act on the Instances (`instances.act`), then project the outcome; `run` waits.
-        self.wake_at = await act(state, self.ended, desired, now)
+        self.wake_at = earliest(moving_at, await act(state, self.ended, desired, now))
         await write_spec(state, desired)
         self.wake_at = earliest(self.wake_at, await publish(state, now))
         return False
@@ -184,6 +201,7 @@ class InferenceReplicaWorkflow:
     async def tear_down(self) -> bool:
         """Drain and delete every Instance, then the InferenceReplica object; True when done."""
         state = self.state
+        await migrations.end_all(state, workflow.now())
         await drain_all(state)
         if state.instances or state.launched:
             self.wake_at = await publish(state, workflow.now())

@@ -73,7 +73,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
     from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
-    from workflows.service import canary_requests, rollout_views, rollouts
+    from workflows.service import canary_requests, migrations, rollout_views, rollouts
     from workflows.service.canary_requests import DISCARDED, CanaryAsk
     from workflows.service.components import ServiceComponents
     from workflows.service.events import record_pause_events
@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
         QUERY_STATUS,
         SIGNAL_DELETE,
         SIGNAL_DEPLOYMENT_CHANGED,
+        SIGNAL_MIGRATE,
         SIGNAL_PAUSE,
         SIGNAL_PROMOTE,
         SIGNAL_RELEASE_HELD,
@@ -95,6 +96,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_ROLLBACK,
         SIGNAL_SCALE,
         UPDATE_APPLY,
+        UPDATE_MIGRATE,
         UPDATE_PROMOTE,
         UPDATE_REPIN,
         UPDATE_RETRY,
@@ -315,6 +317,28 @@ class InferenceServiceWorkflow(ServiceComponents):
         if not found.accepted:
             raise ApplicationError(found.message, type="ActionRefused", non_retryable=True)
         return found.message
+
+    # --- migrations (workflows.service.migrations) -----------------------------------
+
+    @workflow.signal(name=SIGNAL_MIGRATE)
+    async def migrate(self, request: dict[str, Any]) -> None:
+        """A refused request becomes a Warning Event `MigrationRequestRejected`."""
+        try:
+            checked = migrations.checked(self.state, request)
+        except ApplicationError as refusal:
+            self.reject(SIGNAL_MIGRATE, request, migrations.REJECTED, refusal.message)
+            self.seq += 1
+            return
+        await migrations.start(self.state, *identity(self.state.manifest), checked)
+
+    @workflow.update(name=UPDATE_MIGRATE)
+    async def migrate_update(self, request: dict[str, Any]) -> migrations.MigrationStarted:
+        """Answers the uuid and the `Migration` workflow's ID; a refusal fails the Update."""
+        return await migrations.start(self.state, *identity(self.state.manifest), migrations.checked(self.state, request))
+
+    @migrate_update.validator
+    def validate_migrate(self, request: dict[str, Any]) -> None:
+        migrations.checked(self.state, request)
 
     @workflow.signal(name=SIGNAL_SCALE)
     def scale(self, request: ScaleRequest) -> None:

@@ -1,0 +1,99 @@
+"""Migration activities: the worker's audit caps, and the audit ConfigMap of an InferenceService.
+
+`<isvc>-ome-migration-audit` holds `history.json`, one row per migration (spec reference
+§13): written when a migration is accepted and again when it ends; the newest 200 ended rows
+are kept (`models.migration.merge_audit_rows`). Concurrent migrations of one InferenceService
+write it with optimistic concurrency: a 409 reads it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from temporalio import activity
+
+from activities.kube_errors import api_errors, is_already_exists, is_conflict
+from activities.kube_objects import CONFLICT_ATTEMPTS, heartbeat
+from activities.kube_rest import KubeRest
+from models.migration import (
+    MIGRATION_SETTINGS,
+    RECORD_MIGRATION_AUDIT,
+    AuditRowInput,
+    AuditRowResult,
+    MigrationAudit,
+    MigrationSettingsResult,
+    merge_audit_rows,
+)
+
+HISTORY_KEY = "history.json"
+
+
+def audit_config_map_name(isvc: str) -> str:
+    return f"{isvc}-ome-migration-audit"
+
+
+class MigrationActivities:
+    def __init__(self, api_client: ApiClient, audit: MigrationAudit | None = MigrationAudit()) -> None:
+        self.rest = KubeRest(api_client)
+        self.audit = audit
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.migration_settings, self.record_audit]
+
+    @activity.defn(name=MIGRATION_SETTINGS)
+    def migration_settings(self) -> MigrationSettingsResult:
+        return MigrationSettingsResult(audit=self.audit)
+
+    @activity.defn(name=RECORD_MIGRATION_AUDIT)
+    def record_audit(self, request: AuditRowInput) -> AuditRowResult:
+        name = audit_config_map_name(request.isvc)
+        path = f"/api/v1/namespaces/{request.namespace}/configmaps/{name}"
+        for attempt in range(CONFLICT_ATTEMPTS):
+            heartbeat(attempt)
+            with api_errors(f"record migration audit in ConfigMap {request.namespace}/{name}"):
+                existing = self.rest.get_or_none(path)
+                rows = _rows(existing)
+                merged = merge_audit_rows(rows, request.row)
+                data = {HISTORY_KEY: json.dumps(merged, indent=1, sort_keys=True)}
+                try:
+                    if existing is None:
+                        body = _new_config_map(request, name, data)
+                        self.rest.request("POST", f"/api/v1/namespaces/{request.namespace}/configmaps", body=body)
+                    else:
+                        existing["data"] = {**(existing.get("data") or {}), **data}
+                        self.rest.request("PUT", path, body=existing)
+                except ApiException as error:
+                    # Another migration wrote it between our read and write: read again.
+                    if (is_conflict(error) or is_already_exists(error)) and attempt + 1 < CONFLICT_ATTEMPTS:
+                        continue
+                    raise
+                return AuditRowResult(config_map=name, rows=len(merged))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _rows(config_map: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The rows `history.json` holds; a missing or unreadable one counts as empty."""
+    if config_map is None:
+        return []
+    try:
+        rows = json.loads((config_map.get("data") or {}).get(HISTORY_KEY) or "[]")
+    except ValueError:
+        return []
+    return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
+
+
+def _new_config_map(request: AuditRowInput, name: str, data: dict[str, str]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": request.namespace,
+        "labels": {"ome.io/inferenceservice": request.isvc, "app.kubernetes.io/part-of": "omeflow"},
+    }
+    if request.isvc_uid:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": request.isvc, "uid": request.isvc_uid}
+        ]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
