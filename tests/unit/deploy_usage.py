@@ -33,12 +33,14 @@ import yaml
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube import KubeActivities
+from activities.migration import MigrationActivities
 from activities.prometheus import PrometheusActivities
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from models.admission import admit
 from models.canary_analysis import AnalysisSampleInput, BearerTokenRef, PrometheusTarget, TemplateFields
 from models.inferenceservice import AnalysisMetric, InferenceService
+from models.migration import AuditRowInput
 from models.kube_ops import (
     PODGROUP_CRD,
     ApplyObjectInput,
@@ -347,6 +349,14 @@ async def exercise_analysis(prometheus: PrometheusActivities, namespace: str) ->
     assert [r.name for r in sample.metric_results] == ["error_rate"], sample
 
 
+def exercise_migration_audit(migration: MigrationActivities, namespace: str) -> None:
+    """A migration's audit rows: the ConfigMap created on acceptance, updated at its end."""
+    for phase in ("Accepted", "Completed"):
+        row = {"uuid": "u-1", "component": "engine", "instance": 0, "from_node": "n", "phase": phase}
+        written = migration.record_audit(AuditRowInput(namespace=namespace, isvc="qwen", row=row))
+        assert written.rows == 1, written
+
+
 def _scheduled(sim: KubeSim, namespace: str, name: str) -> bool:
     pods = {p["metadata"]["name"]: p for p in sim.objects("", "pods", namespace)}
     return bool((pods.get(name, {}).get("spec") or {}).get("nodeName"))
@@ -393,6 +403,9 @@ async def product_requests() -> Usage:
                 exercise_activities, KubeActivities(logged_client(sim, log)), sim, summaries
             )
             await exercise_analysis(PrometheusActivities(logged_client(sim, log)), isvc["metadata"]["namespace"])
+            await asyncio.to_thread(
+                exercise_migration_audit, MigrationActivities(logged_client(sim, log)), isvc["metadata"]["namespace"]
+            )
         finally:
             await watcher.stop()
             await deployments.stop()

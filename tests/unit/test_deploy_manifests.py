@@ -68,6 +68,7 @@ KIND_RESOURCES = {
     "Pod": ("", "pods"),
     "Service": ("", "services"),
     "Event": ("", "events"),
+    "ConfigMap": ("", "configmaps"),
     "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
     "Deployment": ("apps", "deployments"),
     "PodGroup": ("scheduling.x-k8s.io", "podgroups"),
@@ -388,13 +389,17 @@ def _allowed(request: Request) -> bool:
     )
 
 
-def test_rbac_has_no_wildcards_and_reads_secrets_only_by_name() -> None:
+def test_rbac_has_no_wildcards_and_reads_secrets_and_config_maps_only_by_name() -> None:
     for rule in _rules():
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[field], (
                 f"rbac.yaml: a wildcard in {field} grants more than the product uses"
             )
-        assert "configmaps" not in rule["resources"], "the product reads no ConfigMap"
+        if "configmaps" in rule["resources"]:
+            # Only the migration audit (`<isvc>-ome-migration-audit`): read and written by name.
+            assert rule["resources"] == ["configmaps"] and "list" not in rule["verbs"], (
+                "rbac.yaml: ConfigMaps are read and written by name only, for the migration audit"
+            )
         if "secrets" in rule["resources"]:
             # Canary analysis reads the one bearer-token Secret a canary names; listing or
             # watching would hand the worker every Secret of the cluster.
