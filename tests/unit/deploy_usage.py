@@ -40,7 +40,6 @@ from kubesim.timing import Timing
 from models.admission import admit
 from models.canary_analysis import AnalysisSampleInput, BearerTokenRef, PrometheusTarget, TemplateFields
 from models.inferenceservice import AnalysisMetric, InferenceService
-from models.migration import AuditRowInput
 from models.kube_ops import (
     PODGROUP_CRD,
     ApplyObjectInput,
@@ -59,6 +58,7 @@ from models.kube_ops import (
     RecordEventInput,
     SetServingInput,
 )
+from models.migration import AuditRowInput
 from models.pods import InstancePods
 from models.resolution import effective_component, inference_replica_spec
 from models.runtime import ClusterServingRuntime

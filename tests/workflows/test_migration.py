@@ -14,7 +14,15 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from kubesim.handle import KubeSim
 from models.migration import MigrationProgress
 from models.pods import LABEL_INSTANCE_INDEX
-from tests.workflows.service_harness import FAST_CLUSTER, NAME, Story, engine_ready, eventually, isvc_manifest, story
+from tests.workflows.service_harness import (
+    FAST_CLUSTER,
+    NAME,
+    Story,
+    engine_ready,
+    eventually,
+    isvc_manifest,
+    story,
+)
 from workflows.migration.workflow import MigrationWorkflow
 from workflows.service.workflow import InferenceServiceWorkflow
 
