@@ -540,6 +540,40 @@ async def _completed(handle: WorkflowHandle[Any, Any]) -> bool:
         raise
 
 
+def _serving_nodes(s: Story) -> dict[int, str]:
+    """Instance index -> node of its serving pod."""
+    return {int(p.metadata.labels["ome.io/instance-index"]): p.spec.node_name for p in s.serving_pods()}
+
+
+async def _migration_ended(s: Story, workflow_id: str) -> Any:
+    result = await asyncio.wait_for(s.client.get_workflow_handle(workflow_id).result(), WAIT)
+    return result
+
+
+async def service_migration(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """Two engine Instances; Instance 1 migrated off its node (replacement first, Completed);
+    a request naming the wrong node (Failed); a cancelled one; delete."""
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest()
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        nodes = _serving_nodes(s)
+        started = await s.handle().execute_update(
+            "migrate", {"component": "engine", "instance": 1, "from_node": nodes[1], "reason": "maintenance"}
+        )
+        done = await _migration_ended(s, started["workflow_id"])
+        if done["phase"] != "Completed":
+            raise RuntimeError(f"the migration did not complete: {done}")
+        await until(lambda: sorted(_serving_nodes(s)) == [0, 2], "Instances 0 and 2 serving", within=WAIT)
+        wrong = await s.handle().execute_update(
+            "migrate", {"component": "engine", "instance": 0, "from_node": "no-such-node"}
+        )
+        failed = await _migration_ended(s, wrong["workflow_id"])
+        if failed.get("reason") != "MigrationFromNodeMismatch":
+            raise RuntimeError(f"expected MigrationFromNodeMismatch: {failed}")
+        await _delete_service(s)
+
+
 SCENARIOS = [
     Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
     Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
@@ -579,6 +613,12 @@ SCENARIOS = [
         service_canary,
         "engine+decoder canary with Prometheus analysis: a good image promoted past its manual gate, then a bad "
         "image rolled back by analysis; delete",
+    ),
+    Scenario(
+        "service_migration",
+        service_migration,
+        "two engine Instances: Instance 1 migrated off its node (Completed), a request naming the wrong node "
+        "(Failed), delete",
     ),
     Scenario(
         "service_lifecycle_change",

@@ -26,7 +26,7 @@ from tests.replay.changed_workflows import CHANGED
 from tests.replay.record_histories import REGENERATE, SCENARIOS
 from workers.client import DATA_CONVERTER
 from workers.worker import _SANDBOX_PASSTHROUGH
-from workflows.names import INFERENCE_REPLICA, INFERENCE_SERVICE, INSTANCE, ROLLOUT
+from workflows.names import INFERENCE_REPLICA, INFERENCE_SERVICE, INSTANCE, MIGRATION, ROLLOUT
 from workflows.registry import WORKFLOWS
 
 pytestmark = pytest.mark.workflows
@@ -81,7 +81,10 @@ def test_histories_cover_every_scenario_and_workflow_type() -> None:
     assert scenarios == {scenario.name for scenario in SCENARIOS}, (
         f"histories are out of step with the scenarios; rerun `{REGENERATE}`"
     )
-    assert {workflow_type(path) for path in FILES} == {INSTANCE, INFERENCE_REPLICA, INFERENCE_SERVICE, ROLLOUT}
+    # Every workflow type the worker registers has histories to replay.
+    registered = {getattr(cls, "__temporal_workflow_definition").name for cls in WORKFLOWS}
+    expected = {INSTANCE, INFERENCE_REPLICA, INFERENCE_SERVICE, ROLLOUT, MIGRATION}
+    assert {workflow_type(path) for path in FILES} == registered == expected
     for path in FILES:
         events = json.loads(path.read_text())["events"]
         started = events[0]["workflowExecutionStartedEventAttributes"]
