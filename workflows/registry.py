@@ -2,9 +2,16 @@
 
 from typing import Any
 
+from workflows.drain.workflow import DrainWorkflow
 from workflows.instance.workflow import InstanceWorkflow
 from workflows.replica.workflow import InferenceReplicaWorkflow
 from workflows.rollout.workflow import RolloutWorkflow
 from workflows.service.workflow import InferenceServiceWorkflow
 
-WORKFLOWS: list[type[Any]] = [InstanceWorkflow, InferenceReplicaWorkflow, InferenceServiceWorkflow, RolloutWorkflow]
+WORKFLOWS: list[type[Any]] = [
+    InstanceWorkflow,
+    InferenceReplicaWorkflow,
+    InferenceServiceWorkflow,
+    RolloutWorkflow,
+    DrainWorkflow,
+]
