@@ -42,6 +42,8 @@ class DrainStatus(BaseModel):
     instances_migrating: list[str] = Field(default_factory=list)
     waiting: list[Waiting] = Field(default_factory=list)
     pods_left: list[str] = Field(default_factory=list)
+    pods_stuck: list[str] = Field(default_factory=list)
+    """Of `pods_left`: terminating on a node that is not Ready; reported, not waited for."""
     pods_evicted: list[str] = Field(default_factory=list)
     pods_ignored: list[str] = Field(default_factory=list)
     migrations_started: int = 0
@@ -113,6 +115,7 @@ def status_of(state: DrainState, now: datetime) -> DrainStatus:
         instances_migrating=[m.instance.label for m in instances if m.migration_id is not None],
         waiting=waiting,
         pods_left=state.pods_left,
+        pods_stuck=state.pods_stuck,
         pods_evicted=state.evicted,
         pods_ignored=state.pods_ignored,
         migrations_started=state.migrations_started,
