@@ -29,7 +29,9 @@ QUERY_STATUS = "status"
 class DrainInput(MessageModel):
     """What a `Drain` starts from. Checked before anything is cordoned."""
 
-    node: str
+    node: str = ""
+    """Required; '' (or left out) is refused with an error naming the field, not a decoding
+    failure the workflow task would retry forever."""
     reason: str = ""
     """Why the node is drained; carried into every migration request."""
     timeout: str | None = None
