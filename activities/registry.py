@@ -4,6 +4,7 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.kube import KubeActivities
+from activities.kube_nodes import NodeActivities
 from activities.migration import MigrationActivities
 from activities.prometheus import PrometheusActivities
 from activities.settings import SettingsActivities
@@ -23,6 +24,7 @@ def build_activities(
     activities += settings.activities()
     activities += KubeActivities(kube_api_client).activities()
     activities += MigrationActivities(kube_api_client, migration_audit).activities()
+    activities += NodeActivities(kube_api_client).activities()
     # Canary analysis reads bearer-token Secrets through the same Kubernetes client;
     # `maxConcurrency` and `cacheTTL` apply at start (spec reference §2.2).
     limits = analysis_limits(settings.canary.analysis)

@@ -37,6 +37,8 @@ KUBE_READ_OBJECT = "kube.read_object"
 KUBE_LIST_OBJECTS = "kube.list_objects"
 KUBE_RECORD_EVENT = "kube.record_event"
 KUBE_CRD_EXISTS = "kube.crd_exists"
+KUBE_LIST_NODE_PODS = "kube.list_node_pods"
+KUBE_EVICT_POD = "kube.evict_pod"
 
 ALL_KUBE_ACTIVITIES = (
     KUBE_CREATE_PODS,
@@ -53,6 +55,8 @@ ALL_KUBE_ACTIVITIES = (
     KUBE_LIST_OBJECTS,
     KUBE_RECORD_EVENT,
     KUBE_CRD_EXISTS,
+    KUBE_LIST_NODE_PODS,
+    KUBE_EVICT_POD,
 )
 
 # The field manager / event reporting component the product writes as.
@@ -299,6 +303,58 @@ class CrdExistsResult(_Op):
     served_versions: list[str] = Field(default_factory=list)
 
 
+# --- nodes: cordon (through `patch_object`), the pods on a node, eviction --------------------
+
+
+class ListNodePodsInput(_Op):
+    """The node and every pod bound to it (field selector `spec.nodeName`), all namespaces."""
+
+    node: str
+
+
+class NodePod(_Op):
+    """One pod on a node, reduced to what a drain decides on."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Only the product's `ome.io/*` labels."""
+    phase: str = ""
+    terminating: bool = False
+    owner_kind: str = ""
+    """The controller owner's kind (`ReplicaSet`, `DaemonSet`, ...); '' for a bare or mirror pod."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class NodePods(_Op):
+    found: bool
+    """False: no node of that name (nothing else is filled in)."""
+    unschedulable: bool = False
+    ready: bool = True
+    """The node's Ready condition is True (a failed node's pods never finish terminating)."""
+    pods: list[NodePod] = Field(default_factory=list)
+
+
+class EvictPodInput(_Op):
+    """Evict one pod through the Eviction API (policy/v1), as `kubectl drain` does. `uid`
+    guards against evicting a new pod that took the name."""
+
+    namespace: str
+    name: str
+    uid: str | None = None
+
+
+class EvictPodResult(_Op):
+    outcome: Literal["evicted", "gone", "blocked"]
+    """`blocked`: a PodDisruptionBudget allows no disruption now (HTTP 429); try again later."""
+    message: str = ""
+    """For `blocked`: `blocked by PDB <name>: <the API server's message>`."""
+
+
 ACTIVITY_TYPES: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     KUBE_CREATE_PODS: (CreatePodsInput, CreatePodsResult),
     KUBE_DELETE_PODS: (DeletePodsInput, DeletePodsResult),
@@ -314,5 +370,7 @@ ACTIVITY_TYPES: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     KUBE_LIST_OBJECTS: (ListObjectsInput, ListObjectsResult),
     KUBE_RECORD_EVENT: (RecordEventInput, RecordEventResult),
     KUBE_CRD_EXISTS: (CrdExistsInput, CrdExistsResult),
+    KUBE_LIST_NODE_PODS: (ListNodePodsInput, NodePods),
+    KUBE_EVICT_POD: (EvictPodInput, EvictPodResult),
 }
 """Input and result model of each activity name: the contract test checks both sides."""

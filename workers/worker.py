@@ -62,17 +62,21 @@ def build_worker(
     """A worker with every registered workflow and activity, ready for `async with` or `run()`.
 
     Tests call this against the time-skipping environment with a fresh task queue, adding
-    test-only workflows with `extra_workflows`, or replacing the real activities with mocks
-    registered under the same names with `activities`. Without an `activity_executor` a thread
+    test-only workflows with `extra_workflows` (one named like a product workflow replaces it),
+    or replacing the real activities with mocks registered under the same names with `activities`. Without an `activity_executor` a thread
     pool of `MAX_CONCURRENT_ACTIVITIES` threads is created; its idle threads end with the process.
     """
+    # A test double registered under a product workflow's name (a `Migration` that only
+    # deletes pods) takes that workflow's place.
+    doubled = {_workflow_name(extra) for extra in extra_workflows}
+    workflows = [w for w in WORKFLOWS if _workflow_name(w) not in doubled]
     executor = activity_executor or ThreadPoolExecutor(
         max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity"
     )
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[*WORKFLOWS, *extra_workflows],
+        workflows=[*workflows, *extra_workflows],
         activities=build_activities(kube_api_client, canary, migration_audit) if activities is None else activities,
         activity_executor=executor,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
@@ -82,6 +86,11 @@ def build_worker(
         ),
         graceful_shutdown_timeout=graceful_shutdown_timeout,
     )
+
+
+def _workflow_name(cls: type[Any]) -> str | None:
+    definition = getattr(cls, "__temporal_workflow_definition", None)
+    return getattr(definition, "name", None)
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:

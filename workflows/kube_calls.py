@@ -30,8 +30,10 @@ from models.kube_ops import (
     KUBE_CREATE_PODS,
     KUBE_DELETE_OBJECT,
     KUBE_DELETE_PODS,
+    KUBE_EVICT_POD,
     KUBE_FORCE_DELETE_POD,
     KUBE_LIST_INSTANCE_PODS,
+    KUBE_LIST_NODE_PODS,
     KUBE_LIST_OBJECTS,
     KUBE_PATCH_OBJECT,
     KUBE_PATCH_STATUS,
@@ -50,10 +52,14 @@ from models.kube_ops import (
     DeleteObjectResult,
     DeletePodsInput,
     DeletePodsResult,
+    EvictPodInput,
+    EvictPodResult,
     ForceDeletePodInput,
     ListInstancePodsInput,
+    ListNodePodsInput,
     ListObjectsInput,
     ListObjectsResult,
+    NodePods,
     PatchObjectInput,
     PatchObjectResult,
     PatchStatusInput,
@@ -222,3 +228,15 @@ async def crd_exists(
     arg: CrdExistsInput, *, summary: str, schedule_to_close: timedelta | None = None
 ) -> CrdExistsResult:
     return await _call(KUBE_CRD_EXISTS, arg, CrdExistsResult, summary, schedule_to_close=schedule_to_close)
+
+
+async def list_node_pods(
+    arg: ListNodePodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> NodePods:
+    return await _call(KUBE_LIST_NODE_PODS, arg, NodePods, summary, schedule_to_close=schedule_to_close)
+
+
+async def evict_pod(
+    arg: EvictPodInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> EvictPodResult:
+    return await _call(KUBE_EVICT_POD, arg, EvictPodResult, summary, schedule_to_close=schedule_to_close)

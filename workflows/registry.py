@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from workflows.drain.workflow import DrainWorkflow
 from workflows.instance.workflow import InstanceWorkflow
 from workflows.migration.workflow import MigrationWorkflow
 from workflows.replica.workflow import InferenceReplicaWorkflow
@@ -14,4 +15,5 @@ WORKFLOWS: list[type[Any]] = [
     InferenceServiceWorkflow,
     RolloutWorkflow,
     MigrationWorkflow,
+    DrainWorkflow,
 ]

@@ -33,6 +33,7 @@ import yaml
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube import KubeActivities
+from activities.kube_nodes import NodeActivities
 from activities.migration import MigrationActivities
 from activities.prometheus import PrometheusActivities
 from kubesim.handle import KubeSim
@@ -47,8 +48,10 @@ from models.kube_ops import (
     CreatePodsInput,
     DeleteObjectInput,
     DeletePodsInput,
+    EvictPodInput,
     ForceDeletePodInput,
     ListInstancePodsInput,
+    ListNodePodsInput,
     ListObjectsInput,
     ObjectRef,
     PatchObjectInput,
@@ -174,7 +177,9 @@ def _apply_twice(kube: KubeActivities, manifest: dict[str, Any], plural: str | N
     return updated.ref.uid or ""
 
 
-def exercise_activities(kube: KubeActivities, sim: KubeSim, summaries: list[InstancePods]) -> None:
+def exercise_activities(
+    kube: KubeActivities, nodes: NodeActivities, sim: KubeSim, summaries: list[InstancePods]
+) -> None:
     """Every Kubernetes activity, on the objects the planners render for the example.
 
     `summaries` is what the watcher has sent so far: the pod is deleted only once the watcher
@@ -291,6 +296,7 @@ def exercise_activities(kube: KubeActivities, sim: KubeSim, summaries: list[Inst
     wait_for(
         lambda: any(s.serving_count for s in list(summaries)), f"the watcher to report {pod.name} serving"
     )
+    exercise_drain(kube, nodes, sim, namespace, pod.name, pod.uid)
     _run(kube.pods_gone, PodsGoneInput(namespace=namespace, names=[pod.name]))
     _run(kube.delete_pods, DeletePodsInput(namespace=namespace, names=[pod.name], uids={pod.name: pod.uid}))
     _run(kube.force_delete_pod, ForceDeletePodInput(namespace=namespace, name=pod.name))
@@ -310,6 +316,18 @@ def exercise_activities(kube: KubeActivities, sim: KubeSim, summaries: list[Inst
             api_version=api_version, kind=kind, name=object_name, namespace=namespace, plural=owned_plural
         )
         assert _run(kube.delete_object, DeleteObjectInput(ref=ref)).deleted, ref
+
+
+def exercise_drain(
+    kube: KubeActivities, nodes: NodeActivities, sim: KubeSim, namespace: str, pod: str, uid: str
+) -> None:
+    """The Drain workflow's calls: cordon the pod's node, list its pods, evict, uncordon."""
+    [placed] = [p for p in sim.objects("", "pods", namespace) if p["metadata"]["name"] == pod]
+    node = ObjectRef(api_version="v1", kind="Node", name=placed["spec"]["nodeName"])
+    _run(kube.patch_object, PatchObjectInput(ref=node, patch={"spec": {"unschedulable": True}}))
+    assert pod in [p.name for p in _run(nodes.list_node_pods, ListNodePodsInput(node=node.name)).pods]
+    _run(nodes.evict_pod, EvictPodInput(namespace=namespace, name=pod, uid=uid))
+    _run(kube.patch_object, PatchObjectInput(ref=node, patch={"spec": {"unschedulable": None}}))
 
 
 ANALYSIS_TOKEN_SECRET = "prometheus-token"
@@ -400,7 +418,11 @@ async def product_requests() -> Usage:
                 await watcher.wait_synced()
                 await deployments.wait_synced()
             await asyncio.to_thread(
-                exercise_activities, KubeActivities(logged_client(sim, log)), sim, summaries
+                exercise_activities,
+                KubeActivities(logged_client(sim, log)),
+                NodeActivities(logged_client(sim, log)),
+                sim,
+                summaries,
             )
             await exercise_analysis(PrometheusActivities(logged_client(sim, log)), isvc["metadata"]["namespace"])
             await asyncio.to_thread(

@@ -26,6 +26,7 @@ import yaml
 from kubernetes.client import ApiClient
 
 from activities.kube import KubeActivities
+from activities.kube_nodes import NodeActivities
 from models.admission import admit
 from models.duration import parse_duration
 from models.runtime import ClusterServingRuntime
@@ -66,6 +67,8 @@ GRANTED_AHEAD: dict[Request, str] = {
 
 KIND_RESOURCES = {
     "Pod": ("", "pods"),
+    "Node": ("", "nodes"),
+    "Eviction": ("", "pods/eviction"),
     "Service": ("", "services"),
     "Event": ("", "events"),
     "ConfigMap": ("", "configmaps"),
@@ -376,7 +379,10 @@ def used(usage: Usage) -> set[Request]:
 @pytest.mark.kubesim
 def test_the_measured_run_exercises_every_kube_activity(usage: Usage) -> None:
     # A new activity must join the measured run, or its requests would escape the RBAC check.
-    registered = {method.__name__ for method in KubeActivities(ApiClient()).activities()}
+    registered = {
+        method.__name__
+        for method in [*KubeActivities(ApiClient()).activities(), *NodeActivities(ApiClient()).activities()]
+    }
     assert usage.activities == registered, f"not exercised: {sorted(registered - usage.activities)}"
 
 
