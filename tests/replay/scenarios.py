@@ -574,6 +574,31 @@ async def service_migration(env: WorkflowEnvironment, sim: KubeSim, task_queue: 
         await _delete_service(s)
 
 
+async def _drained(s: Story, handle: WorkflowHandle[Any, Any]) -> bool:
+    status = await handle.query("status")
+    return bool(status["phase"] == "Drained")
+
+
+async def service_drain(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """Three engine Instances; the node of Instance 0 drained (its Instance migrated replacement
+    first), held cordoned, released; delete."""
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest(minReplicas=3, maxReplicas=3)
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1, 2]), "three Ready engine Instances", within=WAIT)
+        node = _serving_nodes(s)[0]
+        drain = await s.client.start_workflow(
+            "Drain", {"node": node, "reason": "kernel upgrade"}, id=f"drain/node/{node}", task_queue=task_queue
+        )
+        await until(lambda: _drained(s, drain), "the node drained", within=WAIT)
+        moved = _serving_nodes(s)
+        if len(moved) != 3 or node in moved.values():
+            raise RuntimeError(f"expected three Instances serving off {node}: {moved}")
+        await drain.signal("release")
+        await asyncio.wait_for(drain.result(), WAIT)
+        await _delete_service(s)
+
+
 SCENARIOS = [
     Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
     Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
@@ -619,6 +644,11 @@ SCENARIOS = [
         service_migration,
         "two engine Instances: Instance 1 migrated off its node (Completed), a request naming the wrong node "
         "(Failed), delete",
+    ),
+    Scenario(
+        "service_drain",
+        service_drain,
+        "three engine Instances: the node of Instance 0 drained replacement first, held cordoned, released; delete",
     ),
     Scenario(
         "service_lifecycle_change",
