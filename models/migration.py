@@ -72,11 +72,12 @@ def request_problems(raw: Any) -> list[str]:
     if not isinstance(raw, dict):
         return [f"must be a JSON object, got {type(raw).__name__}"]
     problems: list[str] = []
-    known = set(MigrationRequest.model_fields) | {"schemaVersion"}
+    # The keys as OME writes them; `schema_version` (the Python name) is read too.
+    known = {field.alias or name for name, field in MigrationRequest.model_fields.items()}
     unknown = sorted(set(raw) - known - {"schema_version"})
     if unknown:
         problems.append(f"unknown field(s) {', '.join(unknown)}; the fields are {', '.join(sorted(known))}")
-    version = raw.get("schemaVersion", REQUEST_SCHEMA_VERSION)
+    version = raw.get("schemaVersion", raw.get("schema_version", REQUEST_SCHEMA_VERSION))
     if version != REQUEST_SCHEMA_VERSION:
         problems.append(f'schemaVersion must be "v1", got {version!r}')
     if raw.get("component") not in MIGRATION_COMPONENTS:
@@ -100,13 +101,22 @@ def request_problems(raw: Any) -> list[str]:
         value = raw.get(text_field)
         if value is not None and not isinstance(value, str):
             problems.append(f"{text_field} must be a string, got {value!r}")
-    if raw.get("requested_at") is not None:
-        try:
-            MigrationRequest.model_validate({"component": "engine", "instance": 0, "from_node": "n",
-                                             "requested_at": raw["requested_at"]})
-        except ValueError:
-            problems.append(f"requested_at must be an RFC 3339 time, got {raw['requested_at']!r}")
+    if raw.get("requested_at") is not None and not _rfc3339(raw["requested_at"]):
+        problems.append(f"requested_at must be an RFC 3339 time, got {raw['requested_at']!r}")
     return problems
+
+
+def _rfc3339(value: Any) -> bool:
+    """A time as Go's `time.Time` reads it from JSON: a string with a date, a time and an offset."""
+    if not isinstance(value, str):
+        return False
+    try:
+        parsed = MigrationRequest.model_validate(
+            {"component": "engine", "instance": 0, "from_node": "n", "requested_at": value}
+        ).requested_at
+    except ValueError:
+        return False
+    return parsed is not None and parsed.tzinfo is not None and "T" in value.upper()
 
 
 def parse_request(raw: Any) -> MigrationRequest:
@@ -114,7 +124,8 @@ def parse_request(raw: Any) -> MigrationRequest:
     problems = request_problems(raw)
     if problems:
         raise ValueError(f"migration request: {'; '.join(problems)}")
-    return MigrationRequest.model_validate(raw)
+    # A null reads as absent, as Go's JSON decoding leaves the field at its zero value.
+    return MigrationRequest.model_validate({key: value for key, value in raw.items() if value is not None})
 
 
 class MigrationAudit(BaseModel):

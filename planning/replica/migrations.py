@@ -165,12 +165,16 @@ def plan_migrations(
     start: SurgeStart | None = None
     wake: list[datetime] = []
     taken = set(by_index) | set(ctx.reserved_indexes)
-    for ticket in ordered:
+    for position, ticket in enumerate(ordered):
         if not ticket.active:
             out.append(ticket)
             continue
-        others = [t for t in out if t.active] + [t for t in ordered if t is not ticket and t not in out and t.active]
-        step = _advance(ticket, by_index, ctx, others, taken, start is not None)
+        # The others as they stand now: those decided in this pass in their new state, the
+        # rest as they came. Ended ones count toward the rate cap only.
+        rest = [*out, *ordered[position + 1 :]]
+        others = [t for t in rest if t.active]
+        began = [t.began_at for t in rest if t.began_at is not None]
+        step = _advance(ticket, by_index, ctx, others, began, taken, start is not None)
         out.append(step.ticket)
         events.extend(step.events)
         drain.extend(step.drain)
@@ -222,13 +226,14 @@ def _advance(
     by_index: Mapping[int, InstanceFacts],
     ctx: MigrationContext,
     others: Sequence[MigrationTicket],
+    began: Sequence[datetime],
     taken: set[int],
     started_one: bool,
 ) -> _Step:
     if ticket.cancel_requested is not None and ticket.phase != P.DRAINING:
         return _fail(ticket, ctx, "MigrationCancelled", f"cancelled by {ticket.cancel_requested}")
     if ticket.phase == P.ACCEPTED:
-        return _accepted(ticket, by_index, ctx, others, taken, started_one)
+        return _accepted(ticket, by_index, ctx, others, began, taken, started_one)
     if ticket.phase == P.DRAINING:
         return _draining(ticket, by_index, ctx)
     return _surging(ticket, by_index, ctx)
@@ -243,6 +248,7 @@ def _accepted(
     by_index: Mapping[int, InstanceFacts],
     ctx: MigrationContext,
     others: Sequence[MigrationTicket],
+    began: Sequence[datetime],
     taken: set[int],
     started_one: bool,
 ) -> _Step:
@@ -305,13 +311,15 @@ def _accepted(
         )
     cap = ticket.audit
     window = timedelta(seconds=cap.window_seconds)
-    began = [t for t in others if t.began_at is not None and ctx.now - window < t.began_at <= ctx.now]
-    if len(began) >= cap.max_migrations_per_window:
+    # Every migration of the component begun within the window, ended ones included (they
+    # stay listed for the window): one at a time runs, so counting active ones counts none.
+    recent = [at for at in began if ctx.now - window < at <= ctx.now]
+    if len(recent) >= cap.max_migrations_per_window:
         return _fail(
             ticket,
             ctx,
             "RateLimited",
-            f"migration rate cap reached ({len(began)}/{cap.max_migrations_per_window} in the last "
+            f"migration rate cap reached ({len(recent)}/{cap.max_migrations_per_window} in the last "
             f"{format_duration(cap.window_seconds)})",
         )
     index = lowest_unused(taken)

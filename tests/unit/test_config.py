@@ -3,6 +3,7 @@ right field, and errors that name the variable to fix."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,11 @@ from pydantic import BaseModel, ValidationError
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.service import TLSConfig
 
+from models.migration import MigrationAudit
 from workers.client import tls_config, tracing_interceptors
 from workers.config import (
     KubeSettings,
+    MigrationSettings,
     OtelSettings,
     Settings,
     SettingsError,
@@ -178,3 +181,59 @@ def test_the_readme_documents_every_variable() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     undocumented = sorted(name for name in env_var_names() if f"`{name}`" not in readme)
     assert undocumented == [], f"add these to the README's configuration table: {undocumented}"
+
+
+# --- migration caps (`lifecycle.audit`, reference §13) ----------------------------------
+
+
+def test_migration_caps_default_to_the_chart() -> None:
+    assert Settings().migration.audit() == MigrationAudit(
+        max_in_flight_migrations=3, max_migrations_per_window=10, window_seconds=3600
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param({"window": "30m"}, MigrationAudit(window_seconds=1800), id="30m window"),
+        pytest.param(
+            {"max_migrations_per_window": 1, "window": "1h30m"},
+            MigrationAudit(max_migrations_per_window=1, window_seconds=5400),
+            id="cap 1 in 1h30m",
+        ),
+        pytest.param({"max_in_flight_migrations": 0}, None, id="in-flight cap 0"),
+        pytest.param({"max_migrations_per_window": 0}, None, id="rate cap 0"),
+        pytest.param({"max_migrations_per_window": -1}, None, id="rate cap negative"),
+        pytest.param({"max_in_flight_migrations": None}, None, id="in-flight cap unset"),
+        pytest.param({"max_migrations_per_window": None}, None, id="rate cap unset"),
+        pytest.param({"window": ""}, None, id="window empty"),
+        pytest.param({"window": None}, None, id="window unset"),
+        pytest.param({"window": "0s"}, None, id="window 0s"),
+        pytest.param({"window": "-1h"}, None, id="window negative"),
+    ],
+)
+def test_migration_caps(fields: dict[str, object], expected: MigrationAudit | None) -> None:
+    assert MigrationSettings(**fields).audit() == expected  # type: ignore[arg-type]
+
+
+def test_migration_caps_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OME_MIGRATION__MAX_MIGRATIONS_PER_WINDOW", "2")
+    monkeypatch.setenv("OME_MIGRATION__WINDOW", "10m")
+    assert Settings().migration.audit() == MigrationAudit(max_migrations_per_window=2, window_seconds=600)
+    monkeypatch.setenv("OME_MIGRATION__WINDOW", "")
+    assert Settings().migration.audit() is None
+
+
+@pytest.mark.parametrize("window", ["soon", "60", "1 hour"])
+def test_a_bad_migration_window_names_its_variable(monkeypatch: pytest.MonkeyPatch, window: str) -> None:
+    expected = f"OME_MIGRATION__WINDOW={window!r} is not a Go duration"
+    # Raised as SettingsError inside the model; pydantic reports it as a ValidationError, as
+    # the other settings' checks are (both are ValueErrors).
+    with pytest.raises(ValueError, match=re.escape(expected)) as direct:
+        MigrationSettings(window=window)
+    assert "set it like 1h or 30m" in str(direct.value)
+    assert isinstance(direct.value, ValidationError)
+    assert isinstance(direct.value.errors()[0]["ctx"]["error"], SettingsError)
+    monkeypatch.setenv("OME_MIGRATION__WINDOW", window)
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        Settings()

@@ -27,6 +27,7 @@ from bench.lifecycle_stack import poll_until
 from kubesim.handle import KubeSim
 from models.canary_analysis import CanarySettingsResult
 from models.instance import SIGNAL_PODS_CHANGED
+from models.migration import MigrationAudit
 from models.pods import InstancePods
 from planning.pod_summary import InstanceKey, group_by_instance, instance_pods
 from workers.worker import build_worker
@@ -263,10 +264,13 @@ async def story(
     namespace: str = NAMESPACE,
     runtime: dict[str, Any] | None = None,
     canary: CanarySettingsResult | None = None,
+    migration_audit: MigrationAudit | None = MigrationAudit(),
 ) -> AsyncIterator[Story]:
     """A worker and a watcher around one kubesim, with a runtime in place (the spec 003
     example's unless `runtime` names another, applied in `namespace`); `canary`: the
-    worker's canary settings (its Prometheus, bindings, default ready timeout)."""
+    worker's canary settings (its Prometheus, bindings, default ready timeout);
+    `migration_audit`: the worker's migration caps (None: unconfigured, as OME without
+    `lifecycle.audit`)."""
     api = sim.api_client()
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
@@ -279,7 +283,8 @@ async def story(
     try:
         # Activities still running when the test ends are cancelled at once, not awaited.
         async with build_worker(
-            client, task_queue, sim.api_client(), graceful_shutdown_timeout=timedelta(0), canary=canary
+            client, task_queue, sim.api_client(), graceful_shutdown_timeout=timedelta(0), canary=canary,
+            migration_audit=migration_audit,
         ):
             try:
                 yield Story(client, task_queue, sim, core, custom, relay, cluster, name, namespace)

@@ -1,0 +1,810 @@
+"""Migrations as the InferenceReplica carries them out: every wait, failure, event and
+transition of `plan_migrations`, verbatim from reference §13 (and §9, §10)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from models.inferencereplica import InstanceRow, MigrationRecord, OperationRow
+from models.instance import InstancePhase
+from models.migration import MigrationAudit, MigrationPhase
+from planning.replica.events import PlannedEvent
+from planning.replica.facts import InstanceFacts
+from planning.replica.migrations import (
+    DEFAULT_RETENTION,
+    MODE_NEVER_MESSAGE,
+    NO_DEADLINE_MESSAGE,
+    POLICY_UNCONFIGURED_WAIT,
+    MigrationContext,
+    MigrationPlan,
+    MigrationTicket,
+    SurgeStart,
+    fail_all,
+    migration_records,
+    migration_rows,
+    placed_away,
+    plan_migrations,
+    retained,
+    with_migrations,
+)
+from planning.replica.update import counted
+from tests.unit.planning.replica.rows import NEW, NOW, OLD, creating, deleting, failed, ready, updating
+
+pytestmark = pytest.mark.unit
+
+P = MigrationPhase
+ACCEPTED_AT = NOW - timedelta(minutes=5)
+DEADLINE = ACCEPTED_AT + timedelta(minutes=30)
+BEGAN_AT = NOW - timedelta(minutes=2)
+AUDIT = MigrationAudit()
+SUBJECT = "OMENative migration uuid=m1 component=engine instance=1: "
+SURGE_POD = "qwen3-0-6b-engine-2-default-0"
+
+
+def ticket(uuid: str = "m1", instance: int = 1, from_node: str = "node-a", **extra: Any) -> MigrationTicket:
+    """A request to move `instance` off `from_node`, accepted five minutes ago, 30m deadline."""
+    fields: dict[str, Any] = {
+        "uuid": uuid,
+        "instance": instance,
+        "from_node": from_node,
+        "accepted_at": ACCEPTED_AT,
+        "deadline": DEADLINE,
+        "audit": AUDIT,
+        "workflow_id": f"migration/ns/qwen3-0-6b-engine-{instance}/{uuid}",
+    }
+    fields.update(extra)
+    return MigrationTicket(**fields)
+
+
+def moving(phase: MigrationPhase = P.SURGE_PENDING, **extra: Any) -> MigrationTicket:
+    """`m1`: instance 1 moving off node-a to surge instance 2."""
+    fields: dict[str, Any] = {"phase": phase, "surge_instance": 2, "revision": OLD, "began_at": BEGAN_AT}
+    fields.update(extra)
+    return ticket(**fields)
+
+
+def ended(uuid: str, began_at: datetime | None, phase: MigrationPhase = P.COMPLETED, **extra: Any) -> MigrationTicket:
+    """An ended migration of instance 0 (which still runs here), begun at `began_at`."""
+    fields: dict[str, Any] = {
+        "instance": 0,
+        "from_node": "node-b",
+        "accepted_at": ACCEPTED_AT - timedelta(hours=2),
+        "phase": phase,
+        "began_at": began_at,
+        "surge_instance": 9 if began_at is not None else None,
+        "ended_at": began_at or ACCEPTED_AT - timedelta(hours=2),
+    }
+    fields.update(extra)
+    return ticket(uuid, **fields)
+
+
+NODES: dict[int, tuple[str, ...]] = {0: ("node-b",), 1: ("node-a",), 2: ("node-c",)}
+PAIR = (ready(0), ready(1))
+
+
+def plan(
+    tickets: Sequence[MigrationTicket],
+    instances: Sequence[InstanceFacts] = PAIR,
+    **context: Any,
+) -> MigrationPlan:
+    fields: dict[str, Any] = {"component": "engine", "now": NOW, "nodes": NODES}
+    fields.update(context)
+    return plan_migrations(tickets, instances, MigrationContext(**fields))
+
+
+def of(result: MigrationPlan, uuid: str = "m1") -> MigrationTicket:
+    return next(t for t in result.tickets if t.uuid == uuid)
+
+
+def warning(reason: str, message: str) -> PlannedEvent:
+    return PlannedEvent("Warning", reason, SUBJECT + message, on_isvc=True)
+
+
+# --- Accepted: the waits -------------------------------------------------------------------
+
+OLDER = ACCEPTED_AT - timedelta(minutes=1)
+
+WAITS: list[Any] = [
+    pytest.param(
+        [ticket("m0", 0, "node-b", accepted_at=OLDER, phase=P.SURGE_PENDING, surge_instance=2, began_at=BEGAN_AT),
+         ticket()],
+        (*PAIR, creating(2)),
+        {},
+        "waiting for migration m0 (instance=0) to finish",
+        id="another migration surging",
+    ),
+    pytest.param(
+        [ticket("m0", 0, "node-b", accepted_at=OLDER, phase=P.DRAINING, surge_instance=2, began_at=BEGAN_AT),
+         ticket()],
+        (*PAIR, ready(2)),
+        {},
+        "waiting for migration m0 (instance=0) to finish",
+        id="another migration draining",
+    ),
+    pytest.param(
+        [ticket("m0", 0, "node-b", accepted_at=OLDER), ticket()],
+        (failed(0), ready(1)),
+        {},
+        "waiting behind migration m0 (one migration per component, oldest first)",
+        id="an older migration still waits",
+    ),
+    pytest.param(
+        [ticket(), ticket("m0", 0, "node-b")],
+        PAIR,
+        {},
+        "waiting for migration m0 (instance=0) to finish",
+        id="same acceptance time: the lower uuid starts first",
+    ),
+    pytest.param(
+        [ticket("m0", 0, "node-b", accepted_at=OLDER, audit=None), ticket()],
+        PAIR,
+        {},
+        "waiting behind migration m0 (one migration per component, oldest first)",
+        id="an older migration waiting for caps",
+    ),
+    pytest.param(
+        [ticket()], PAIR, {"paused": True},
+        "waiting while the component is paused (the deadline keeps running)",
+        id="paused",
+    ),
+    pytest.param(
+        [ticket()], PAIR, {"update_surge_in_flight": True},
+        "waiting for the update surge in flight to finish",
+        id="update surge in flight",
+    ),
+    pytest.param(
+        [ticket()], (ready(0), updating(1)), {},
+        "waiting for instance=1 to finish its Update operation",
+        id="source updating",
+    ),
+    pytest.param(
+        [ticket()], (ready(0), ready(1, operation="Restart")), {},
+        "waiting for instance=1 to finish its Restart operation",
+        id="source has an operation",
+    ),
+    pytest.param(
+        [ticket()], (ready(0), InstanceFacts(index=1, phase=InstancePhase.RESTARTING)), {},
+        "waiting for instance=1 to finish its Restarting operation",
+        id="source in flight without an operation",
+    ),
+    pytest.param(
+        [ticket()], (ready(0), failed(1)), {},
+        "waiting for instance=1 to be Ready (phase=Failed)",
+        id="source Failed",
+    ),
+    pytest.param(
+        [ticket()], (ready(0), InstanceFacts(index=1, phase=InstancePhase.PENDING, has_pods=False)), {},
+        "waiting for instance=1 to be Ready (phase=Pending)",
+        id="source Pending",
+    ),
+    pytest.param(
+        [ticket()], (ready(0), ready(1, ready=False, serving=False)), {},
+        "waiting for instance=1 to be Ready (phase=Ready)",
+        id="source Ready but its pods are not",
+    ),
+    pytest.param(
+        [ticket()], PAIR, {"nodes": {0: ("node-b",)}},
+        "waiting for instance=1 to have its pods scheduled",
+        id="source not reported on a node",
+    ),
+    pytest.param(
+        [ticket()], PAIR, {"nodes": {0: ("node-b",), 1: ()}},
+        "waiting for instance=1 to have its pods scheduled",
+        id="source unscheduled",
+    ),
+    pytest.param(
+        [ticket(audit=None)], PAIR, {"paused": True},
+        POLICY_UNCONFIGURED_WAIT,
+        id="caps unconfigured",
+    ),
+]
+
+
+@pytest.mark.parametrize(("tickets", "instances", "context", "message"), WAITS)
+def test_accepted_waits(
+    tickets: list[MigrationTicket], instances: Sequence[InstanceFacts], context: dict[str, Any], message: str
+) -> None:
+    result = plan(tickets, instances, **context)
+    waiting = of(result)
+    assert waiting.phase == P.ACCEPTED
+    assert waiting.message == message
+    assert waiting.failure_reason is None and waiting.ended_at is None and waiting.began_at is None
+    assert result.start is None or result.start.uuid != "m1"
+    assert not [e for e in result.events if "uuid=m1 " in e.message and e.reason != "MigrationPolicyUnconfigured"]
+    assert result.wake_at == DEADLINE  # the deadline runs while it waits
+
+
+def test_waits_text_is_exact() -> None:
+    assert POLICY_UNCONFIGURED_WAIT == "waiting for migration capacity policy (no lifecycle.audit configured)"
+
+
+def test_unconfigured_caps_warn_once_then_wait_until_configured() -> None:
+    first = plan([ticket(audit=None)])
+    assert of(first).message == "waiting for migration capacity policy (no lifecycle.audit configured)"
+    assert first.events == (
+        warning("MigrationPolicyUnconfigured", "waiting for migration capacity policy (no lifecycle.audit configured)"),
+    )
+    assert of(first).warned == ("MigrationPolicyUnconfigured",)
+    assert first.start is None
+
+    second = plan(first.tickets)
+    assert second.events == ()
+    assert of(second) == of(first)
+
+    # An operator configures the caps: the next pass starts the replacement.
+    third = plan([replace(of(second), audit=AUDIT)])
+    assert of(third).phase == P.SURGE_PENDING
+    assert third.start is not None and third.start.index == 2
+
+
+# --- Accepted: the failures ----------------------------------------------------------------
+
+FAILURES: list[Any] = [
+    pytest.param(
+        ticket(), PAIR, {"mode": "Never"},
+        "MigrationRequestRejected", "migrations disabled by MigrationPolicy Mode=Never",
+        id="mode Never",
+    ),
+    pytest.param(
+        ticket(audit=None, deadline=None), PAIR, {"mode": "Never", "paused": True},
+        "MigrationRequestRejected", MODE_NEVER_MESSAGE,
+        id="mode Never before anything else",
+    ),
+    pytest.param(
+        ticket(instance=7), PAIR, {},
+        "MigrationRequestRejected", "instance=7 of component=engine does not exist or is being deleted",
+        id="no such instance",
+    ),
+    pytest.param(
+        ticket(), (ready(0), deleting(1)), {},
+        "MigrationRequestRejected", "instance=1 of component=engine does not exist or is being deleted",
+        id="source being deleted",
+    ),
+    pytest.param(
+        ticket(deadline=None), PAIR, {},
+        "MigrationExpired", "deadline exceeded in phase Accepted: surge never allocated",
+        id="no instanceReadyTimeout",
+    ),
+    pytest.param(
+        ticket(deadline=None, audit=None), PAIR, {"paused": True},
+        "MigrationExpired", NO_DEADLINE_MESSAGE,
+        id="no instanceReadyTimeout, even while waiting",
+    ),
+    pytest.param(
+        ticket(), PAIR, {"now": DEADLINE},
+        "MigrationExpired", "deadline exceeded in phase Accepted: surge never allocated",
+        id="deadline reached in Accepted",
+    ),
+    pytest.param(
+        ticket(), PAIR, {"now": DEADLINE + timedelta(seconds=1), "paused": True},
+        "MigrationExpired", "deadline exceeded in phase Accepted: surge never allocated",
+        id="deadline passes while paused",
+    ),
+    pytest.param(
+        ticket(audit=None), PAIR, {"now": DEADLINE},
+        "MigrationExpired", "deadline exceeded in phase Accepted: surge never allocated",
+        id="deadline passes while waiting for caps",
+    ),
+    pytest.param(
+        ticket(from_node="node-x"), PAIR, {},
+        "MigrationFromNodeMismatch", "request.FromNode=node-x does not match observed source node=node-a",
+        id="from_node mismatch",
+    ),
+    pytest.param(
+        ticket(from_node="node-x"), PAIR, {"nodes": {1: ("node-c", "node-b", "node-c")}},
+        "MigrationFromNodeMismatch", "request.FromNode=node-x does not match observed source node=node-b,node-c",
+        id="from_node mismatch, a gang on two nodes",
+    ),
+    pytest.param(
+        ticket(hint_target_nodes=("node-a",)), PAIR, {},
+        "MigrationNodeAffinityConflict",
+        "hint_target_nodes ['node-a'] name only the source node node-a; the replacement must run on another node",
+        id="hints name only the source node",
+    ),
+]
+
+
+@pytest.mark.parametrize(("request_ticket", "instances", "context", "reason", "message"), FAILURES)
+def test_accepted_failures(
+    request_ticket: MigrationTicket,
+    instances: Sequence[InstanceFacts],
+    context: dict[str, Any],
+    reason: str,
+    message: str,
+) -> None:
+    result = plan([request_ticket], instances, **context)
+    failed_ticket = of(result)
+    assert failed_ticket.phase == P.FAILED
+    assert (failed_ticket.failure_reason, failed_ticket.message) == (reason, message)
+    assert failed_ticket.ended_at == context.get("now", NOW)
+    assert result.events == (
+        PlannedEvent("Warning", reason, f"OMENative migration uuid=m1 component=engine instance="
+                                        f"{request_ticket.instance}: {message}", on_isvc=True),
+    )
+    assert result.start is None and result.delete == () and result.drain == ()
+    assert result.wake_at is None
+
+
+def test_a_failed_older_request_lets_the_next_one_start_in_the_same_pass() -> None:
+    result = plan([ticket("m0", 0, "node-x", accepted_at=OLDER), ticket()])
+    assert of(result, "m0").failure_reason == "MigrationFromNodeMismatch"
+    assert of(result).phase == P.SURGE_PENDING
+    assert result.start is not None and result.start.uuid == "m1"
+
+
+# --- The rate cap --------------------------------------------------------------------------
+
+
+def begun(count: int, ago: timedelta = timedelta(minutes=30), phase: MigrationPhase = P.COMPLETED) -> list[MigrationTicket]:
+    return [ended(f"done-{n}", NOW - ago, phase) for n in range(count)]
+
+
+RATE: list[Any] = [
+    pytest.param(begun(10), AUDIT, "migration rate cap reached (10/10 in the last 1h0m0s)", id="chart caps: 10 in 1h"),
+    pytest.param(
+        begun(6) + begun(4, phase=P.FAILED)[:4], AUDIT,
+        "migration rate cap reached (10/10 in the last 1h0m0s)", id="failed surges count too",
+    ),
+    pytest.param(
+        begun(1), MigrationAudit(max_migrations_per_window=1, window_seconds=3600),
+        "migration rate cap reached (1/1 in the last 1h0m0s)", id="cap 1",
+    ),
+    pytest.param(
+        begun(2, timedelta(minutes=10)), MigrationAudit(max_migrations_per_window=2, window_seconds=1800),
+        "migration rate cap reached (2/2 in the last 30m0s)", id="30m window",
+    ),
+    pytest.param(begun(9), AUDIT, None, id="9 of 10: starts"),
+    pytest.param(begun(9) + begun(1, timedelta(hours=1)), AUDIT, None, id="one begun a window ago: outside"),
+    pytest.param(begun(9) + begun(3, timedelta(hours=2)), AUDIT, None, id="older ones do not count"),
+    pytest.param(
+        begun(9) + [ended(f"never-{n}", None, P.FAILED) for n in range(5)], AUDIT, None,
+        id="failed before beginning: not counted",
+    ),
+    pytest.param(
+        begun(2, timedelta(minutes=40)), MigrationAudit(max_migrations_per_window=2, window_seconds=1800), None,
+        id="30m window: 40 minutes ago is outside",
+    ),
+]
+
+
+@pytest.mark.parametrize(("history", "audit", "message"), RATE)
+def test_rate_cap(history: list[MigrationTicket], audit: MigrationAudit, message: str | None) -> None:
+    result = plan([*history, ticket(audit=audit)])
+    current = of(result)
+    if message is None:
+        assert current.phase == P.SURGE_PENDING
+        assert result.start is not None
+        return
+    assert current.phase == P.FAILED
+    assert (current.failure_reason, current.message) == ("RateLimited", message)
+    assert result.events == (warning("RateLimited", message),)
+    assert result.start is None
+
+
+# --- The replacement starts ----------------------------------------------------------------
+
+
+def test_the_surge_starts_at_the_lowest_unused_index_off_the_source_node() -> None:
+    result = plan([ticket(requested_by="alice")])
+    assert result.start == SurgeStart(uuid="m1", index=2, source=1, revision=OLD, avoid_node="node-a")
+    started = of(result)
+    assert started.phase == P.SURGE_PENDING
+    assert (started.surge_instance, started.revision, started.began_at) == (2, OLD, NOW)
+    assert started.message == "surge instance=2 starting off node node-a"
+    assert result.events == (
+        PlannedEvent(
+            "Normal",
+            "MigrationRequestAccepted",
+            "OMENative migration uuid=m1 accepted: component=engine instance=1 on node node-a -> surge instance=2 "
+            "(requested by alice)",
+            on_isvc=True,
+        ),
+    )
+    assert result.wake_at == DEADLINE
+    assert result.drain == () and result.delete == ()
+
+
+def test_the_accepted_event_without_a_requester() -> None:
+    result = plan([ticket()])
+    assert [e.message for e in result.events] == [
+        "OMENative migration uuid=m1 accepted: component=engine instance=1 on node node-a -> surge instance=2"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("instances", "reserved", "index"),
+    [
+        pytest.param((ready(0), ready(1), ready(3)), (), 2, id="fills a gap"),
+        pytest.param((ready(1), ready(2)), (), 0, id="index 0 free"),
+        pytest.param(PAIR, (2, 3), 4, id="reserved indexes are not free"),
+        pytest.param((ready(0), ready(1), creating(2)), (4,), 3, id="a launched Instance holds its index"),
+        pytest.param((ready(0), ready(1), deleting(2)), (), 3, id="a deleting Instance holds its index"),
+    ],
+)
+def test_surge_index(instances: Sequence[InstanceFacts], reserved: Sequence[int], index: int) -> None:
+    result = plan([ticket()], instances, reserved_indexes=reserved)
+    assert result.start is not None and result.start.index == index
+    assert of(result).surge_instance == index
+
+
+def test_hints_keep_their_order_without_the_source_node() -> None:
+    result = plan([ticket(hint_target_nodes=("node-c", "node-a", "node-b"))])
+    assert result.start is not None
+    assert (result.start.avoid_node, result.start.prefer_nodes) == ("node-a", ("node-c", "node-b"))
+
+
+@pytest.mark.parametrize(
+    ("source", "revision"),
+    [
+        pytest.param(ready(1, revision=NEW), NEW, id="the source's running revision"),
+        pytest.param(ready(1, running_revision=None, target_revision=NEW), NEW, id="else its target"),
+    ],
+)
+def test_the_surge_runs_the_source_revision(source: InstanceFacts, revision: str) -> None:
+    result = plan([ticket()], (ready(0), source))
+    assert result.start is not None and result.start.revision == revision
+    assert of(result).revision == revision
+
+
+def test_only_one_surge_starts_per_pass() -> None:
+    result = plan([ticket("m0", 0, "node-b"), ticket()], PAIR)
+    assert result.start is not None and result.start.uuid == "m0"
+    assert of(result).message == "waiting for migration m0 (instance=0) to finish"
+
+
+# --- The replacement comes up --------------------------------------------------------------
+
+SURGING: list[Any] = [
+    pytest.param(
+        moving(), (*PAIR, creating(2)), {},
+        P.SURGE_PENDING, "surge instance=2 coming up (phase=Creating)", (), DEADLINE,
+        id="surge creating",
+    ),
+    pytest.param(
+        moving(), (*PAIR, ready(2, ready=False, serving=False)), {},
+        P.SURGE_PENDING, "surge instance=2 coming up (phase=Ready)", (), DEADLINE,
+        id="surge Ready but not serving",
+    ),
+    pytest.param(
+        moving(), (*PAIR, ready(2, serving_for=10)), {"min_ready_seconds": 30},
+        P.SURGE_PENDING, "surge instance=2 serving; settling for minReadySeconds", (), NOW + timedelta(seconds=20),
+        id="surge settling for minReadySeconds",
+    ),
+    pytest.param(
+        moving(), (*PAIR, ready(2, serving_for=30)), {"min_ready_seconds": 30},
+        P.DRAINING, "instance=1 leaving rotation; its pods go next", (1,), None,
+        id="surge settled: the source drains",
+    ),
+    pytest.param(
+        moving(), (*PAIR, ready(2, serving_for=0)), {},
+        P.DRAINING, "instance=1 leaving rotation; its pods go next", (1,), None,
+        id="no minReadySeconds: drains at once",
+    ),
+    pytest.param(
+        moving(), (*PAIR, ready(2)), {"paused": True},
+        P.SURGE_READY, "surge instance=2 ready and serving; the source drains when the component is resumed", (),
+        DEADLINE,
+        id="paused: stays SurgeReady",
+    ),
+    pytest.param(
+        moving(P.SURGE_READY), (*PAIR, ready(2)), {},
+        P.DRAINING, "instance=1 leaving rotation; its pods go next", (1,), None,
+        id="resumed: SurgeReady drains",
+    ),
+    pytest.param(
+        moving(P.DRAINING), (*PAIR, ready(2)), {"now": DEADLINE + timedelta(hours=1)},
+        P.DRAINING, "", (), None,
+        id="draining: no deadline",
+    ),
+]
+
+
+@pytest.mark.parametrize(("current", "instances", "context", "phase", "message", "drain", "wake"), SURGING)
+def test_surge_progress(
+    current: MigrationTicket,
+    instances: Sequence[InstanceFacts],
+    context: dict[str, Any],
+    phase: MigrationPhase,
+    message: str,
+    drain: tuple[int, ...],
+    wake: datetime | None,
+) -> None:
+    result = plan([current], instances, **context)
+    after = of(result)
+    assert (after.phase, after.message, result.drain, result.wake_at) == (phase, message, drain, wake)
+    assert result.events == () and result.delete == () and result.start is None
+    assert after.surge_instance == 2 and after.failure_reason is None
+
+
+SURGE_FAILURES: list[Any] = [
+    pytest.param(
+        moving(), (*PAIR, failed(2)), {"failed_pods": {2: (SURGE_POD, "CrashLoopBackOff")}},
+        "MigrationSurgeWedged", f"surge pod {SURGE_POD} wedged in CrashLoopBackOff past the stuck-pod grace",
+        id="surge wedged",
+    ),
+    pytest.param(
+        moving(), (*PAIR, failed(2, failure_reason="ImagePullBackOff")), {},
+        "MigrationSurgeWedged", "surge pod 2 wedged in ImagePullBackOff past the stuck-pod grace",
+        id="surge wedged, its pod unknown",
+    ),
+    pytest.param(
+        moving(), (*PAIR, failed(2)), {"failed_pods": {2: (SURGE_POD, "Unschedulable")}},
+        "MigrationSurgeCreateBlocked", "surge instance=2 cannot be placed off node node-a: Unschedulable",
+        id="surge unschedulable",
+    ),
+    pytest.param(
+        moving(), PAIR, {},
+        "MigrationSurgeCreateBlocked", "surge instance=2 ended before it served",
+        id="surge gone",
+    ),
+    pytest.param(
+        moving(), (*PAIR, deleting(2)), {},
+        "MigrationSurgeCreateBlocked", "surge instance=2 ended before it served",
+        id="surge being deleted",
+    ),
+    pytest.param(
+        moving(), (*PAIR, creating(2)), {"now": DEADLINE},
+        "MigrationExpired", "deadline exceeded in phase SurgePending: surge instance=2 not serving",
+        id="deadline in SurgePending",
+    ),
+    pytest.param(
+        moving(P.SURGE_READY), (*PAIR, ready(2)), {"now": DEADLINE, "paused": True},
+        "MigrationExpired", "deadline exceeded in phase SurgeReady: source not drained",
+        id="deadline in SurgeReady while paused",
+    ),
+    pytest.param(
+        moving(cancel_requested="alice"), (*PAIR, creating(2)), {},
+        "MigrationCancelled", "cancelled by alice",
+        id="cancelled while surging",
+    ),
+]
+
+
+@pytest.mark.parametrize(("current", "instances", "context", "reason", "message"), SURGE_FAILURES)
+def test_surge_failures_remove_the_replacement_and_keep_the_source(
+    current: MigrationTicket,
+    instances: Sequence[InstanceFacts],
+    context: dict[str, Any],
+    reason: str,
+    message: str,
+) -> None:
+    result = plan([current], instances, **context)
+    after = of(result)
+    assert after.phase == P.FAILED
+    assert (after.failure_reason, after.message) == (reason, message)
+    assert result.delete == (2,)
+    assert result.drain == ()
+    assert result.events == (warning(reason, message),)
+    assert result.wake_at is None
+
+
+# --- Completion ----------------------------------------------------------------------------
+
+COMPLETED_EVENT = (
+    "OMENative migration uuid=m1 complete: component=engine instance=1 -> instance=2 (revision=qwen3-0-6b-engine-5d8f)"
+)
+
+
+@pytest.mark.parametrize(
+    ("current", "instances"),
+    [
+        pytest.param(moving(P.DRAINING), (ready(0), ready(2)), id="the drained source is gone"),
+        pytest.param(moving(), (ready(0), creating(2)), id="the source went another way while surging"),
+    ],
+)
+def test_completed_when_the_source_is_gone(current: MigrationTicket, instances: Sequence[InstanceFacts]) -> None:
+    result = plan([current], instances, now=DEADLINE + timedelta(minutes=1),
+                  revision_names={OLD: "qwen3-0-6b-engine-5d8f"})
+    done = of(result)
+    assert (done.phase, done.message, done.ended_at) == (P.COMPLETED, "migrated to instance=2", DEADLINE + timedelta(minutes=1))
+    assert result.events == (PlannedEvent("Normal", "MigrationCompleted", COMPLETED_EVENT, on_isvc=True),)
+    assert result.delete == () and result.drain == ()
+
+
+def test_completed_event_shows_the_hash_without_a_revision_name() -> None:
+    result = plan([moving(P.DRAINING)], (ready(0), ready(2)))
+    assert [e.message for e in result.events] == [
+        f"OMENative migration uuid=m1 complete: component=engine instance=1 -> instance=2 (revision={OLD})"
+    ]
+
+
+def test_the_whole_flow_pass_by_pass() -> None:
+    """Accepted -> SurgePending -> SurgeReady (paused) -> Draining -> Completed."""
+    first = plan([ticket()])
+    assert of(first).phase == P.SURGE_PENDING
+    second = plan(first.tickets, (*PAIR, creating(2)))
+    assert of(second).phase == P.SURGE_PENDING
+    third = plan(second.tickets, (*PAIR, ready(2)), paused=True)
+    assert of(third).phase == P.SURGE_READY
+    fourth = plan(third.tickets, (*PAIR, ready(2)))
+    assert (of(fourth).phase, fourth.drain) == (P.DRAINING, (1,))
+    fifth = plan(fourth.tickets, (ready(0), deleting(1), ready(2)))
+    assert of(fifth).phase == P.DRAINING
+    sixth = plan(fifth.tickets, (ready(0), ready(2)))
+    assert of(sixth).phase == P.COMPLETED
+    assert [e.reason for e in (*first.events, *sixth.events)] == ["MigrationRequestAccepted", "MigrationCompleted"]
+    # An ended ticket stays as it is.
+    assert plan(sixth.tickets, (ready(0), ready(2))).tickets == sixth.tickets
+
+
+# --- Cancel --------------------------------------------------------------------------------
+
+
+def test_cancel_in_accepted_moves_nothing() -> None:
+    result = plan([ticket(cancel_requested="operator", audit=None)])
+    after = of(result)
+    assert (after.phase, after.failure_reason, after.message) == (P.FAILED, "MigrationCancelled", "cancelled by operator")
+    assert result.events == (warning("MigrationCancelled", "cancelled by operator"),)
+    assert result.start is None and result.delete == ()
+
+
+def test_cancel_while_draining_is_too_late() -> None:
+    current = moving(P.DRAINING, cancel_requested="operator")
+    result = plan([current], (*PAIR, ready(2)))
+    assert of(result) == current
+    assert result.events == () and result.delete == ()
+
+
+# --- Retention and teardown ----------------------------------------------------------------
+
+
+def test_retained_keeps_active_ones_and_ended_ones_within_their_window() -> None:
+    window = MigrationAudit(window_seconds=600)
+    active = ticket("active")
+    recent = ended("recent", NOW - timedelta(minutes=9), audit=window)
+    old = ended("old", NOW - timedelta(minutes=10), audit=window)
+    default_recent = ended("default-recent", NOW - DEFAULT_RETENTION + timedelta(seconds=1), audit=None)
+    default_old = ended("default-old", NOW - DEFAULT_RETENTION, audit=None)
+    no_end = replace(ended("no-end", None, P.FAILED), ended_at=None)
+    kept = retained([active, recent, old, default_recent, default_old, no_end], NOW)
+    assert [t.uuid for t in kept] == ["active", "recent", "default-recent", "no-end"]
+    assert DEFAULT_RETENTION == timedelta(hours=1)
+
+
+def test_fail_all_ends_only_active_tickets() -> None:
+    done = ended("done", BEGAN_AT)
+    result = fail_all([ticket("a"), moving(), done], NOW, "the InferenceService is being deleted")
+    assert [(t.uuid, t.phase, t.failure_reason) for t in result] == [
+        ("a", P.FAILED, "MigrationRequestRejected"),
+        ("m1", P.FAILED, "MigrationRequestRejected"),
+        ("done", P.COMPLETED, None),
+    ]
+    assert {t.message for t in result[:2]} == {"the InferenceService is being deleted"}
+    assert {t.ended_at for t in result[:2]} == {NOW}
+    assert result[2] is done
+
+
+# --- How the other rules see a migration in flight -----------------------------------------
+
+
+def test_with_migrations_counts_the_pair_once_and_marks_the_source() -> None:
+    facts = [ready(0), ready(1), creating(2)]
+    assert [f.index for f in counted(facts)] == [0, 1, 2]
+    shown = with_migrations(facts, [moving()])
+    assert [f.index for f in counted(shown)] == [0, 1]
+    source = shown[1]
+    assert (source.phase, source.operation) == (InstancePhase.MIGRATING, "Migrate")
+    assert not source.at_rest
+    assert shown[2].replaces == 1
+    assert shown[0] == facts[0]
+
+
+@pytest.mark.parametrize(
+    ("tickets", "facts"),
+    [
+        pytest.param([ticket()], [ready(0), ready(1), creating(2)], id="accepted: nothing moves yet"),
+        pytest.param([moving(P.COMPLETED)], [ready(0), ready(2)], id="ended"),
+        pytest.param([moving(P.FAILED)], [ready(0), ready(1), deleting(2)], id="failed"),
+        pytest.param([moving()], [ready(0), deleting(1), creating(2, replaces=1)], id="source deleting, surge marked"),
+        pytest.param([moving()], [ready(0), updating(1), creating(2, replaces=1)], id="source has its own operation"),
+    ],
+)
+def test_with_migrations_leaves_rows_alone(tickets: list[MigrationTicket], facts: list[InstanceFacts]) -> None:
+    assert with_migrations(facts, tickets) == facts
+
+
+def row(index: int, phase: InstancePhase = InstancePhase.READY, **extra: Any) -> InstanceRow:
+    return InstanceRow(index=index, phase=phase, **extra)
+
+
+def test_migration_rows_show_the_moving_source() -> None:
+    rows = [row(0), row(1), row(2, InstancePhase.CREATING)]
+    shown = migration_rows(rows, [moving()])
+    assert shown[0] == rows[0] and shown[2] == rows[2]
+    assert shown[1].phase == InstancePhase.MIGRATING
+    assert shown[1].operation == OperationRow(
+        id="migration-m1", type="Migrate", step="CreateSurge", started_at=BEGAN_AT, deadline=DEADLINE
+    )
+    assert rows[1].phase == InstancePhase.READY and rows[1].operation is None  # input untouched
+
+
+@pytest.mark.parametrize(
+    ("tickets", "source"),
+    [
+        pytest.param([ticket()], row(1), id="accepted"),
+        pytest.param([moving(P.COMPLETED)], row(1), id="ended"),
+        pytest.param([moving()], row(1, InstancePhase.DELETING), id="source not Ready"),
+        pytest.param([moving()], row(1, operation=OperationRow(id="op", type="Delete", step="Drain")),
+                     id="source has its own operation"),
+    ],
+)
+def test_migration_rows_leave_other_rows(tickets: list[MigrationTicket], source: InstanceRow) -> None:
+    assert migration_rows([row(0), source], tickets) == [row(0), source]
+
+
+def test_migration_records_oldest_first() -> None:
+    newer = replace(moving(), accepted_at=ACCEPTED_AT + timedelta(minutes=1))
+    older = ticket("m0", 0, "node-b", message="waiting")
+    assert migration_records([newer, older]) == [
+        MigrationRecord(uuid="m0", instance=0, from_node="node-b", phase="Accepted", message="waiting",
+                        accepted_at=ACCEPTED_AT),
+        MigrationRecord(uuid="m1", instance=1, from_node="node-a", phase="SurgePending", surge_instance=2,
+                        accepted_at=ACCEPTED_AT + timedelta(minutes=1)),
+    ]
+
+
+# --- Placement of the replacement ----------------------------------------------------------
+
+NOT_IN = {"key": "metadata.name", "operator": "NotIn", "values": ["node-a"]}
+
+
+def terms(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    affinity = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return list(affinity["nodeSelectorTerms"])
+
+
+def test_placed_away_on_a_bare_spec() -> None:
+    spec = {"containers": [{"name": "engine"}]}
+    placed = placed_away(spec, "node-a")
+    assert terms(placed) == [{"matchFields": [NOT_IN]}]
+    assert placed["containers"] == spec["containers"]
+    assert spec == {"containers": [{"name": "engine"}]}
+
+
+def test_placed_away_on_hinted_nodes() -> None:
+    placed = placed_away({}, "node-a", ["node-d", "node-c"])
+    assert terms(placed) == [
+        {"matchFields": [NOT_IN, {"key": "metadata.name", "operator": "In", "values": ["node-c", "node-d"]}]}
+    ]
+
+
+def test_placed_away_is_anded_into_every_existing_term_and_mutates_nothing() -> None:
+    gpu = {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["H100"]}
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]}
+    pinned = {"key": "metadata.name", "operator": "NotIn", "values": ["node-z"]}
+    preferred = [{"weight": 1, "preference": {"matchExpressions": [zone]}}]
+    spec = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [gpu]}, {"matchExpressions": [zone], "matchFields": [pinned]}]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": preferred,
+            },
+            "podAntiAffinity": {"x": 1},
+        }
+    }
+    before = copy.deepcopy(spec)
+    placed = placed_away(spec, "node-a", ["node-b"])
+    hint = {"key": "metadata.name", "operator": "In", "values": ["node-b"]}
+    assert terms(placed) == [
+        {"matchExpressions": [gpu], "matchFields": [NOT_IN, hint]},
+        {"matchExpressions": [zone], "matchFields": [pinned, NOT_IN, hint]},
+    ]
+    assert placed["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == preferred
+    assert placed["affinity"]["podAntiAffinity"] == {"x": 1}
+    assert spec == before
+
+
+def test_a_migration_completing_lets_the_next_one_start_in_the_same_pass() -> None:
+    draining = ticket("m0", 0, "node-b", accepted_at=OLDER, phase=P.DRAINING, surge_instance=2, began_at=BEGAN_AT)
+    result = plan([draining, ticket()], (ready(1), ready(2)), nodes={1: ("node-a",), 2: ("node-c",)})
+    assert of(result, "m0").phase == P.COMPLETED
+    assert of(result).phase == P.SURGE_PENDING
+    assert result.start == SurgeStart(uuid="m1", index=0, source=1, revision=OLD, avoid_node="node-a")
