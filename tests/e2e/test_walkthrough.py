@@ -215,3 +215,36 @@ def test_readme_canary_walkthrough_runs_as_written(stack: RunningStack, tmp_path
     completed = output_of(commands, outputs, "temporal workflow result --workflow-id rollout/canary-demo/mistral-pd/3")
     assert "COMPLETED" in completed and '"outcome":"Completed"' in completed, completed
     assert output_of(commands, outputs, status, nth=2) == "Stable step=3 traffic=100\n"
+
+
+@pytest.mark.timeout(300)
+def test_readme_migration_and_drain_walkthrough_runs_as_written(stack: RunningStack, tmp_path: Path) -> None:
+    commands = walkthrough_commands(README.read_text(), "Walkthrough: migrate an Instance and drain a node")
+    assert len(commands) >= 18, f"the migration walkthrough lost its commands: {commands}"
+    outputs, _ = run_walkthrough(stack, tmp_path, commands)
+
+    uuid = "8d0c6f7e-2b1a-4c3d-9e8f-0a1b2c3d4e5f"
+    started = output_of(commands, outputs, "temporal workflow update execute --workflow-id isvc/fleet-demo")
+    assert uuid in started and f"migration/fleet-demo/qwen3-0-6b-engine-0/{uuid}" in started, started
+    result = output_of(commands, outputs, "temporal workflow result --workflow-id migration/")
+    assert "Completed" in result and "migrated to instance=4" in result, result
+
+    rows = output_of(commands, outputs, "kubectl get inferencereplica qwen3-0-6b-engine -n fleet-demo")
+    assert rows.strip() == f"{uuid} Completed 0->4 migrated to instance=4", rows
+    event = output_of(commands, outputs, "kubectl get events -n fleet-demo --field-selector reason=MigrationCompleted")
+    assert re.fullmatch(
+        rf"OMENative migration uuid={uuid} complete: component=engine instance=0 -> instance=4 "
+        r"\(revision=qwen3-0-6b-engine-rev-[0-9a-f]+\)\n",
+        event,
+    ), event
+    audit = json.loads(output_of(commands, outputs, "kubectl get configmap qwen3-0-6b-ome-migration-audit"))
+    assert [(row["uuid"], row["phase"], row["requested_by"]) for row in audit] == [(uuid, "Completed", "walkthrough")]
+
+    cordoned = output_of(commands, outputs, "kubectl get node $NODE -o jsonpath='{.spec.unschedulable}")
+    assert cordoned.strip() == "true", cordoned
+    drained = output_of(commands, outputs, "temporal workflow query --workflow-id drain/node/")
+    assert "Drained" in drained or "Migrating" in drained, drained
+    released = output_of(commands, outputs, "temporal workflow result --workflow-id drain/node/")
+    assert "Released" in released, released
+    uncordoned = output_of(commands, outputs, "kubectl get node $NODE -o jsonpath='unschedulable=")
+    assert uncordoned.strip() == "unschedulable=", uncordoned

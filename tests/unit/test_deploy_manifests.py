@@ -298,6 +298,15 @@ def test_examples_are_admitted_and_name_each_other() -> None:
     assert (engine.min_replicas, engine.max_replicas) == (2, 2)
 
 
+def test_the_fleet_example_is_admitted_with_four_engine_instances() -> None:
+    runtime = ClusterServingRuntime.model_validate(example_runtime())
+    admission = admit(_example("qwen3-0-6b-fleet.json"), runtime=runtime.spec)
+    assert admission.allowed and not admission.warnings, (admission.denials, admission.warnings)
+    assert admission.isvc is not None
+    (engine,) = plan_components(admission.isvc, runtime.spec)
+    assert (engine.mode, engine.min_replicas, engine.max_replicas) == ("OMENative", 4, 4)
+
+
 def _example(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads((EXAMPLES / name).read_text())
     return loaded
