@@ -130,8 +130,14 @@ class MigrationWorkflow:
                 self.cancel_sent = True
                 await deliver(irep, SIGNAL_CANCEL_MIGRATION, MigrationCancel(uuid=arg.uuid, by=self.cancel_by))
             workflow.upsert_search_attributes([search_attributes.PHASE.value_set(self.progress.phase.value)])
+            self.show()
         await self.write_audit()
         return self.progress
+
+    def show(self) -> None:
+        """The UI's current details: where the migration stands, in one line."""
+        progress = self.progress
+        workflow.set_current_details(f"{progress.phase.value}: {progress.message}"[:1000])
 
     async def read_caps(self) -> MigrationAudit | None:
         settings = await workflow.execute_activity(
