@@ -38,6 +38,7 @@ from models.duration import format_duration
 from models.inferencereplica import InstanceRow, MigrationRecord, OperationRow
 from models.instance import InstancePhase
 from models.migration import MigrationAudit, MigrationPhase, MigrationProgress
+from planning.replica.conditions import PlannedCondition
 from planning.replica.events import PlannedEvent
 from planning.replica.facts import InstanceFacts
 
@@ -501,3 +502,26 @@ def migration_records(tickets: Sequence[MigrationTicket]) -> list[MigrationRecor
         )
         for ticket in sorted(tickets, key=lambda t: (t.accepted_at, t.uuid))
     ]
+
+
+def policy_condition(tickets: Sequence[MigrationTicket]) -> PlannedCondition | None:
+    """`MigrationPolicyUnconfigured` (§8) from the caps the newest request brought; None
+    before any migration was requested (the caps are the worker's, learnt with a request)."""
+    if not tickets:
+        return None
+    newest = max(tickets, key=lambda t: (t.accepted_at, t.uuid))
+    if newest.audit is None:
+        return PlannedCondition(
+            "MigrationPolicyUnconfigured",
+            "True",
+            "MigrationCapacityUnconfigured",
+            "no lifecycle.audit caps are configured, so migrations wait in Accepted; set "
+            "OME_MIGRATION__MAX_MIGRATIONS_PER_WINDOW and OME_MIGRATION__WINDOW on the worker",
+        )
+    audit = newest.audit
+    return PlannedCondition(
+        "MigrationPolicyUnconfigured",
+        "False",
+        "MigrationCapacityConfigured",
+        f"at most {audit.max_migrations_per_window} migrations per {format_duration(audit.window_seconds)}",
+    )

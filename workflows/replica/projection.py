@@ -31,7 +31,7 @@ from planning.replica.conditions import (
 from planning.replica.coordination import Coordination
 from planning.replica.facts import replica_counts
 from planning.replica.handover import handover_rows
-from planning.replica.migrations import migration_records, migration_rows
+from planning.replica.migrations import migration_records, migration_rows, policy_condition
 from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.rollback import revision_counts, stable_missing
 from planning.replica.status import project_status, with_transitions
@@ -64,6 +64,9 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         gang_scheduling_condition(config.effective.is_multi_pod, bool(state.podgroup_crd)),
         ready_timeout_condition(instance_ready_timeout_seconds(config.effective, config.cluster)),
     ]
+    migration_policy = policy_condition(state.migrations)
+    if migration_policy is not None:
+        planned.append(migration_policy)
     names = view.names(state)
     status = project_status(
         isvc=config.isvc,

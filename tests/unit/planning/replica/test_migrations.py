@@ -30,6 +30,7 @@ from planning.replica.migrations import (
     migration_rows,
     placed_away,
     plan_migrations,
+    policy_condition,
     retained,
     with_migrations,
 )
@@ -808,3 +809,18 @@ def test_a_migration_completing_lets_the_next_one_start_in_the_same_pass() -> No
     assert of(result, "m0").phase == P.COMPLETED
     assert of(result).phase == P.SURGE_PENDING
     assert result.start == SurgeStart(uuid="m1", index=0, source=1, revision=OLD, avoid_node="node-a")
+
+
+def test_the_policy_condition_follows_the_newest_requests_caps() -> None:
+    assert policy_condition([]) is None
+    older = ticket("m1", audit=None)
+    newer = ticket("m2", accepted_at=older.accepted_at + timedelta(seconds=1), audit=MigrationAudit())
+    configured = policy_condition([older, newer])
+    assert configured is not None
+    assert (configured.type, configured.status, configured.reason, configured.message) == (
+        "MigrationPolicyUnconfigured", "False", "MigrationCapacityConfigured", "at most 10 migrations per 1h0m0s"
+    )
+    unconfigured = policy_condition([older])
+    assert unconfigured is not None
+    assert (unconfigured.status, unconfigured.reason) == ("True", "MigrationCapacityUnconfigured")
+    assert unconfigured.message.startswith("no lifecycle.audit caps are configured, so migrations wait in Accepted")
