@@ -165,11 +165,14 @@ async def tell(state: ReplicaState) -> None:
     live = {ticket.uuid for ticket in state.migrations}
     state.migrations_told = {uuid: told for uuid, told in state.migrations_told.items() if uuid in live}
     sends: list[Awaitable[bool]] = []
+    names = view.names(state)
     for ticket in state.migrations:
         if ticket.workflow_id is None:
             continue
         nodes = state.instances[ticket.surge_instance].node_names if ticket.surge_instance in state.instances else []
         progress = ticket.progress(config.component, nodes)
+        if progress.revision is not None:
+            progress = progress.model_copy(update={"revision": names.get(progress.revision, progress.revision)})
         fingerprint = digest(progress.model_dump(mode="json"))
         if state.migrations_told.get(ticket.uuid) == fingerprint:
             continue
