@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from models.duration import format_duration
@@ -374,7 +374,7 @@ def delete_blocked_by_finalizer_message(spec: InstanceSpec, pod: PodSummary, now
 
 
 def drain_overdue_message(spec: InstanceSpec, deadline: datetime, now: datetime, terminating: list[str]) -> str:
-    stamp = deadline.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return (
         f"OMENative component={spec.component} instance={spec.index}: drain overdue by "
         f"{format_duration((now - deadline).total_seconds())} (deadline {stamp}); {len(terminating)} pod(s) "

@@ -100,6 +100,6 @@ def decide_teardown(
         return TeardownStep(TeardownOutcome.EXCEEDED)
     again = now + clock.recheck
     wake = min(deadline, again) if deadline is not None else again
-    if pods_left is not None and clock.blocked_due(now):
+    if pods_left is not None and (pods_left or pod_groups_left) and clock.blocked_due(now):
         return TeardownStep(TeardownOutcome.BLOCKED, wake)
     return TeardownStep(TeardownOutcome.WAIT, wake)
