@@ -28,25 +28,25 @@ def clock(deadline: float | None = 1800.0, blocked_at: float | None = None) -> T
     return TeardownClock(at(0), deadline, RECHECK, at(blocked_at) if blocked_at is not None else None)
 
 
-O = TeardownOutcome
+Out = TeardownOutcome
 
 
 @pytest.mark.parametrize(
     ("name", "teardown", "instances", "pods", "groups", "now", "outcome", "wake"),
     [
-        ("all gone: release", clock(), 0, 0, 0, 10, O.RELEASE, None),
-        ("a PodGroup left holds it", clock(), 0, 0, 1, 10, O.WAIT, 15),
-        ("pods left before the deadline", clock(), 0, 2, 0, 10, O.WAIT, 15),
-        ("Instances still draining, not listed", clock(), 2, None, 0, 10, O.WAIT, 15),
-        ("the wake never passes the deadline", clock(12.0), 1, None, 0, 10, O.WAIT, 12),
-        ("at the deadline: released anyway", clock(), 1, 1, 0, 1800, O.EXCEEDED, None),
-        ("past the deadline with no Instance", clock(), 0, 3, 0, 2000, O.EXCEEDED, None),
-        ("no deadline, first interval: not blocked yet", clock(None), 0, 1, 0, 4, O.WAIT, 9),
-        ("no deadline, past an interval: blocked", clock(None), 0, 1, 0, 5, O.BLOCKED, 10),
-        ("blocked repeats once per interval", clock(None, blocked_at=5), 0, 1, 0, 8, O.WAIT, 13),
-        ("blocked again after the interval", clock(None, blocked_at=5), 0, 1, 2, 10, O.BLOCKED, 15),
-        ("invalid deadline behaves as none", clock(0.0), 0, 1, 0, 99999, O.BLOCKED, 100004),
-        ("no deadline, all gone", clock(None), 0, 0, 0, 99999, O.RELEASE, None),
+        ("all gone: release", clock(), 0, 0, 0, 10, Out.RELEASE, None),
+        ("a PodGroup left holds it", clock(), 0, 0, 1, 10, Out.WAIT, 15),
+        ("pods left before the deadline", clock(), 0, 2, 0, 10, Out.WAIT, 15),
+        ("Instances still draining, not listed", clock(), 2, None, 0, 10, Out.WAIT, 15),
+        ("the wake never passes the deadline", clock(12.0), 1, None, 0, 10, Out.WAIT, 12),
+        ("at the deadline: released anyway", clock(), 1, 1, 0, 1800, Out.EXCEEDED, None),
+        ("past the deadline with no Instance", clock(), 0, 3, 0, 2000, Out.EXCEEDED, None),
+        ("no deadline, first interval: not blocked yet", clock(None), 0, 1, 0, 4, Out.WAIT, 9),
+        ("no deadline, past an interval: blocked", clock(None), 0, 1, 0, 5, Out.BLOCKED, 10),
+        ("blocked repeats once per interval", clock(None, blocked_at=5), 0, 1, 0, 8, Out.WAIT, 13),
+        ("blocked again after the interval", clock(None, blocked_at=5), 0, 1, 2, 10, Out.BLOCKED, 15),
+        ("invalid deadline behaves as none", clock(0.0), 0, 1, 0, 99999, Out.BLOCKED, 100004),
+        ("no deadline, all gone", clock(None), 0, 0, 0, 99999, Out.RELEASE, None),
     ],
 )
 def test_decide_teardown(
@@ -61,7 +61,7 @@ def test_decide_teardown(
 ) -> None:
     step = decide_teardown(teardown, instances, pods, groups, at(now))
     assert step.outcome == outcome, name
-    if outcome in (O.WAIT, O.BLOCKED):
+    if outcome in (Out.WAIT, Out.BLOCKED):
         assert step.wake_at == at(wake if wake is not None else 0), name
 
 
