@@ -377,7 +377,7 @@ def drain_overdue_message(spec: InstanceSpec, deadline: datetime, now: datetime,
     stamp = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return (
         f"OMENative component={spec.component} instance={spec.index}: drain overdue by "
-        f"{format_duration((now - deadline).total_seconds())} (deadline {stamp}); {len(terminating)} pod(s) "
+        f"{format_duration(float(int((now - deadline).total_seconds())))} (deadline {stamp}); {len(terminating)} pod(s) "
         f"still Terminating ({', '.join(terminating)})"
     )[:1000]
 

@@ -9,6 +9,7 @@ A pod is kept Terminating the way another controller would: a finalizer of its o
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -131,7 +132,13 @@ async def test_scale_down_batch_keeps_the_next_instance_until_the_draining_one_i
     dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
     # One pod at a time: the second removal waits for the first Instance's pod to go.
-    cluster = {"drain_seconds": 0.2, "scale_down_pod_batch_size": 1, "scale_down_requeue_interval_seconds": 0.5}
+    cluster = {
+        "drain_seconds": 0.2,
+        "scale_down_pod_batch_size": 1,
+        "scale_down_requeue_interval_seconds": 0.5,
+        # Also the drain deadline of a deletion: Instance 2's drain becomes overdue while pinned.
+        "instance_ready_timeout_seconds": 6.0,
+    }
     async with story(dev_client, task_queue, kubesim, cluster) as s:
         await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3, topologySpread="Preferred"))
         await eventually(lambda: serving(s, 3), "three serving engine pods", within=90)
@@ -145,8 +152,30 @@ async def test_scale_down_batch_keeps_the_next_instance_until_the_draining_one_i
         assert _terminating(s) == [by_index[2]]
         assert sorted(p.metadata.name for p in live_pods(s)) == [by_index[0], by_index[1]]
 
+        # Past delete start + instanceReadyTimeout: overdue, said once, and the Instance stays Deleting.
+        (overdue,) = await eventually(lambda: events(s, "DrainOverdue"), "a DrainOverdue event")
+        assert re.fullmatch(
+            rf"OMENative component=engine instance=2: drain overdue by \d+s \(deadline "
+            rf"\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ\); 1 pod\(s\) still Terminating \({by_index[2]}\)",
+            overdue,
+        ), overdue
+        condition = await eventually(lambda: _condition(s, "DrainOverdue", "True"), "DrainOverdue=True on the IR")
+        assert condition["reason"] == "DrainsOverdue"
+        rows = {row.index: row.phase for row in (await s.replica_status()).instance_statuses}
+        assert rows.get(2) != "Failed"
+
         unpin(s, by_index[2])
         await eventually(lambda: [p.metadata.name for p in s.pods()] == [by_index[0]], "Instance 1 removed next")
+        condition = await eventually(lambda: _condition(s, "DrainOverdue", "False"), "DrainOverdue=False again")
+        assert condition["reason"] == "DrainsWithinDeadline"
+
+
+def _condition(s: Story, kind: str, status: str) -> dict[str, Any] | None:
+    ir = s.object("inferencereplicas", IR) or {}
+    for condition in (ir.get("status") or {}).get("conditions") or []:
+        if condition["type"] == kind and condition["status"] == status:
+            return dict(condition)
+    return None
 
 
 def _terminating(s: Story) -> list[str]:

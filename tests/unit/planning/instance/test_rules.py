@@ -402,7 +402,7 @@ def test_drain_deadline_is_delete_start_plus_instance_ready_timeout(
 
 
 def test_drain_overdue_message_is_verbatim() -> None:
-    message = drain_overdue_message(spec(), at(1800), at(1861), ["chat-engine-0-default-0", "chat-engine-0-default-1"])
+    message = drain_overdue_message(spec(), at(1800), at(1861.4), ["chat-engine-0-default-0", "chat-engine-0-default-1"])
     stamp = at(1800).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert message == (
         f"OMENative component=engine instance=0: drain overdue by 1m1s (deadline {stamp}); 2 pod(s) still "
