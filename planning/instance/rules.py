@@ -9,14 +9,14 @@
   except a Create of a revision the Instance already ran, which waits for its pods.
 - The PodGroup name (§9): re-check pace while it terminates, the message when it is taken.
 - Which update strategy applies to an Instance and a pair of revisions (§7).
-- Force-delete evidence for pods stuck on dead nodes (§15).
+- Force-delete evidence for pods stuck on dead nodes, and the drain deadline of a deletion (§15).
 - The exact event messages the spec gives.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from models.duration import format_duration
@@ -256,9 +256,13 @@ def next_ordinal(active_ordinal: int) -> int:
 # --- force delete ----------------------------------------------------------------------
 
 
-def force_delete_evidence(pod: PodSummary, policy: ForceDeletePolicy | None, now: datetime) -> str | None:
-    """Why `pod` may be force-deleted now, or None (§15). Ready=True nodes are never dead."""
-    if policy is None or not pod.terminating or pod.finalizers or pod.deletion_timestamp is None:
+def dead_node_evidence(pod: PodSummary, policy: ForceDeletePolicy | None, now: datetime) -> str | None:
+    """Why `pod`, Terminating past its own deadline, sits on a dead node, or None (§15).
+
+    Finalizers are not looked at here: `force_delete_evidence` refuses a pod that has them,
+    `finalizer_block_evidence` is the same evidence for one that has. Ready=True nodes are
+    never dead."""
+    if policy is None or not pod.terminating or pod.deletion_timestamp is None:
         return None
     if now <= pod.deletion_timestamp + timedelta(seconds=policy.overdue_slack_seconds):
         return None
@@ -275,9 +279,25 @@ def force_delete_evidence(pod: PodSummary, policy: ForceDeletePolicy | None, now
     return None
 
 
-def force_delete_due_at(pod: PodSummary, policy: ForceDeletePolicy | None) -> datetime | None:
-    """The earliest moment `force_delete_evidence` could hold for `pod`: a timer worth setting."""
-    if policy is None or not pod.terminating or pod.finalizers or pod.deletion_timestamp is None:
+def force_delete_evidence(pod: PodSummary, policy: ForceDeletePolicy | None, now: datetime) -> str | None:
+    """Why `pod` may be force-deleted now, or None: never a pod that has finalizers (§15)."""
+    return None if pod.finalizers else dead_node_evidence(pod, policy, now)
+
+
+def finalizer_block_evidence(pod: PodSummary, policy: ForceDeletePolicy | None, now: datetime) -> str | None:
+    """The evidence that would force-delete `pod` but for its finalizers, which OME never
+    strips (`PodDeleteBlockedByFinalizer`); None otherwise."""
+    return dead_node_evidence(pod, policy, now) if pod.finalizers else None
+
+
+def force_delete_due_at(
+    pod: PodSummary, policy: ForceDeletePolicy | None, with_finalizers: bool = False
+) -> datetime | None:
+    """The earliest moment `dead_node_evidence` could hold for `pod`: a timer worth setting.
+    A pod with finalizers has none unless `with_finalizers` (to report it blocked)."""
+    if policy is None or not pod.terminating or pod.deletion_timestamp is None:
+        return None
+    if pod.finalizers and not with_finalizers:
         return None
     overdue = pod.deletion_timestamp + timedelta(seconds=policy.overdue_slack_seconds)
     if pod.node_missing:
@@ -286,6 +306,14 @@ def force_delete_due_at(pod: PodSummary, policy: ForceDeletePolicy | None) -> da
     if pod.node_ready == "True" or not since:
         return None
     return max(overdue, min(since) + timedelta(seconds=policy.node_unreachable_threshold_seconds))
+
+
+def drain_deadline(delete_started_at: datetime, instance_ready_timeout_seconds: float | None) -> datetime | None:
+    """When an Instance's deletion becomes overdue (§15): its start + `instanceReadyTimeout`.
+    An overdue drain never fails the Instance; it keeps waiting for its pods."""
+    if instance_ready_timeout_seconds is None or instance_ready_timeout_seconds <= 0:
+        return None
+    return delete_started_at + timedelta(seconds=instance_ready_timeout_seconds)
 
 
 # --- event messages (exact formats from the spec reference) ----------------------------
@@ -325,12 +353,33 @@ def terminal_pod_recycled_message(spec: InstanceSpec, pod: str) -> str:
 
 
 def force_deleted_message(spec: InstanceSpec, pod: PodSummary, evidence: str, now: datetime) -> str:
-    overdue = (now - pod.deletion_timestamp).total_seconds() if pod.deletion_timestamp else 0.0
     return (
         f"OMENative component={spec.component} instance={spec.index}: force-deleted stuck-Terminating pod "
-        f"{pod.name} on node {pod.node_name} (evidence={evidence}, {format_duration(overdue)} past the "
+        f"{pod.name} on node {pod.node_name} (evidence={evidence}, {_overdue(pod, now)} past the "
         "pod's own deletion deadline)"
     )
+
+
+def _overdue(pod: PodSummary, now: datetime) -> str:
+    """How long past the pod's own deletion deadline (its deletionTimestamp) `now` is."""
+    return format_duration((now - pod.deletion_timestamp).total_seconds() if pod.deletion_timestamp else 0.0)
+
+
+def delete_blocked_by_finalizer_message(spec: InstanceSpec, pod: PodSummary, now: datetime) -> str:
+    return (
+        f"OMENative component={spec.component} instance={spec.index}: pod {pod.name} is {_overdue(pod, now)} "
+        f"past its own deletion deadline but pinned by finalizers [{', '.join(pod.finalizers)}]; OME never "
+        "strips another controller's finalizer — the finalizer owner must resolve it"
+    )
+
+
+def drain_overdue_message(spec: InstanceSpec, deadline: datetime, now: datetime, terminating: list[str]) -> str:
+    stamp = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (
+        f"OMENative component={spec.component} instance={spec.index}: drain overdue by "
+        f"{format_duration(float(int((now - deadline).total_seconds())))} (deadline {stamp}); {len(terminating)} pod(s) "
+        f"still Terminating ({', '.join(terminating)})"
+    )[:1000]
 
 
 def teardown_exceeded_message(spec: InstanceSpec, remaining: list[str]) -> str:

@@ -12,7 +12,7 @@
 | `MinimumAvailable`     | True    | serving >= desired - maxUnavailable                     |
 | `ReplicaCountMismatch` | False   | otherwise                                               |
 
-Also `GangSchedulingUnavailable`, `InstanceReadyTimeoutUnconfigured`, and the ISVC's
+Also `GangSchedulingUnavailable`, `InstanceReadyTimeoutUnconfigured`, `DrainOverdue`, and the ISVC's
 `EngineReady` / `DecoderReady` / `RouterReady` from the same counts.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from models.duration import format_duration
@@ -195,3 +196,33 @@ def ready_timeout_condition(instance_ready_timeout_seconds: float | None) -> Pla
         "InstanceReadyTimeoutConfigured",
         f"Instance readiness deadline is {format_duration(instance_ready_timeout_seconds)}",
     )
+
+
+def overdue_drains(deletions: Sequence[tuple[int, datetime]], now: datetime) -> list[tuple[int, datetime]]:
+    """The deletions (index, drain deadline) past their deadline, lowest index first (§15)."""
+    return sorted((index, deadline) for index, deadline in deletions if now > deadline)
+
+
+def drain_overdue_condition(deletions: Sequence[tuple[int, datetime]], now: datetime) -> PlannedCondition:
+    """`DrainOverdue` (§8, §15): True while a deletion is past its start + `instanceReadyTimeout`.
+
+    An overdue drain never fails the Instance: it stays Deleting until its pods are gone."""
+    overdue = overdue_drains(deletions, now)
+    if not overdue:
+        return PlannedCondition(
+            "DrainOverdue", "False", "DrainsWithinDeadline", "no Instance's drain is past its deadline"
+        )
+    indexes = ",".join(str(index) for index, _ in overdue)
+    earliest = min(deadline for _, deadline in overdue).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return PlannedCondition(
+        "DrainOverdue",
+        "True",
+        "DrainsOverdue",
+        f"drain of instance(s) {indexes} overdue (earliest deadline {earliest}); pods still Terminating",
+    )
+
+
+def next_drain_deadline(deletions: Sequence[tuple[int, datetime]], now: datetime) -> datetime | None:
+    """The next moment a deletion becomes overdue: when `DrainOverdue` must be looked at again."""
+    upcoming = [deadline for _, deadline in deletions if deadline >= now]
+    return min(upcoming) if upcoming else None

@@ -1,6 +1,6 @@
 """Kubernetes Events of an InferenceReplica, with the spec's reasons and message formats.
 
-Formats are verbatim from the spec reference (§9, §11, §12). Where OME names the
+Formats are verbatim from the spec reference (§9, §11, §12, §15). Where OME names the
 annotation that carried a request, the message keeps that wording, so operators who know
 OME's messages recognise them; the request itself arrives here as a Temporal signal.
 """
@@ -116,3 +116,48 @@ def scaled(component: str, before: int, after: int, source: str) -> PlannedEvent
         "Scaled",
         f"OMENative component={component}: Instances {before} -> {after} ({source})",
     )
+
+
+# --- teardown (§15) --------------------------------------------------------------------
+
+
+def teardown_selector(isvc: str, component: str) -> str:
+    """How OME names the owned objects it waits for: the pods' parent and component labels."""
+    return f'parent="{isvc}", component="{component}"'
+
+
+def manual_escape(namespace: str, ir_name: str) -> str:
+    """The command that releases the finalizer by hand (every finalizer of the object)."""
+    return (
+        f"kubectl patch inferencereplica {ir_name} -n {namespace} --type=merge "
+        """-p '{"metadata":{"finalizers":null}}'"""
+    )
+
+
+def teardown_deadline_exceeded(
+    namespace: str, ir_name: str, isvc: str, component: str, deadline: str, pods: int
+) -> PlannedEvent:
+    """§15 `TeardownDeadlineExceeded`: the finalizer goes although `pods` owned pods remain."""
+    message = (
+        f"teardown deadline {deadline} exceeded ({pods} owned pod(s) observed; selector: "
+        f"{teardown_selector(isvc, component)}); releasing finalizer ome.io/ir-teardown to background GC; "
+        f"manual escape: {manual_escape(namespace, ir_name)}"
+    )
+    return PlannedEvent("Warning", "TeardownDeadlineExceeded", message)
+
+
+def teardown_blocked(
+    namespace: str, ir_name: str, isvc: str, component: str, pods: int, pod_groups: int, deadline_invalid: bool
+) -> PlannedEvent:
+    """§15 `TeardownBlocked`, repeated while owned objects remain and no valid deadline frees it."""
+    why = (
+        "lifecycle.teardown.deadline configured but invalid"
+        if deadline_invalid
+        else "no lifecycle.teardown.deadline configured"
+    )
+    message = (
+        f"teardown blocked: {pods} owned pod(s) and {pod_groups} owned PodGroup(s) remain (selector: "
+        f"{teardown_selector(isvc, component)}); finalizer ome.io/ir-teardown holds until cleanup completes "
+        f"({why}); manual escape: {manual_escape(namespace, ir_name)}"
+    )
+    return PlannedEvent("Warning", "TeardownBlocked", message)

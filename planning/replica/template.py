@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from models.duration import parse_duration
 from models.inferenceservice import ComponentSpec, RunnerSpec
@@ -33,6 +33,7 @@ from models.instance import (
     UpdateRetryPolicy,
     UpdateStrategyType,
 )
+from planning.replica.batching import BATCH_SIZE_KEYS, DEFAULT_POD_BATCH_SIZE, check_pod_batch_size
 from planning.replica.budget import CHART_DEFAULT_POLICY, UpdatePolicy
 from planning.replica.spread import SpreadSettings, spread_constraint, with_spread
 
@@ -65,6 +66,22 @@ class ClusterLifecycle(BaseModel):
     max_unavailable: int | str | None = CHART_DEFAULT_POLICY.max_unavailable
     revision_history_limit: int | None = 10
     """Chart keeps 10 revisions that nothing runs; the ISVC annotation overrides."""
+    scale_up_pod_batch_size: int | None = DEFAULT_POD_BATCH_SIZE
+    """Chart `scaleUpPodBatchSize` 100 (§14): missing pods started per pass per component, so a
+    large scale-up does not flood the API server and scheduler at once. None: unbounded."""
+    scale_down_pod_batch_size: int | None = DEFAULT_POD_BATCH_SIZE
+    """Chart `scaleDownPodBatchSize` 100 (§14): pod-equivalent cost of drains and deletes in
+    flight per component, scale-down and InferenceReplica deletion alike. None: unbounded."""
+    scale_down_requeue_interval_seconds: float | None = 5.0
+    """Chart `scaleDownRequeueInterval` `5s` (§14): a fallback look while deletion work remains
+    (a deferred batch, a teardown waiting for its pods). None: no periodic check."""
+
+    @field_validator("scale_up_pod_batch_size", "scale_down_pod_batch_size")
+    @classmethod
+    def _positive_batch(cls, value: int | None, info: ValidationInfo) -> int | None:
+        # OME refuses to start on these (§14); here the InferenceService refuses the settings.
+        check_pod_batch_size(BATCH_SIZE_KEYS[info.field_name or ""], value)
+        return value
 
     @property
     def update_policy(self) -> UpdatePolicy:

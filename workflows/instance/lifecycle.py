@@ -133,7 +133,7 @@ class InstanceLifecycle(InstanceUpdates):
         self.begin("Delete", "Drain")
         targets = await self.all_pods()
         drain = spec.drain_seconds if request.drain_seconds is None else request.drain_seconds
-        await self.teardown(targets, drain, f"delete: {request.reason}")
+        await self.teardown(targets, drain, f"delete: {request.reason}", deleting=True)
         if state.pod_group_crd:
             await self.delete_own_pod_group()
         await kube_calls.delete_object(

@@ -19,7 +19,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.instance.operations import InstanceOperations
 
 
+DRAIN_OVERDUE = "drain-overdue"
+"""`workflow.patched` id: an Instance's deletion waits past its drain deadline (`DrainOverdue`)
+instead of giving up at the teardown deadline; histories from before gave up."""
+OVERDUE_NOTICE = timedelta(seconds=1)
+
+
 class InstanceTeardown(InstanceOperations):
+    blocked_by_finalizer: set[str]
+    """Uids of pods reported `PodDeleteBlockedByFinalizer` in this run (the workflow's __init__)."""
+
     async def delete_pods(self, targets: dict[str, str], why: str) -> None:
         if not targets:
             return
@@ -45,8 +54,16 @@ class InstanceTeardown(InstanceOperations):
             summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
         )
 
-    async def teardown(self, targets: dict[str, str], drain_seconds: float, reason: str) -> list[str]:
-        """Drain, delete, and wait until the pods are gone; the pods left at the deadline."""
+    async def teardown(
+        self, targets: dict[str, str], drain_seconds: float, reason: str, deleting: bool = False
+    ) -> list[str]:
+        """Drain, delete, and wait until the pods are gone; the pods left at the deadline.
+
+        `deleting`: the Instance's own deletion (§15). It has no deadline of its own then (the
+        InferenceReplica's teardown deadline bounds a deletion of the whole component); past
+        its start + `instanceReadyTimeout` the drain is overdue (`DrainOverdue`, once), which
+        never fails it: it keeps waiting for its pods.
+        """
         spec = self.spec
         if not targets:
             return []
@@ -55,12 +72,14 @@ class InstanceTeardown(InstanceOperations):
             self.progress("Drain")
             await workflow.sleep(timedelta(seconds=drain_seconds))
         await self.delete_pods(targets, reason)
-        self.progress("DeletePods")
-        deadline = (
-            workflow.now() + timedelta(seconds=spec.teardown_deadline_seconds)
-            if spec.teardown_deadline_seconds
-            else None
-        )
+        deadline: datetime | None = None
+        overdue_at: datetime | None = None
+        operation = self.state.operation
+        if deleting and operation is not None and workflow.patched(DRAIN_OVERDUE):
+            overdue_at = policy.drain_deadline(operation.started_at, spec.instance_ready_timeout_seconds)
+        elif spec.teardown_deadline_seconds:
+            deadline = workflow.now() + timedelta(seconds=spec.teardown_deadline_seconds)
+        self.progress("DeletePods", overdue_at)
         uids = {n: u for n, u in targets.items() if u}
         while True:
             since = self.mark()
@@ -77,16 +96,30 @@ class InstanceTeardown(InstanceOperations):
                     "TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, gone.remaining)
                 )
                 return gone.remaining
-            await self.wait_for_news(self.next_force_delete(set(gone.remaining), now, deadline), since)
+            if overdue_at is not None and now > overdue_at:
+                await self.event("DrainOverdue", policy.drain_overdue_message(spec, overdue_at, now, gone.remaining))
+                overdue_at = None
+            # An overdue drain is noticed a second after its deadline, so it is overdue by something.
+            wake = overdue_at + OVERDUE_NOTICE if overdue_at is not None else deadline
+            await self.wait_for_news(self.next_force_delete(set(gone.remaining), now, wake), since)
 
     async def force_delete_stuck(self, names: set[str], now: datetime) -> None:
+        """Force-delete the pods among `names` stuck on a dead node; one pinned by finalizers is
+        never touched (`PodDeleteBlockedByFinalizer`, once per pod)."""
         spec = self.spec
         if spec.force_delete is None:
             return
         for pod in self.observed():
-            evidence = (
-                policy.force_delete_evidence(pod, spec.force_delete, now) if pod.name in names else None
-            )
+            if pod.name not in names:
+                continue
+            if policy.finalizer_block_evidence(pod, spec.force_delete, now) is not None:
+                if pod.uid not in self.blocked_by_finalizer:
+                    self.blocked_by_finalizer.add(pod.uid)
+                    await self.event(
+                        "PodDeleteBlockedByFinalizer", policy.delete_blocked_by_finalizer_message(spec, pod, now)
+                    )
+                continue
+            evidence = policy.force_delete_evidence(pod, spec.force_delete, now)
             if evidence is None:
                 continue
             await kube_calls.force_delete_pod(
@@ -96,10 +129,14 @@ class InstanceTeardown(InstanceOperations):
             await self.event("PodForceDeleted", policy.force_deleted_message(spec, pod, evidence, now))
 
     def next_force_delete(self, names: set[str], now: datetime, other: datetime | None) -> datetime | None:
-        """`other`, or sooner when a stuck pod becomes eligible for force-delete before it."""
+        """`other`, or sooner when a stuck pod becomes eligible for force-delete (or to be
+        reported pinned by its finalizers) before it."""
         wakes = [other] if other is not None else []
         for pod in self.observed():
-            due = policy.force_delete_due_at(pod, self.spec.force_delete) if pod.name in names else None
+            if pod.name not in names:
+                continue
+            report = pod.uid not in self.blocked_by_finalizer
+            due = policy.force_delete_due_at(pod, self.spec.force_delete, with_finalizers=report)
             if due is not None:
                 wakes.append(max(due, now + timedelta(seconds=1)))
         return min(wakes) if wakes else None

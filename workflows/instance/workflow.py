@@ -66,6 +66,7 @@ class InstanceWorkflow(InstanceLifecycle):
         self.pods_seq = 0
         self.inbox_seq = 0
         self.last_report: tuple[object, ...] | None = None
+        self.blocked_by_finalizer: set[str] = set()
 
     # --- messages -------------------------------------------------------------------
 

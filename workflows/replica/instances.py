@@ -12,6 +12,7 @@ Imported by the workflow module inside `workflow.unsafe.imports_passed_through()
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
@@ -27,6 +28,7 @@ from planning.replica.retry import start_retry_attempt
 from planning.replica.revisions import complete_rollout, history_limit, trim_history
 from planning.replica.rollback import protected
 from workflows.replica import view
+from workflows.replica.batches import requeue_at, scale_down_wave, scale_up_wave
 from workflows.replica.children import EndedInstances, send_all, signal_instance, spec_for, start_instance
 from workflows.replica.handovers import finish_handovers, settle_handovers, surging_for
 from workflows.replica.messages import ReplicaConfig, ReplicaState
@@ -45,7 +47,7 @@ async def act(state: ReplicaState, ended: EndedInstances, desired: int, now: dat
     # The Instances hear of a pause change before this pass starts or updates anything.
     await tell_pause(state)
     actions, blocks = plan(state, config, desired, now)
-    await carry_out(state, config, ended, actions, now)
+    actions = await carry_out(state, config, ended, actions, now)
     wake = earliest(actions.wake_at, now + START_AGAIN if ended.start_again else None)
     names = view.names(state)
     keep_revisions(state, config, actions, names)
@@ -82,10 +84,14 @@ def plan(
 
 async def carry_out(
     state: ReplicaState, config: ReplicaConfig, ended: EndedInstances, actions: ReplicaActions, now: datetime
-) -> None:
-    """Send the plan's starts and signals in one workflow task, then keep its hold."""
+) -> ReplicaActions:
+    """Send the plan's starts and signals in one workflow task, then keep its hold; the plan,
+    waking in time for what the pod batches deferred."""
     ended.start_again = False
-    await send_all(requests(state, config, ended, actions, now))
+    sends, wake = requests(state, config, ended, actions, now)
+    await send_all(sends)
+    if wake is not None:
+        actions = replace(actions, wake_at=earliest(actions.wake_at, wake))
     if actions.retry_attempt and any(new.index in state.gang_surges for new in actions.surge_create):
         # This pass started the attempt the kept block waited for (unless the start must
         # be tried again: then the block is still due).
@@ -93,16 +99,22 @@ async def carry_out(
             start_retry_attempt(b) if b.target_revision == actions.revision else b for b in state.gang_blocks
         ]
     state.hold = actions.hold
+    return actions
 
 
 def requests(
     state: ReplicaState, config: ReplicaConfig, ended: EndedInstances, actions: ReplicaActions, now: datetime
-) -> list[Awaitable[None]]:
-    """The plan's starts and signals in its order, each folded into the state as it is listed.
+) -> tuple[list[Awaitable[None]], datetime | None]:
+    """The plan's starts and signals in its order, each folded into the state as it is listed,
+    and when to look again for starts and removals the pod batches deferred (§14).
 
     Updates move to the plan's revision: the update revision, or the stable one a rollback
     returns to (with that revision's kept spec)."""
-    sends: list[Awaitable[None]] = [start_instance(state, ended, new.index, new.revision) for new in actions.create]
+    starts = scale_up_wave(state, [(new.index, new.revision) for new in actions.create])
+    removals = scale_down_wave(state, actions.delete)
+    sends: list[Awaitable[None]] = [
+        start_instance(state, ended, new.index, new.revision) for new in actions.create if new.index in starts.admitted
+    ]
     for index in actions.update:
         state.requested_updates[index] = actions.revision
         spec = spec_for(state, index, actions.revision)
@@ -111,14 +123,14 @@ def requests(
         source = new.replaces if new.replaces is not None else new.index
         state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)
         sends.append(start_instance(state, ended, new.index, new.revision, gang_surge_of=source))
-    for index in actions.delete:
+    for index in removals.admitted:
         request = InstanceDeleteRequest(reason="ScaleDown")
         sends.append(signal_instance(state.config, index, INSTANCE_DELETE, request))
         state.removing.append(index)
     # A migration drains its own source (`workflows.replica.migrations`).
     migrating = moving_sources(state)
     handovers = tuple(index for index in actions.handover_delete if index not in migrating)
-    return sends + finish_handovers(state, handovers)
+    return sends + finish_handovers(state, handovers), requeue_at(state, now, [starts, removals])
 
 
 def keep_revisions(state: ReplicaState, config: ReplicaConfig, actions: ReplicaActions, names: dict[str, str]) -> None:
@@ -175,9 +187,13 @@ async def resend_lifecycle(state: ReplicaState) -> None:
     await send_all(sends)
 
 
-async def drain_all(state: ReplicaState) -> None:
-    """Tell every Instance not yet told to drain and delete itself: the InferenceService is gone."""
+async def drain_all(state: ReplicaState, now: datetime) -> datetime | None:
+    """Tell the Instances not yet told to drain and delete themselves, the InferenceService
+    being gone: as many as `scaleDownPodBatchSize` admits beside those already going (§14),
+    lowest index first; returns when to look again for the deferred ones (None: news will)."""
     request = InstanceDeleteRequest(reason="InferenceServiceDeleted")
     leaving = [i for i in sorted(set(state.instances) | set(state.launched)) if i not in state.removing]
-    state.removing.extend(leaving)
-    await send_all([signal_instance(state.config, index, INSTANCE_DELETE, request) for index in leaving])
+    wave = scale_down_wave(state, leaving)
+    state.removing.extend(wave.admitted)
+    await send_all([signal_instance(state.config, index, INSTANCE_DELETE, request) for index in wave.admitted])
+    return requeue_at(state, now, [wave])

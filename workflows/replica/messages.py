@@ -169,6 +169,14 @@ class ReplicaState(MessageModel):
     pass (`requests.answer_releases`)."""
     deleting: bool = False
     """Set by the `delete` signal; never cleared: the run tears everything down and ends."""
+    teardown_started_at: datetime | None = None
+    """When the teardown deleted the object, which its finalizer then holds (`teardown.tear_down`):
+    the teardown deadline counts from it. None: not begun (or a history from before the finalizer)."""
+    teardown_blocked_at: datetime | None = None
+    """When `TeardownBlocked` was last recorded, so it repeats once per re-check interval."""
+    spec_applied_at: datetime | None = None
+    """When the object was last applied (`object.write_spec`): an apply every few minutes puts
+    back a finalizer patched off a live object. None: not since the finalizer existed."""
     ir_uid: str | None = None
     """The InferenceReplica object's uid, from its first write (`object.write_spec`); None
     until then, which is how a pass knows the object must be written first."""

@@ -1,19 +1,33 @@
-"""The InferenceReplica object the workflow owns: its spec, its deletion, its Events, and the
-PodGroup CRD check gang scheduling depends on.
+"""The InferenceReplica object the workflow owns: its spec, its finalizer and deletion, its
+Events, and the PodGroup CRD check gang scheduling depends on.
 
-The spec is written only when its rendering changes (`state.written_spec`); the status is
-`workflows.replica.projection`'s.
+The spec is written only when its rendering changes (`state.written_spec`), or when the
+finalizer re-check is due (`FINALIZER_RECHECK`): an apply puts back `ome.io/ir-teardown` if
+someone patched it off. The status is `workflows.replica.projection`'s.
 
 Imported by the workflow modules inside `workflow.unsafe.imports_passed_through()`.
 """
 
 from __future__ import annotations
 
-from models.kube_ops import ApplyObjectInput, CrdExistsInput, DeleteObjectInput, ObjectRef
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from models.kube_ops import (
+    ApplyObjectInput,
+    CrdExistsInput,
+    DeleteObjectInput,
+    ObjectRef,
+    PatchObjectInput,
+    ReadObjectInput,
+)
 from planning.objects import OME_API_VERSION
 from planning.replica.events import PlannedEvent
 from planning.replica.manifest import render_inference_replica
 from planning.replica.publish import digest
+from planning.replica.teardown import TEARDOWN_FINALIZER
 from workflows import kube_calls
 from workflows.events import isvc_ref, record_event
 from workflows.replica.messages import ReplicaState
@@ -32,8 +46,18 @@ def ir_ref(state: ReplicaState) -> ObjectRef:
     )
 
 
-async def write_spec(state: ReplicaState, desired: int) -> None:
-    """Apply the object with `desired` replicas and the pause, unless that is what it has."""
+IR_TEARDOWN = "ir-teardown"
+"""`workflow.patched` id: the object carries `ome.io/ir-teardown` and a deletion holds it until
+the component's pods and PodGroups are gone; histories from before deleted it last."""
+FINALIZER_RECHECK = timedelta(minutes=5)
+"""How often an apply (a read while unchanged) makes sure the finalizer is still there."""
+RELEASE_CALL = timedelta(seconds=30)
+"""A finalizer release whose read went stale is read again on the next pass, not retried."""
+
+
+async def write_spec(state: ReplicaState, desired: int, now: datetime | None = None) -> None:
+    """Apply the object with `desired` replicas and the pause, unless that is what it has and
+    (given `now`) the finalizer re-check is not due."""
     config = state.config
     spec = config.ir_spec.model_copy(
         update={
@@ -45,9 +69,19 @@ async def write_spec(state: ReplicaState, desired: int) -> None:
         }
     )
     manifest = render_inference_replica(spec, config.isvc, config.namespace, config.isvc_uid)
+    finalizer = workflow.patched(IR_TEARDOWN)
+    if finalizer:
+        manifest["metadata"]["finalizers"] = [TEARDOWN_FINALIZER]
     fingerprint = digest(manifest)
-    if fingerprint == state.written_spec and state.ir_uid is not None:
+    recheck = (
+        finalizer
+        and now is not None
+        and (state.spec_applied_at is None or now >= state.spec_applied_at + FINALIZER_RECHECK)
+    )
+    if fingerprint == state.written_spec and state.ir_uid is not None and not recheck:
         return
+    if finalizer:
+        state.spec_applied_at = workflow.now()
     result = await kube_calls.apply_object(
         ApplyObjectInput(manifest=manifest, plural="inferencereplicas"),
         summary=f"write InferenceReplica {config.ir_name}: {desired} Instance(s) of {config.revision_name}"
@@ -64,12 +98,38 @@ async def check_gang_scheduling(state: ReplicaState) -> None:
         state.podgroup_crd = found.exists
 
 
-async def delete_object(state: ReplicaState) -> None:
-    """Delete the InferenceReplica object: the last act of a deletion."""
+async def delete_object(state: ReplicaState, why: str = "every Instance drained and deleted") -> None:
+    """Delete the InferenceReplica object: with its finalizer, it stays Terminating until released."""
     await kube_calls.delete_object(
-        DeleteObjectInput(ref=ir_ref(state)),
-        summary=f"delete InferenceReplica {state.config.ir_name}: every Instance drained and deleted",
+        DeleteObjectInput(ref=ir_ref(state)), summary=f"delete InferenceReplica {state.config.ir_name}: {why}"
     )
+
+
+async def release_finalizer(state: ReplicaState, why: str) -> bool:
+    """Remove `ome.io/ir-teardown` (and only it) from the object; False when a concurrent
+    write made the read stale, so the next pass tries again."""
+    ref = ir_ref(state)
+    found = await kube_calls.read_object(
+        ReadObjectInput(ref=ref), summary=f"read InferenceReplica {state.config.ir_name} to release its finalizer"
+    )
+    metadata = (found.object or {}).get("metadata") or {}
+    finalizers = list(metadata.get("finalizers") or [])
+    if not found.found or TEARDOWN_FINALIZER not in finalizers:
+        return True
+    try:
+        await kube_calls.patch_object(
+            PatchObjectInput(
+                ref=ref,
+                patch={"metadata": {"finalizers": [f for f in finalizers if f != TEARDOWN_FINALIZER] or None}},
+                resource_version=str(metadata.get("resourceVersion") or "") or None,
+                missing_ok=True,
+            ),
+            summary=f"release finalizer {TEARDOWN_FINALIZER} of {state.config.ir_name}: {why}",
+            schedule_to_close=RELEASE_CALL,
+        )
+    except ActivityError:
+        return False
+    return True
 
 
 async def record(state: ReplicaState, event: PlannedEvent) -> None:

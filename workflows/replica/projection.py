@@ -11,7 +11,7 @@ Imported by the workflow modules inside `workflow.unsafe.imports_passed_through(
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -23,7 +23,9 @@ from planning.replica.budget import minimum_serving
 from planning.replica.conditions import (
     PlannedCondition,
     component_condition,
+    drain_overdue_condition,
     gang_scheduling_condition,
+    next_drain_deadline,
     ready_condition,
     ready_timeout_condition,
     rollout_progress,
@@ -32,6 +34,7 @@ from planning.replica.coordination import Coordination
 from planning.replica.facts import replica_counts
 from planning.replica.handover import handover_rows
 from planning.replica.migrations import migration_records, migration_rows, policy_condition
+from planning.replica.overlay import earliest
 from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.rollback import revision_counts, stable_missing
 from planning.replica.status import project_status, with_transitions
@@ -46,6 +49,35 @@ from workflows.replica.object import ir_ref
 
 CLEARED_WHEN_UNSET = ("rolloutHold", "coordinationGroupRef")
 """Status fields that come and go: absent from the status, they are removed from the object."""
+DRAIN_NOTICE = timedelta(seconds=1)
+"""A drain is overdue just after its deadline: the status is looked at a moment later."""
+
+
+CONDITIONS_ADDED = {"DrainOverdue": "DrainsWithinDeadline"}
+"""Conditions added after InferenceReplicas ran, and their reason at rest: left out of the
+status fingerprints while at rest, so a run continued from before writes nothing new."""
+
+
+def addition_at_rest(kind: str, reason: str | None) -> bool:
+    return CONDITIONS_ADDED.get(kind) == reason
+
+
+def without_additions_at_rest(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the fingerprint sees it: without the added conditions while at rest."""
+    conditions = body.get("conditions")
+    if not conditions:
+        return body
+    kept = [c for c in conditions if not addition_at_rest(c.get("type", ""), c.get("reason"))]
+    return {**body, "conditions": kept}
+
+
+def drain_deadlines(state: ReplicaState) -> list[tuple[int, datetime]]:
+    """Each deleting Instance's drain deadline (its Delete operation's), by index."""
+    return [
+        (index, status.operation.deadline)
+        for index, status in state.instances.items()
+        if status.operation is not None and status.operation.type == "Delete" and status.operation.deadline
+    ]
 
 
 def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaStatus, PlannedCondition]:
@@ -64,6 +96,9 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         gang_scheduling_condition(config.effective.is_multi_pod, bool(state.podgroup_crd)),
         ready_timeout_condition(instance_ready_timeout_seconds(config.effective, config.cluster)),
     ]
+    # Constant (False) unless an Instance reports a drain deadline, so a history from before
+    # the condition writes its status at the same moments.
+    planned.append(drain_overdue_condition(drain_deadlines(state), now))
     migration_policy = policy_condition(state.migrations)
     if migration_policy is not None:
         planned.append(migration_policy)
@@ -133,9 +168,9 @@ async def publish(state: ReplicaState, now: datetime) -> datetime | None:
     status, component = build_status(state, now)
     state.conditions = status.conditions
     body = status.to_manifest()
-    fingerprint = digest(body)
+    fingerprint = digest(without_additions_at_rest(body))
     phase = phase_of(state, status)
-    key = digest([condition_key(status.conditions), (component.type, component.status, component.reason), phase])
+    key = digest([condition_key([c for c in status.conditions if not addition_at_rest(c.type, c.reason)]), (component.type, component.status, component.reason), phase])
     decision = decide_publish(
         changed=fingerprint != state.written_status or key != state.published_key,
         urgent=key != state.published_key,
@@ -143,8 +178,10 @@ async def publish(state: ReplicaState, now: datetime) -> datetime | None:
         instances=len(state.instances),
         now=now,
     )
+    upcoming = next_drain_deadline(drain_deadlines(state), now)
+    drain_wake = upcoming + DRAIN_NOTICE if upcoming is not None else None
     if not decision.write:
-        return decision.wake_at
+        return earliest(decision.wake_at, drain_wake)
     state.status_written_at = now
     state.published_key = key
     # The status write and the report to the parent go out in the same workflow task.
@@ -154,7 +191,7 @@ async def publish(state: ReplicaState, now: datetime) -> datetime | None:
         sends.append(write_status(state, status, body))
     sends.append(report(state, deleted=False, status=status, component=component))
     await send_all(sends)
-    return decision.wake_at
+    return earliest(decision.wake_at, drain_wake)
 
 
 async def write_status(state: ReplicaState, status: InferenceReplicaStatus, body: dict[str, Any]) -> None:
@@ -243,7 +280,9 @@ async def report(
             unchanged[count] = True
     if status.coordination_group_ref is None:
         unchanged["status"] = {"coordination_group_ref"}
-    fingerprint = digest(message.model_dump(mode="json", exclude=unchanged))
+    dumped = message.model_dump(mode="json", exclude=unchanged)
+    dumped["status"] = without_additions_at_rest(dumped["status"])
+    fingerprint = digest(dumped)
     if fingerprint == state.reported:
         return
     state.reported = fingerprint

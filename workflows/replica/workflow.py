@@ -16,8 +16,10 @@ down; deletion is an explicit `delete` signal). Each pass is observe -> plan -> 
 
 This module holds the handlers and the loop; the steps are plain functions of the state:
 `view` (what the rules read), `requests` (the user's requests), `instances` (plan and act on
-the Instance children), `migrations` (replacement-first moves off a node), `handovers`, `pause`, `children` (start and signal one Instance),
-`object` (the InferenceReplica object and its Events), `projection` (status and report).
+the Instance children), `migrations` (replacement-first moves off a node), `batches` (§14
+pod batches), `handovers`, `pause`, `children` (start and signal one Instance), `object` (the
+InferenceReplica object, its finalizer and Events), `teardown` (§15 deletion), `projection`
+(status and report).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.replica.revisions import observe_template
     from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
-    from workflows.replica import migrations, view
+    from workflows.replica import migrations, teardown, view
     from workflows.replica.children import EndedInstances
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
@@ -52,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         ReplicaConfig,
         ReplicaState,
     )
-    from workflows.replica.object import check_gang_scheduling, delete_object, record, write_spec
+    from workflows.replica.object import IR_TEARDOWN, check_gang_scheduling, delete_object, record, write_spec
     from workflows.replica.projection import build_status, publish, report
     from workflows.replica.requests import answer_releases, answer_resets
 
@@ -183,7 +185,7 @@ class InferenceReplicaWorkflow:
         moving_at = await migrations.advance(state, self.ended, now)
         # Plan and act on the Instances (`instances.act`), then project the outcome; `run` waits.
         self.wake_at = earliest(moving_at, await act(state, self.ended, desired, now))
-        await write_spec(state, desired)
+        await write_spec(state, desired, now)
         self.wake_at = earliest(self.wake_at, await publish(state, now))
         return False
 
@@ -199,13 +201,23 @@ class InferenceReplicaWorkflow:
         return desired
 
     async def tear_down(self) -> bool:
-        """Drain and delete every Instance, then the InferenceReplica object; True when done."""
+        """Drain and delete every Instance, then release the InferenceReplica object (§15,
+        `workflows.replica.teardown`); True when done."""
         state = self.state
-        await migrations.end_all(state, workflow.now())
-        await drain_all(state)
-        if state.instances or state.launched:
-            self.wake_at = await publish(state, workflow.now())
-            return False
-        await delete_object(state)
-        await report(state, deleted=True)
-        return True
+        now = workflow.now()
+        await migrations.end_all(state, now)
+        if state.teardown_started_at is None and not workflow.patched(IR_TEARDOWN):
+            # A history from before the finalizer: the object was deleted once every Instance was.
+            self.wake_at = await drain_all(state, now)
+            if state.instances or state.launched:
+                self.wake_at = earliest(self.wake_at, await publish(state, now))
+                return False
+            await delete_object(state)
+            await report(state, deleted=True)
+            return True
+        done, wake = await teardown.tear_down(state, now)
+        if done:
+            await report(state, deleted=True)
+            return True
+        self.wake_at = earliest(wake, await publish(state, now))
+        return False

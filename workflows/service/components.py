@@ -31,6 +31,7 @@ from models.resolution import inference_replica_spec
 from planning.objects import OME_API_VERSION, service_name
 from planning.replica.budget import update_policy
 from planning.replica.revisions import REVISION_HISTORY_ANNOTATION
+from planning.replica.template import ClusterLifecycle
 from planning.service.components import ComponentPlan, multinode_message, plan_components
 from planning.service.deployment import DeploymentObserved, converged, newer, observe_deployment
 from planning.service.objects import render_deployment, render_pdb, render_service
@@ -57,14 +58,25 @@ def config_fingerprint(config: ReplicaConfig) -> str:
     before its group (or a stable revision, or a rollback) reached the InferenceReplica, has
     the same fingerprint as before, so a running service resends nothing."""
     coordination = config.coordination
+    exclude: dict[str, Any] = {}
+    defaults = ClusterLifecycle()
+    cluster = {name for name in CLUSTER_ADDITIONS if getattr(config.cluster, name) == getattr(defaults, name)}
+    if cluster:
+        exclude["cluster"] = cluster
     if coordination is None:
-        return config.model_dump_json(exclude={"coordination"})
-    unset = {name for name in COORDINATION_ADDITIONS if getattr(coordination, name) is None}
-    return config.model_dump_json(exclude={"coordination": unset} if unset else None)
+        exclude["coordination"] = True
+    else:
+        unset = {name for name in COORDINATION_ADDITIONS if getattr(coordination, name) is None}
+        if unset:
+            exclude["coordination"] = unset
+    return config.model_dump_json(exclude=exclude or None)
 
 
 COORDINATION_ADDITIONS = ("group", "group_phase", "stable", "rollback_to")
 """Coordination fields added after runs existed: left out of the fingerprint while unset."""
+CLUSTER_ADDITIONS = ("scale_up_pod_batch_size", "scale_down_pod_batch_size", "scale_down_requeue_interval_seconds")
+"""Cluster settings added after services ran (§14 pod batching): left out of the fingerprint
+while at the chart's values, so a running service resends nothing."""
 
 
 class ServiceComponents(ServiceProjection):

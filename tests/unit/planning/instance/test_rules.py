@@ -24,6 +24,10 @@ from planning.instance.rules import (
     blocks_attempt,
     check_transition,
     choose_update_way,
+    delete_blocked_by_finalizer_message,
+    drain_deadline,
+    drain_overdue_message,
+    finalizer_block_evidence,
     force_delete_due_at,
     force_delete_evidence,
     in_place_refused_message,
@@ -351,3 +355,56 @@ def test_pod_group_taken_message_names_group_owner_and_fix() -> None:
     assert message.startswith("PodGroup ns/chat-engine-0 already exists and does not belong to this Instance")
     assert "(found owner: InferenceService other (uid u-2))" in message
     assert "kubectl delete podgroup chat-engine-0 -n ns" in message
+
+
+@pytest.mark.parametrize(
+    ("pod_fields", "now", "blocked"),
+    [
+        ({"finalizers": ("example.com/keep",)}, 400, "node-not-ready"),
+        ({"finalizers": ("example.com/keep",), "node_missing": True}, 61, "node-gone"),
+        ({"finalizers": ("example.com/keep",)}, 200, None),  # node not dead long enough yet
+        ({"finalizers": ("example.com/keep",), "node_ready": "True"}, 400, None),  # Ready node: not dead
+        ({}, 400, None),  # no finalizer: force-deleted instead
+    ],
+)
+def test_a_pod_pinned_by_finalizers_is_reported_not_force_deleted(
+    pod_fields: dict[str, Any], now: float, blocked: str | None
+) -> None:
+    pod = stuck(**pod_fields)
+    assert finalizer_block_evidence(pod, POLICY, at(now)) == blocked
+    if pod.finalizers:
+        assert force_delete_evidence(pod, POLICY, at(now)) is None
+
+
+def test_a_pinned_pod_is_due_for_its_report_when_it_would_be_due_for_force_delete() -> None:
+    pinned = stuck(finalizers=("example.com/keep",))
+    assert force_delete_due_at(pinned, POLICY) is None
+    assert force_delete_due_at(pinned, POLICY, with_finalizers=True) == at(300)
+
+
+def test_pod_delete_blocked_by_finalizer_message_is_verbatim() -> None:
+    pinned = stuck(name="chat-engine-0-default-0", finalizers=("example.com/a", "example.com/b"))
+    assert delete_blocked_by_finalizer_message(spec(), pinned, at(400)) == (
+        "OMENative component=engine instance=0: pod chat-engine-0-default-0 is 6m40s past its own deletion "
+        "deadline but pinned by finalizers [example.com/a, example.com/b]; OME never strips another "
+        "controller's finalizer — the finalizer owner must resolve it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("timeout", "deadline"),
+    [(1800.0, at(1800)), (None, None), (0.0, None), (-5.0, None)],
+)
+def test_drain_deadline_is_delete_start_plus_instance_ready_timeout(
+    timeout: float | None, deadline: datetime | None
+) -> None:
+    assert drain_deadline(at(0), timeout) == deadline
+
+
+def test_drain_overdue_message_is_verbatim() -> None:
+    message = drain_overdue_message(spec(), at(1800), at(1861.4), ["chat-engine-0-default-0", "chat-engine-0-default-1"])
+    stamp = at(1800).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert message == (
+        f"OMENative component=engine instance=0: drain overdue by 1m1s (deadline {stamp}); 2 pod(s) still "
+        "Terminating (chat-engine-0-default-0, chat-engine-0-default-1)"
+    )

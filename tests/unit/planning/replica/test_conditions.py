@@ -270,3 +270,22 @@ def test_failed_then_ready_condition_from_rows() -> None:
     rows = [ready(0), failed(1, OLD)]
     result = replica_counts(rows, OLD, NOW, 0)
     assert ready_condition(2, result, 2, rollout_progress(rows, OLD, 0)).reason == "InstanceFailed"
+
+
+def test_drain_overdue_condition() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from planning.replica.conditions import drain_overdue_condition, next_drain_deadline
+
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    deletions = [(3, t0 + timedelta(seconds=60)), (1, t0 + timedelta(seconds=30))]
+    calm = drain_overdue_condition(deletions, t0)
+    assert (calm.type, calm.status, calm.reason) == ("DrainOverdue", "False", "DrainsWithinDeadline")
+    assert next_drain_deadline(deletions, t0) == t0 + timedelta(seconds=30)
+    overdue = drain_overdue_condition(deletions, t0 + timedelta(seconds=31))
+    assert (overdue.status, overdue.reason) == ("True", "DrainsOverdue")
+    assert overdue.message == (
+        "drain of instance(s) 1 overdue (earliest deadline 2025-01-01T00:00:30Z); pods still Terminating"
+    )
+    assert next_drain_deadline(deletions, t0 + timedelta(seconds=31)) == t0 + timedelta(seconds=60)
+    assert drain_overdue_condition([], t0).status == "False"

@@ -1,0 +1,182 @@
+"""Deleting an InferenceReplica (§15) and pod batching (§14) against kubesim: the finalizer
+`ome.io/ir-teardown` holds the object while a pod is left, the teardown deadline releases it
+with `TeardownDeadlineExceeded`, no deadline repeats `TeardownBlocked` until the pod goes, and
+`scaleDownPodBatchSize` keeps a second Instance serving while the first still drains.
+
+A pod is kept Terminating the way another controller would: a finalizer of its own on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from kubesim.handle import KubeSim
+from tests.workflows.service_harness import NAME, NAMESPACE, Story, eventually, isvc_manifest, story
+
+pytestmark = pytest.mark.workflows
+
+FOREIGN = "example.com/keep"
+IR = f"{NAME}-engine"
+ESCAPE = (
+    f"kubectl patch inferencereplica {IR} -n {NAMESPACE} --type=merge "
+    """-p '{"metadata":{"finalizers":null}}'"""
+)
+SELECTOR = f'selector: parent="{NAME}", component="engine"'
+
+
+def events(s: Story, reason: str) -> list[str]:
+    listed = s.core.list_namespaced_event(NAMESPACE)
+    return [e.message for e in listed.items if e.reason == reason]
+
+
+def live_pods(s: Story) -> list[Any]:
+    return [p for p in s.pods() if p.metadata.deletion_timestamp is None]
+
+
+def pin(s: Story, pod: str) -> None:
+    s.core.patch_namespaced_pod(pod, NAMESPACE, {"metadata": {"finalizers": [FOREIGN]}})
+
+
+def unpin(s: Story, pod: str) -> None:
+    s.core.patch_namespaced_pod(pod, NAMESPACE, [{"op": "remove", "path": "/metadata/finalizers"}])
+
+
+async def serving(s: Story, count: int) -> bool:
+    pods = live_pods(s)
+    ready = [
+        p
+        for p in pods
+        if {c.type: c.status for c in p.status.conditions or []}.get("ome.io/serving") == "True"
+    ]
+    return len(pods) == count and len(ready) == count
+
+
+async def completed(s: Story) -> bool:
+    return (await s.handle().describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+def ir_held(s: Story) -> dict[str, Any] | None:
+    ir = s.object("inferencereplicas", IR)
+    return ir if ir is not None and ir["metadata"].get("deletionTimestamp") else None
+
+
+async def test_teardown_deadline_releases_the_finalizer_with_the_spec_event(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    cluster = {"drain_seconds": 0.2, "teardown_deadline_seconds": 3.0}
+    async with story(dev_client, task_queue, kubesim, cluster) as s:
+        await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
+        await eventually(lambda: serving(s, 1), "one serving engine pod")
+        ir = s.object("inferencereplicas", IR)
+        assert ir is not None and ir["metadata"]["finalizers"] == ["ome.io/ir-teardown"]
+        (pod,) = live_pods(s)
+        pin(s, pod.metadata.name)
+
+        await s.handle().signal("delete")
+        # The object stays, Terminating, while the pinned pod is there.
+        held = await eventually(lambda: ir_held(s), "the InferenceReplica held by its finalizer")
+        assert "ome.io/ir-teardown" in held["metadata"]["finalizers"]
+        await eventually(lambda: completed(s), "the deadline to release the finalizer", within=60)
+        assert s.object("inferencereplicas", IR) is None
+        assert events(s, "TeardownDeadlineExceeded") == [
+            f"teardown deadline 3s exceeded (1 owned pod(s) observed; {SELECTOR}); releasing finalizer "
+            f"ome.io/ir-teardown to background GC; manual escape: {ESCAPE}"
+        ]
+        assert events(s, "TeardownBlocked") == []
+        # The pod is the garbage collector's now; its finalizer is never stripped by us.
+        (left,) = s.pods()
+        assert left.metadata.finalizers == [FOREIGN]
+        unpin(s, pod.metadata.name)
+
+
+async def test_without_a_deadline_teardown_blocked_repeats_until_the_pod_is_gone(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    cluster = {"drain_seconds": 0.2, "teardown_deadline_seconds": None, "scale_down_requeue_interval_seconds": 1.0}
+    async with story(dev_client, task_queue, kubesim, cluster) as s:
+        await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
+        await eventually(lambda: serving(s, 1), "one serving engine pod")
+        (pod,) = live_pods(s)
+        pin(s, pod.metadata.name)
+
+        await s.handle().signal("delete")
+        blocked = (
+            f"teardown blocked: 1 owned pod(s) and 0 owned PodGroup(s) remain ({SELECTOR}); finalizer "
+            "ome.io/ir-teardown holds until cleanup completes (no lifecycle.teardown.deadline configured); "
+            f"manual escape: {ESCAPE}"
+        )
+        await eventually(lambda: blocked in events(s, "TeardownBlocked"), "a TeardownBlocked event")
+        # Repeated: the Event's count goes up (same object, reason and message).
+        await eventually(lambda: _count(s, "TeardownBlocked") >= 2, "TeardownBlocked repeated")
+        assert ir_held(s) is not None, "the finalizer holds while the pod is there"
+        assert not await completed(s)
+
+        unpin(s, pod.metadata.name)
+        await eventually(lambda: completed(s), "the teardown to finish once the pod is gone", within=60)
+        assert s.object("inferencereplicas", IR) is None
+        assert s.pods() == []
+        assert events(s, "TeardownDeadlineExceeded") == []
+
+
+def _count(s: Story, reason: str) -> int:
+    listed = s.core.list_namespaced_event(NAMESPACE)
+    return sum(e.count or 1 for e in listed.items if e.reason == reason)
+
+
+async def test_scale_down_batch_keeps_the_next_instance_until_the_draining_one_is_gone(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    # One pod at a time: the second removal waits for the first Instance's pod to go.
+    cluster = {
+        "drain_seconds": 0.2,
+        "scale_down_pod_batch_size": 1,
+        "scale_down_requeue_interval_seconds": 0.5,
+        # Also the drain deadline of a deletion: Instance 2's drain becomes overdue while pinned.
+        "instance_ready_timeout_seconds": 6.0,
+    }
+    async with story(dev_client, task_queue, kubesim, cluster) as s:
+        await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3, topologySpread="Preferred"))
+        await eventually(lambda: serving(s, 3), "three serving engine pods", within=90)
+        by_index = {int(p.metadata.labels["ome.io/instance-index"]): p.metadata.name for p in live_pods(s)}
+        pin(s, by_index[2])  # removed first: the end of the keep order
+
+        await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1, topologySpread="Preferred"))
+        await eventually(lambda: _terminating(s) == [by_index[2]], "Instance 2's pod Terminating")
+        # Several requeue intervals: Instance 1 is not admitted while Instance 2 still costs its pod.
+        await asyncio.sleep(3)
+        assert _terminating(s) == [by_index[2]]
+        assert sorted(p.metadata.name for p in live_pods(s)) == [by_index[0], by_index[1]]
+
+        # Past delete start + instanceReadyTimeout: overdue, said once, and the Instance stays Deleting.
+        (overdue,) = await eventually(lambda: events(s, "DrainOverdue"), "a DrainOverdue event")
+        assert re.fullmatch(
+            rf"OMENative component=engine instance=2: drain overdue by \d+s \(deadline "
+            rf"\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ\); 1 pod\(s\) still Terminating \({by_index[2]}\)",
+            overdue,
+        ), overdue
+        condition = await eventually(lambda: _condition(s, "DrainOverdue", "True"), "DrainOverdue=True on the IR")
+        assert condition["reason"] == "DrainsOverdue"
+        rows = {row.index: row.phase for row in (await s.replica_status()).instance_statuses}
+        assert rows.get(2) != "Failed"
+
+        unpin(s, by_index[2])
+        await eventually(lambda: [p.metadata.name for p in s.pods()] == [by_index[0]], "Instance 1 removed next")
+        condition = await eventually(lambda: _condition(s, "DrainOverdue", "False"), "DrainOverdue=False again")
+        assert condition["reason"] == "DrainsWithinDeadline"
+
+
+def _condition(s: Story, kind: str, status: str) -> dict[str, Any] | None:
+    ir = s.object("inferencereplicas", IR) or {}
+    for condition in (ir.get("status") or {}).get("conditions") or []:
+        if condition["type"] == kind and condition["status"] == status:
+            return dict(condition)
+    return None
+
+
+def _terminating(s: Story) -> list[str]:
+    return sorted(p.metadata.name for p in s.pods() if p.metadata.deletion_timestamp is not None)
