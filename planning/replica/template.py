@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from models.duration import parse_duration
 from models.inferenceservice import ComponentSpec, RunnerSpec
@@ -65,6 +65,19 @@ class ClusterLifecycle(BaseModel):
     max_unavailable: int | str | None = CHART_DEFAULT_POLICY.max_unavailable
     revision_history_limit: int | None = 10
     """Chart keeps 10 revisions that nothing runs; the ISVC annotation overrides."""
+    auto_migrate_max_attempts: int | None = 3
+    """Chart `autoMigrate.maxAttempts` 3: how many times one Instance is relocated off a node
+    after a stuck or timed-out create or single-pod update (§13). None: no relocation."""
+
+    @field_validator("auto_migrate_max_attempts")
+    @classmethod
+    def _positive_attempts(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(
+                f"auto_migrate_max_attempts (autoMigrate.maxAttempts) must be at least 1, got {value}; "
+                "leave it unset (null) to turn automatic relocation off"
+            )
+        return value
 
     @property
     def update_policy(self) -> UpdatePolicy:

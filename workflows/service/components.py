@@ -55,14 +55,25 @@ from workflows.service.projection import ServiceProjection, identity, runs_deplo
 def config_fingerprint(config: ReplicaConfig) -> str:
     """What was sent, to send nothing twice; a config outside a rollout run, or inside one
     before its group (or a stable revision, or a rollback) reached the InferenceReplica, has
-    the same fingerprint as before, so a running service resends nothing."""
+    the same fingerprint as before, so a running service resends nothing. Cluster settings
+    added later are left out while at their defaults, for the same reason."""
+    exclude: dict[str, Any] = {}
     coordination = config.coordination
     if coordination is None:
-        return config.model_dump_json(exclude={"coordination"})
-    unset = {name for name in COORDINATION_ADDITIONS if getattr(coordination, name) is None}
-    return config.model_dump_json(exclude={"coordination": unset} if unset else None)
+        exclude["coordination"] = True
+    else:
+        unset = {name for name in COORDINATION_ADDITIONS if getattr(coordination, name) is None}
+        if unset:
+            exclude["coordination"] = unset
+    defaults = {name for name, default in CLUSTER_ADDITIONS.items() if getattr(config.cluster, name) == default}
+    if defaults:
+        exclude["cluster"] = defaults
+    return config.model_dump_json(exclude=exclude or None)
 
 
+CLUSTER_ADDITIONS: dict[str, Any] = {"auto_migrate_max_attempts": 3}
+"""`ClusterLifecycle` fields added after runs existed, with their defaults: left out of the
+fingerprint while at them."""
 COORDINATION_ADDITIONS = ("group", "group_phase", "stable", "rollback_to")
 """Coordination fields added after runs existed: left out of the fingerprint while unset."""
 
