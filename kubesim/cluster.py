@@ -164,6 +164,17 @@ class Cluster:
         status = {**(node.get("status") or {}), "conditions": healthy_conditions()}
         return self.api.write_status(self.api.type_of("", "nodes"), node, status, "kubelet")
 
+    def stall_node(self, name: str, stalled: bool = True) -> Object:
+        """Wedge (or unwedge) the node's container runtime: it stays Ready and takes pods,
+        whose containers then wait in ContainerCreating (`kubesim.controllers.kubelet`)."""
+        node = self._node(name)
+        if stalled:
+            self.kubelet.stalled.add(name)
+        else:
+            self.kubelet.stalled.discard(name)
+        self.kubelet.poke()
+        return node
+
     def cordon_node(self, name: str, unschedulable: bool = True) -> Object:
         node = clone(self._node(name))
         if unschedulable:

@@ -5,7 +5,8 @@ processes that only have the cluster's URL (the e2e stack, benchmarks, a person 
 
     GET  /sim/counters                      requests by verb and resource, faults injected
     POST /sim/counters/reset
-    POST /sim/nodes/{name}/{fail|restore|cordon|uncordon|drain}
+    POST /sim/nodes/{name}/{fail|restore|stall|unstall|cordon|uncordon|drain}
+                                            (stall: Ready, but new pods wait in ContainerCreating)
     POST /sim/pods/{namespace}/{name}/kill
     POST /sim/images        {"image": ..., "pull_seconds": ..., "fail_pull": ..., "crash": ...,
                              "stop_seconds": ... (SIGTERM to exit; negative = ignores SIGTERM)}
@@ -63,6 +64,7 @@ class Operations(Protocol):
 
     def fail_node(self, name: str) -> Object: ...
     def restore_node(self, name: str) -> Object: ...
+    def stall_node(self, name: str, stalled: bool = True) -> Object: ...
     def cordon_node(self, name: str, unschedulable: bool = True) -> Object: ...
     def drain_node(self, name: str) -> dict[str, list[str]]: ...
     def kill_pod(self, namespace: str, name: str) -> bool: ...
@@ -96,12 +98,14 @@ class Control:
             actions: dict[str, Callable[[], Any]] = {
                 "fail": lambda: c.fail_node(name),
                 "restore": lambda: c.restore_node(name),
+                "stall": lambda: c.stall_node(name),
+                "unstall": lambda: c.stall_node(name, stalled=False),
                 "cordon": lambda: c.cordon_node(name),
                 "uncordon": lambda: c.cordon_node(name, unschedulable=False),
                 "drain": lambda: c.drain_node(name),
             }
             if action not in actions:
-                raise ApiError(404, f"unknown node action {action!r}: use fail, restore, cordon, uncordon or drain")
+                raise ApiError(404, f"unknown node action {action!r}: use fail, restore, stall, unstall, cordon, uncordon or drain")
             return _json(actions[action]())
         if len(parts) == 4 and parts[0] == "pods" and parts[3] == "kill" and method == "POST":
             return _json({"killed": c.kill_pod(parts[1], parts[2])})

@@ -148,6 +148,13 @@ class KubeSim:
     def restore_node(self, name: str) -> None:
         self.call(lambda: self.cluster.restore_node(name))
 
+    def stall_node(self, name: str) -> None:
+        """The node stays Ready, but new pods there wait in ContainerCreating forever."""
+        self.call(lambda: self.cluster.stall_node(name))
+
+    def unstall_node(self, name: str) -> None:
+        self.call(lambda: self.cluster.stall_node(name, stalled=False))
+
     def cordon_node(self, name: str) -> None:
         self.call(lambda: self.cluster.cordon_node(name))
 

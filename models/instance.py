@@ -219,6 +219,12 @@ class InstanceFailure(StatusModel):
     time: datetime
     counting: bool = False
     """True when the failure is the revision's own fault (counts toward holding it)."""
+    operation: Literal["Create", "Update", "Restart", "Migrate", "Delete"] | None = None
+    """The operation whose attempt failed (None: a Ready Instance's pod failed, or a report
+    from before this was recorded). Not shown in `lastFailure`; the InferenceReplica reads it
+    to decide an automatic relocation (§13)."""
+    node_names: list[str] = Field(default_factory=list)
+    """The nodes the failed attempt's pods were on, sorted; empty when none was scheduled."""
 
 
 class InstanceOperation(StatusModel):

@@ -12,6 +12,12 @@ Deleting a pod works as on a real node: the kubelet sends SIGTERM to each runnin
 `Error`). Once no container runs, the kubelet reports the final status and removes the pod, so
 the pod is gone after min(stop_seconds, grace), not the whole grace period. A failed node's
 kubelet does nothing, so its pods stay as they were until force-deleted.
+
+A stalled node (`stalled`) is Ready but its container runtime is wedged, as when the CNI or
+containerd hangs: a pod bound there gets no sandbox (Warning `FailedCreatePodSandBox`, once)
+and its containers stay waiting in ContainerCreating; such a pod is removed at once when
+deleted (nothing runs in it). Pods that were running before the stall keep running as they
+were. Once the node is no longer stalled, its waiting pods start normally.
 """
 
 from __future__ import annotations
@@ -86,6 +92,10 @@ class Kubelet(Controller):
     def __init__(self, api: Api, timing: Timing) -> None:
         super().__init__(api)
         self.runs: dict[str, PodRun] = {}
+        self.stalled: set[str] = set()
+        """Nodes whose container runtime is wedged: new pods there never get a sandbox."""
+        self.stalled_pods: set[str] = set()
+        """Uids of pods already reported stuck without a sandbox."""
         # Per image: how long it takes to pull, start, get ready and stop; the factor scales
         # grace periods and back-offs. Shared with the cluster, which changes it at run time.
         self.timing = timing
@@ -130,6 +140,10 @@ class Kubelet(Controller):
             if not node_ready(node):
                 continue  # no kubelet answers for this node
             run = self.runs.get(uid)
+            if run is None and node_name in self.stalled:
+                self._stalled_pod(pod, node, now)
+                continue
+            self.stalled_pods.discard(uid)
             if run is None:
                 run = self.runs[uid] = self._admit(pod, node, now)
             if pod["metadata"].get("deletionTimestamp"):
@@ -145,6 +159,39 @@ class Kubelet(Controller):
         for uid in list(self.runs):
             if uid not in alive:
                 del self.runs[uid]
+        self.stalled_pods &= alive
+
+    def _stalled_pod(self, pod: Object, node: Object | None, now: float) -> None:
+        """A pod on a stalled node: no sandbox, containers waiting in ContainerCreating."""
+        pods_rt = self.api.type_of(*PODS)
+        uid = pod["metadata"]["uid"]
+        if pod["metadata"].get("deletionTimestamp"):
+            # Nothing was ever started in it: nothing to stop.
+            self.stalled_pods.discard(uid)
+            self.api.force_remove(pods_rt, pod)
+            return
+        if uid in self.stalled_pods:
+            return
+        self.stalled_pods.add(uid)
+        spec = pod.get("spec") or {}
+        waiting = PodRun(
+            uid=uid,
+            node=spec["nodeName"],
+            containers=[ContainerRun(c["name"], c.get("image", "")) for c in spec.get("containers") or []],
+            init=[ContainerRun(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []],
+            pod_ip="",
+            start_time=(pod.get("status") or {}).get("startTime") or timestamp(),
+        )
+        status = self._status(pod, waiting)
+        status.pop("podIP", None)
+        status.pop("podIPs", None)
+        for condition in status["conditions"]:
+            if condition["type"] == "PodReadyToStartContainers":
+                condition["status"] = "False"
+        self.api.write_status(pods_rt, pod, status, "kubelet")
+        record_event(self.api, pod, "Warning", "FailedCreatePodSandBox",
+                     "Failed to create pod sandbox: rpc error: code = DeadlineExceeded desc = context deadline "
+                     "exceeded", "kubelet", host=spec["nodeName"])
 
     def _admit(self, pod: Object, node: Object | None, now: float) -> PodRun:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}

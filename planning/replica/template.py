@@ -83,6 +83,20 @@ class ClusterLifecycle(BaseModel):
         check_pod_batch_size(BATCH_SIZE_KEYS[info.field_name or ""], value)
         return value
 
+    auto_migrate_max_attempts: int | None = 3
+    """Chart `autoMigrate.maxAttempts` 3: how many times one Instance is relocated off a node
+    after a stuck or timed-out create or single-pod update (§13). None: no relocation."""
+
+    @field_validator("auto_migrate_max_attempts")
+    @classmethod
+    def _positive_attempts(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(
+                f"auto_migrate_max_attempts (autoMigrate.maxAttempts) must be at least 1, got {value}; "
+                "leave it unset (null) to turn automatic relocation off"
+            )
+        return value
+
     @property
     def update_policy(self) -> UpdatePolicy:
         return UpdatePolicy(

@@ -3,10 +3,14 @@ own cluster because it breaks nodes."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
 
+from kubesim.errors import ApiError
 from kubesim.handle import KubeSim
 from tests.kubesim.helpers import is_ready, pod_body, wait_for
 
@@ -135,3 +139,50 @@ def test_deleted_node_takes_its_pods(kubesim: KubeSim) -> None:
         return False
 
     wait_for(gone, what="pod garbage-collected with its node")
+
+
+def test_a_stalled_node_stays_ready_but_its_new_pods_wait_in_container_creating(kubesim: KubeSim) -> None:
+    """A wedged container runtime: the node is Ready and takes pods, which never get a sandbox
+    (one `FailedCreatePodSandBox` Warning) and wait in ContainerCreating; a pod that ran before
+    keeps running; deleting a waiting pod removes it at once; once unstalled, pods start."""
+    core = kubernetes.client.CoreV1Api(kubesim.api_client())
+    _ready_pod_on(core, "before", "gpu-node-1")
+    kubesim.stall_node("gpu-node-1")
+    assert _ready_status(core, "gpu-node-1") == "True"
+    core.create_namespaced_pod("default", pod_body("wedged", nodeName="gpu-node-1"))
+
+    def waiting_reason() -> str | None:
+        statuses = core.read_namespaced_pod("wedged", "default").status.container_statuses or []
+        waiting = statuses[0].state.waiting if statuses else None
+        return waiting.reason if waiting is not None else None
+
+    assert wait_for(waiting_reason, what="the container waits") == "ContainerCreating"
+    time.sleep(0.5)  # far past the time the fast timing needs to make a pod Ready
+    pod = core.read_namespaced_pod("wedged", "default")
+    assert not is_ready(pod) and pod.status.phase == "Pending" and not pod.status.pod_ip
+    assert waiting_reason() == "ContainerCreating"
+    warned = [
+        e for e in core.list_namespaced_event("default").items
+        if e.reason == "FailedCreatePodSandBox" and e.involved_object.name == "wedged"
+    ]
+    assert len(warned) == 1 and warned[0].type == "Warning"
+    assert is_ready(core.read_namespaced_pod("before", "default"))
+
+    core.delete_namespaced_pod("wedged", "default")
+    wait_for(lambda: "wedged" not in {p.metadata.name for p in core.list_namespaced_pod("default").items},
+             what="the waiting pod is removed")
+
+    core.create_namespaced_pod("default", pod_body("later", nodeName="gpu-node-1"))
+    wait_for(waiting_reason_of(core, "later"), what="the later pod waits")
+    kubesim.unstall_node("gpu-node-1")
+    wait_for(lambda: is_ready(core.read_namespaced_pod("later", "default")), what="the later pod starts")
+    with pytest.raises(ApiError, match='nodes "no-such-node" not found'):
+        kubesim.stall_node("no-such-node")
+
+
+def waiting_reason_of(core: kubernetes.client.CoreV1Api, name: str) -> Any:
+    def probe() -> bool:
+        statuses = core.read_namespaced_pod(name, "default").status.container_statuses or []
+        return bool(statuses and statuses[0].state.waiting and statuses[0].state.waiting.reason == "ContainerCreating")
+
+    return probe

@@ -574,6 +574,28 @@ async def service_migration(env: WorkflowEnvironment, sim: KubeSim, task_queue: 
         await _delete_service(s)
 
 
+async def service_relocation(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """One engine Instance placed on a node whose container runtime is wedged: it times out
+    and is relocated off that node (`AutoMigrationTriggered`, a `Relocated` row), Ready on
+    another node, its index kept; delete."""
+    sim.stall_node("gpu-node-1")
+    for node in ("gpu-node-2", "gpu-node-3", "gpu-node-4"):
+        sim.cordon_node(node)
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest(
+            topologySpread=None, topologySpreadKey=None, minReplicas=1, maxReplicas=1,
+            lifecycle={"instanceReadyTimeout": "5s"},
+        )
+        manifest["spec"]["engine"] = {k: v for k, v in manifest["spec"]["engine"].items() if v is not None}
+        await _accepted(s, manifest)
+        await until(lambda: [p.spec.node_name for p in _live(s)] == ["gpu-node-1"], "the pod on the wedged node")
+        sim.uncordon_node("gpu-node-2")
+        await until(lambda: _ready_on(s, IMAGE_1, [0]), "Instance 0 Ready off the wedged node", within=WAIT)
+        if [p.spec.node_name for p in _live(s)] != ["gpu-node-2"]:
+            raise RuntimeError(f"not relocated: {[p.spec.node_name for p in _live(s)]}")
+        await _delete_service(s)
+
+
 async def _drained(s: Story, handle: WorkflowHandle[Any, Any]) -> bool:
     status = await handle.query("status")
     return bool(status["phase"] == "Drained")
@@ -649,6 +671,12 @@ SCENARIOS = [
         "service_drain",
         service_drain,
         "three engine Instances: the node of Instance 0 drained replacement first, held cordoned, released; delete",
+    ),
+    Scenario(
+        "service_relocation",
+        service_relocation,
+        "one engine Instance stuck on a wedged node, relocated off it (AutoMigrationTriggered), Ready elsewhere; "
+        "delete",
     ),
     Scenario(
         "service_lifecycle_change",

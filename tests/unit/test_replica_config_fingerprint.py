@@ -11,6 +11,7 @@ import pytest
 
 from models.inferencereplica import InferenceReplicaSpec
 from planning.replica.coordination import Coordination
+from planning.replica.template import ClusterLifecycle
 from workflows.replica.messages import ReplicaConfig
 from workflows.service.components import config_fingerprint
 
@@ -54,3 +55,18 @@ def test_a_stable_revision_or_a_rollback_is_news() -> None:
     back = coordination_sent(replace(RUN, stable="aaaaaaaa", rollback_to="aaaaaaaa"))
     assert back is not None and back["rollback_to"] == "aaaaaaaa"
     assert config_fingerprint(config(replace(RUN, rollback_to="aaaaaaaa"))) != config_fingerprint(config(RUN))
+
+
+def test_auto_migrate_attempts_at_the_default_leave_the_fingerprint_as_before() -> None:
+    sent = json.loads(config_fingerprint(config(None)))["cluster"]
+    assert "auto_migrate_max_attempts" not in sent
+    assert set(sent) == set(ClusterLifecycle.model_fields) - {"auto_migrate_max_attempts"}
+    for value in (1, None):
+        changed = config(None).model_copy(update={"cluster": ClusterLifecycle(auto_migrate_max_attempts=value)})
+        assert json.loads(config_fingerprint(changed))["cluster"]["auto_migrate_max_attempts"] == value
+
+
+@pytest.mark.parametrize("value", [0, -2])
+def test_auto_migrate_attempts_must_be_positive(value: int) -> None:
+    with pytest.raises(ValueError, match=rf"auto_migrate_max_attempts \(autoMigrate.maxAttempts\) must be at least 1, got {value}"):
+        ClusterLifecycle(auto_migrate_max_attempts=value)

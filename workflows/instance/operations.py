@@ -116,6 +116,17 @@ class InstanceOperations:
             self.pods_seq += 1
         return self.state.pods or listed
 
+    def located(self, failure: InstanceFailure, members: dict[str, str]) -> InstanceFailure:
+        """`failure` with the operation whose attempt failed and the nodes of that attempt's
+        pods (`members`, name -> uid), which the parent reads to relocate the Instance (§13)."""
+        nodes = {
+            pod.node_name
+            for pod in self.observed()
+            if pod.node_name and members.get(pod.name) and members[pod.name] == pod.uid
+        }
+        operation = self.state.operation.type if self.state.operation is not None else None
+        return failure.model_copy(update={"operation": operation, "node_names": sorted(nodes)})
+
     def mark(self) -> tuple[int, int]:
         """Where the observations and requests stand; take it *before* looking at them."""
         return (self.pods_seq, self.inbox_seq)

@@ -179,6 +179,7 @@ class InstanceTeardown(InstanceOperations):
         phase Failed. The attempt's members that remain: all, or none when its pods were deleted."""
         state, spec = self.state, self.spec
         now = workflow.now()
+        failure = self.located(failure, members)
         state.last_failure = failure
         await self.event(
             "InstanceFailed", policy.instance_failed_message(spec, failure.reason, failure.message)

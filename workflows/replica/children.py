@@ -22,6 +22,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from models.inferenceservice import ComponentSpec
 from models.instance import InstanceSpec
+from planning.replica.migrations import placed_away
+from planning.replica.relocation import avoided
 from planning.replica.template import InstanceIdentity, instance_spec
 from workflows.names import INSTANCE, instance_workflow_id
 from workflows.replica import view
@@ -75,7 +77,19 @@ def spec_for(state: ReplicaState, index: int, revision_hash: str, gang_surge_of:
         parent_workflow_id=workflow.info().workflow_id,
         pause_mode=config.effective_pause_mode,
     )
-    return instance_spec(identity, ComponentSpec.model_validate(component), config.cluster, view.policy(config))
+    spec = instance_spec(identity, ComponentSpec.model_validate(component), config.cluster, view.policy(config))
+    return kept_off(spec, avoided(state.relocations, index))
+
+
+def kept_off(spec: InstanceSpec, nodes: Sequence[str]) -> InstanceSpec:
+    """`spec` with its pods kept off `nodes`: an Instance relocated off the nodes it got stuck on."""
+    if not nodes:
+        return spec
+    leader, worker = spec.leader_pod_spec, spec.worker_pod_spec
+    for node in nodes:
+        leader = placed_away(leader, node)
+        worker = placed_away(worker, node) if worker is not None else None
+    return spec.model_copy(update={"leader_pod_spec": leader, "worker_pod_spec": worker})
 
 
 async def start_instance(

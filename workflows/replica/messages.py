@@ -21,6 +21,7 @@ from planning.replica.coordination import Coordination
 from planning.replica.handover import GangSurge
 from planning.replica.hold import RolloutHold
 from planning.replica.migrations import MigrationTicket
+from planning.replica.relocation import Relocation
 from planning.replica.revisions import RevisionState
 from planning.replica.template import ClusterLifecycle
 
@@ -214,6 +215,11 @@ class ReplicaState(MessageModel):
     migrations_told: dict[str, str] = Field(default_factory=dict)
     """uuid -> fingerprint of the progress last sent to its `Migration` workflow; an entry
     goes with its ticket."""
+    relocations: dict[int, Relocation] = Field(default_factory=dict)
+    """Automatic relocations (`planning.replica.relocation`), by Instance index: the attempts
+    and the nodes left, which `children.spec_for` keeps that Instance's pods off. Written by
+    each pass (`workflows.replica.relocations`); an entry goes once its Instance is Ready on
+    its target revision, or gone."""
     lifecycle_digest: str = ""
     """`planning.replica.lifecycle.lifecycle_digest` of the settings the Instances were last
     sent (`instances.resend_lifecycle`, each pass); "" before the first pass, which only

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.replica.revisions import observe_template
     from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
-    from workflows.replica import migrations, teardown, view
+    from workflows.replica import migrations, relocations, teardown, view
     from workflows.replica.children import EndedInstances
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
@@ -181,7 +181,9 @@ class InferenceReplicaWorkflow:
         await answer_resets(state)
         desired = await self.observe_desired(config)
         await resend_lifecycle(state)
-        # Migrations first: a replacement they start counts with its source in the plan.
+        # Instances stuck on a node are relocated off it (their `Relocated` rows join the
+        # migrations'); then migrations: a replacement they start counts with its source.
+        await relocations.relocate(state, now)
         moving_at = await migrations.advance(state, self.ended, now)
         # Plan and act on the Instances (`instances.act`), then project the outcome; `run` waits.
         self.wake_at = earliest(moving_at, await act(state, self.ended, desired, now))

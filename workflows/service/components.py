@@ -56,7 +56,8 @@ from workflows.service.projection import ServiceProjection, identity, runs_deplo
 def config_fingerprint(config: ReplicaConfig) -> str:
     """What was sent, to send nothing twice; a config outside a rollout run, or inside one
     before its group (or a stable revision, or a rollback) reached the InferenceReplica, has
-    the same fingerprint as before, so a running service resends nothing."""
+    the same fingerprint as before, so a running service resends nothing. Cluster settings
+    added later are left out while at their defaults, for the same reason."""
     coordination = config.coordination
     exclude: dict[str, Any] = {}
     defaults = ClusterLifecycle()
@@ -74,9 +75,14 @@ def config_fingerprint(config: ReplicaConfig) -> str:
 
 COORDINATION_ADDITIONS = ("group", "group_phase", "stable", "rollback_to")
 """Coordination fields added after runs existed: left out of the fingerprint while unset."""
-CLUSTER_ADDITIONS = ("scale_up_pod_batch_size", "scale_down_pod_batch_size", "scale_down_requeue_interval_seconds")
-"""Cluster settings added after services ran (§14 pod batching): left out of the fingerprint
-while at the chart's values, so a running service resends nothing."""
+CLUSTER_ADDITIONS = (
+    "scale_up_pod_batch_size",
+    "scale_down_pod_batch_size",
+    "scale_down_requeue_interval_seconds",
+    "auto_migrate_max_attempts",
+)
+"""Cluster settings added after services ran (§14 pod batching, §13 automatic relocation):
+left out of the fingerprint while at the chart's values, so a running service resends nothing."""
 
 
 class ServiceComponents(ServiceProjection):

@@ -1,0 +1,69 @@
+"""Automatic relocation as the InferenceReplica workflow carries it out
+(`planning.replica.relocation`, spec reference §13).
+
+Each pass decides from the Instances' reports; a relocation keeps the Instance's index and
+sends it, in one workflow task, its spec kept off every node it left (`children.spec_for`
+reads `ReplicaState.relocations`) and, when it rests Failed, a restart so it is rebuilt now.
+The `Relocated` rows join `status.migrations` (kept for the retention window like ended
+migrations) and the Events are recorded on the InferenceService.
+
+Imported by the workflow modules inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from datetime import datetime
+
+from temporalio import workflow
+
+from models.instance import SIGNAL_RESTART as INSTANCE_RESTART
+from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
+from models.instance import RestartRequest, UpdateRequest
+from planning.replica.handover import cleaning_up
+from planning.replica.relocation import RELOCATE_REASON, RelocationContext, plan_relocations
+from workflows.replica.children import send_all, signal_instance, spec_for
+from workflows.replica.messages import ReplicaState
+from workflows.replica.object import record
+
+AUTO_RELOCATION_PATCH = "auto-relocation"
+"""`workflow.patched` id: histories from before relocation existed never relocated."""
+
+
+def context(state: ReplicaState, now: datetime) -> RelocationContext:
+    config = state.config
+    lifecycle = config.effective.lifecycle
+    mode = lifecycle.migration_policy.mode if lifecycle and lifecycle.migration_policy else None
+    surges = {ticket.surge_instance for ticket in state.migrations if ticket.moving}
+    return RelocationContext(
+        component=config.component,
+        now=now,
+        max_attempts=config.cluster.auto_migrate_max_attempts,
+        mode=mode or "Auto",
+        frozen=config.effective_pause_mode == "Freeze",
+        excluded={
+            *state.removing,
+            *state.gang_surges,
+            *cleaning_up(state.gang_surges),
+            *(index for index in surges if index is not None),
+        },
+    )
+
+
+async def relocate(state: ReplicaState, now: datetime) -> None:
+    """One pass: relocate the Instances that may be, warn of the ones out of attempts."""
+    plan = plan_relocations(state.instances, state.relocations, context(state, now))
+    if plan.acts and not workflow.patched(AUTO_RELOCATION_PATCH):
+        return
+    state.relocations = plan.relocations
+    state.migrations = [*state.migrations, *plan.tickets]
+    sends: list[Awaitable[None]] = []
+    for move in plan.moves:
+        spec = spec_for(state, move.index, move.revision)
+        sends.append(signal_instance(state.config, move.index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
+        if move.restart:
+            request = RestartRequest(reason=RELOCATE_REASON)
+            sends.append(signal_instance(state.config, move.index, INSTANCE_RESTART, request))
+    await send_all(sends)
+    for event in plan.events:
+        await record(state, event)
