@@ -13,7 +13,7 @@ from models.inferencereplica import InferenceReplicaSpec
 from planning.replica.coordination import Coordination
 from planning.replica.template import ClusterLifecycle
 from workflows.replica.messages import ReplicaConfig
-from workflows.service.components import config_fingerprint
+from workflows.service.components import CLUSTER_ADDITIONS, config_fingerprint
 
 pytestmark = pytest.mark.unit
 
@@ -57,10 +57,10 @@ def test_a_stable_revision_or_a_rollback_is_news() -> None:
     assert config_fingerprint(config(replace(RUN, rollback_to="aaaaaaaa"))) != config_fingerprint(config(RUN))
 
 
-def test_auto_migrate_attempts_at_the_default_leave_the_fingerprint_as_before() -> None:
+def test_cluster_settings_added_later_leave_the_fingerprint_as_before_at_their_defaults() -> None:
     sent = json.loads(config_fingerprint(config(None)))["cluster"]
-    assert "auto_migrate_max_attempts" not in sent
-    assert set(sent) == set(ClusterLifecycle.model_fields) - {"auto_migrate_max_attempts"}
+    assert set(sent) == set(ClusterLifecycle.model_fields) - set(CLUSTER_ADDITIONS)
+    assert "auto_migrate_max_attempts" in CLUSTER_ADDITIONS and "scale_up_pod_batch_size" in CLUSTER_ADDITIONS
     for value in (1, None):
         changed = config(None).model_copy(update={"cluster": ClusterLifecycle(auto_migrate_max_attempts=value)})
         assert json.loads(config_fingerprint(changed))["cluster"]["auto_migrate_max_attempts"] == value
