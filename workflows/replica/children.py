@@ -22,7 +22,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from models.inferenceservice import ComponentSpec
 from models.instance import InstanceSpec
-from planning.replica.migrations import placed_away
+from planning.replica.migration_views import placed_away
 from planning.replica.relocation import avoided
 from planning.replica.template import InstanceIdentity, instance_spec
 from workflows.names import INSTANCE, instance_workflow_id

@@ -19,12 +19,12 @@ from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
 from models.instance import DeleteRequest as InstanceDeleteRequest
 from models.instance import InstancePhase, UpdateStrategyType
 from planning.replica.handover import cleaning_up
+from planning.replica.migration_views import placed_away
 from planning.replica.migrations import (
     MigrationContext,
     MigrationTicket,
     SurgeStart,
     fail_all,
-    placed_away,
     plan_migrations,
     retained,
 )

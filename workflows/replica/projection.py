@@ -33,7 +33,7 @@ from planning.replica.conditions import (
 from planning.replica.coordination import Coordination
 from planning.replica.facts import replica_counts
 from planning.replica.handover import handover_rows
-from planning.replica.migrations import migration_records, migration_rows, policy_condition
+from planning.replica.migration_views import migration_records, migration_rows, policy_condition
 from planning.replica.overlay import earliest
 from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.rollback import revision_counts, stable_missing

@@ -17,7 +17,7 @@ from models.inferenceservice import ComponentSpec
 from models.instance import RetryBlock
 from planning.replica.budget import UpdatePolicy, update_policy
 from planning.replica.facts import InstanceFacts
-from planning.replica.migrations import with_migrations
+from planning.replica.migration_views import with_migrations
 from planning.replica.overlay import replica_facts, replica_retry_blocks
 from planning.replica.revisions import RevisionState, rolling_back_to
 from planning.replica.rollback import Steering, rollback_target, steer

@@ -16,6 +16,13 @@ from models.instance import InstancePhase
 from models.migration import MigrationAudit, MigrationPhase
 from planning.replica.events import PlannedEvent
 from planning.replica.facts import InstanceFacts
+from planning.replica.migration_views import (
+    migration_records,
+    migration_rows,
+    placed_away,
+    policy_condition,
+    with_migrations,
+)
 from planning.replica.migrations import (
     DEFAULT_RETENTION,
     MODE_NEVER_MESSAGE,
@@ -26,13 +33,8 @@ from planning.replica.migrations import (
     MigrationTicket,
     SurgeStart,
     fail_all,
-    migration_records,
-    migration_rows,
-    placed_away,
     plan_migrations,
-    policy_condition,
     retained,
-    with_migrations,
 )
 from planning.replica.update import counted
 from tests.unit.planning.replica.rows import NEW, NOW, OLD, creating, deleting, failed, ready, updating

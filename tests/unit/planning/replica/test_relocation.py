@@ -10,7 +10,8 @@ import pytest
 
 from models.instance import InstanceFailure, InstanceOperation, InstancePhase, InstanceStatus
 from models.migration import MigrationPhase
-from planning.replica.migrations import migration_records, retained
+from planning.replica.migration_views import migration_records
+from planning.replica.migrations import retained
 from planning.replica.relocation import (
     WORKLOAD_REASONS,
     Relocation,
