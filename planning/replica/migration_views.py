@@ -17,6 +17,7 @@ from typing import Any
 from models.duration import format_duration
 from models.inferencereplica import InstanceRow, MigrationRecord, OperationRow
 from models.instance import InstancePhase
+from models.migration import MigrationPhase
 from planning.replica.conditions import PlannedCondition
 from planning.replica.facts import InstanceFacts
 from planning.replica.migrations import MigrationTicket
@@ -98,9 +99,11 @@ def migration_records(tickets: Sequence[MigrationTicket]) -> list[MigrationRecor
 def policy_condition(tickets: Sequence[MigrationTicket]) -> PlannedCondition | None:
     """`MigrationPolicyUnconfigured` (§8) from the caps the newest request brought; None
     before any migration was requested (the caps are the worker's, learnt with a request)."""
-    if not tickets:
+    # Relocations are the InferenceReplica's own moves: they carry no caps.
+    requested = [t for t in tickets if t.phase != MigrationPhase.RELOCATED]
+    if not requested:
         return None
-    newest = max(tickets, key=lambda t: (t.accepted_at, t.uuid))
+    newest = max(requested, key=lambda t: (t.accepted_at, t.uuid))
     if newest.audit is None:
         return PlannedCondition(
             "MigrationPolicyUnconfigured",

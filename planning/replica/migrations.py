@@ -137,6 +137,8 @@ class MigrationContext:
     """Indexes not free for a replacement although no Instance reports there."""
     revision_names: Mapping[str, str] = field(default_factory=dict)
     """Revision hash -> ControllerRevision name, as Events show it."""
+    drain_deadlines: Mapping[int, datetime] = field(default_factory=dict)
+    """Each deleting Instance's drain deadline (its Delete operation's), by index."""
 
 
 @dataclass(frozen=True)
@@ -355,6 +357,10 @@ def _surging(ticket: MigrationTicket, by_index: Mapping[int, InstanceFacts], ctx
     surge_index = ticket.surge_instance
     surge = by_index.get(surge_index) if surge_index is not None else None
     source = by_index.get(ticket.instance)
+    if surge is not None and surge.deleting and (source is None or source.deleting):
+        # A scale-down took both (to zero, or past the pair): nothing is left to move.
+        return _fail(ticket, ctx, "MigrationRequestRejected",
+                     f"instance={ticket.instance} and its replacement instance={surge_index} were scaled down")
     if surge is None or surge.deleting:
         return _fail(ticket, ctx, "MigrationSurgeCreateBlocked", f"surge instance={surge_index} ended before it served")
     if source is None:
@@ -386,8 +392,14 @@ def _surging(ticket: MigrationTicket, by_index: Mapping[int, InstanceFacts], ctx
 
 
 def _draining(ticket: MigrationTicket, by_index: Mapping[int, InstanceFacts], ctx: MigrationContext) -> _Step:
-    if ticket.instance in by_index:
-        return _Step(ticket)
+    """The source is out of rotation and going: done when it is gone, or when its drain is
+    overdue (§15 `DrainOverdue`: pods stuck Terminating on a dead node) and nothing of it
+    serves; the replacement has served all along, so the move itself is complete."""
+    source = by_index.get(ticket.instance)
+    if source is not None:
+        overdue_at = ctx.drain_deadlines.get(ticket.instance)
+        if overdue_at is None or ctx.now < overdue_at or source.serving:
+            return _Step(ticket, wake=overdue_at if overdue_at is not None and ctx.now < overdue_at else None)
     done = replace(ticket, phase=P.COMPLETED, message=f"migrated to instance={ticket.surge_instance}", ended_at=ctx.now)
     return _Step(done, (_completed_event(ticket, ctx),))
 
@@ -417,6 +429,19 @@ def retained(tickets: Sequence[MigrationTicket], now: datetime) -> list[Migratio
         if ticket.active or ticket.ended_at is None or now < ticket.ended_at + window:
             kept.append(ticket)
     return kept
+
+
+def not_started(ticket: MigrationTicket) -> MigrationTicket:
+    """`ticket` back in `Accepted`: its replacement could not start (the index was taken by
+    an Instance still closing), so the next pass chooses again."""
+    return replace(
+        ticket,
+        phase=P.ACCEPTED,
+        surge_instance=None,
+        revision=None,
+        began_at=None,
+        message="waiting to start the replacement again (its index was still being released)",
+    )
 
 
 def fail_all(tickets: Sequence[MigrationTicket], now: datetime, message: str) -> list[MigrationTicket]:

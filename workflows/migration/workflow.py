@@ -115,6 +115,9 @@ class MigrationWorkflow:
             return await self.end_rejected(f"component={request.component} has no InferenceReplica ({irep})")
         while not self.progress.phase.terminal:
             seen = self.seq
+            if self.cancel_by is not None and not self.cancel_sent:
+                self.cancel_sent = True
+                await deliver(irep, SIGNAL_CANCEL_MIGRATION, MigrationCancel(uuid=arg.uuid, by=self.cancel_by))
             waiting_caps = self.progress.message == POLICY_UNCONFIGURED_WAIT
             try:
                 await workflow.wait_condition(
@@ -124,11 +127,10 @@ class MigrationWorkflow:
             except TimeoutError:
                 if waiting_caps:
                     order = order.model_copy(update={"audit": await self.read_caps()})
-                await deliver(irep, SIGNAL_MIGRATE, order)
+                if not await deliver(irep, SIGNAL_MIGRATE, order):
+                    # Its InferenceReplica ended (the InferenceService was deleted) without a word.
+                    return await self.end_rejected(f"the InferenceReplica {irep} is gone")
                 continue
-            if self.cancel_by is not None and not self.cancel_sent:
-                self.cancel_sent = True
-                await deliver(irep, SIGNAL_CANCEL_MIGRATION, MigrationCancel(uuid=arg.uuid, by=self.cancel_by))
             workflow.upsert_search_attributes([search_attributes.PHASE.value_set(self.progress.phase.value)])
             self.show()
         await self.write_audit()

@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
 from models.instance import DeleteRequest as InstanceDeleteRequest
 from models.instance import InstancePhase, UpdateStrategyType
+from models.kube_ops import ListInstancePodsInput
+from models.migration import MigrationPhase
 from planning.replica.handover import cleaning_up
 from planning.replica.migration_views import placed_away
 from planning.replica.migrations import (
@@ -25,11 +27,13 @@ from planning.replica.migrations import (
     MigrationTicket,
     SurgeStart,
     fail_all,
+    not_started,
     plan_migrations,
     retained,
 )
 from planning.replica.publish import digest
 from planning.replica.template import instance_ready_timeout_seconds
+from workflows import kube_calls
 from workflows.parent import deliver
 from workflows.replica import view
 from workflows.replica.children import EndedInstances, send_all, signal_instance, spec_for, start_instance
@@ -89,7 +93,9 @@ def update_surge_in_flight(state: ReplicaState) -> bool:
     )
 
 
-def context(state: ReplicaState, now: datetime) -> MigrationContext:
+def context(
+    state: ReplicaState, ended: EndedInstances, now: datetime, listed_nodes: dict[int, list[str]]
+) -> MigrationContext:
     config = state.config
     lifecycle = config.effective.lifecycle
     mode = lifecycle.migration_policy.mode if lifecycle and lifecycle.migration_policy else None
@@ -105,11 +111,47 @@ def context(state: ReplicaState, now: datetime) -> MigrationContext:
         paused=config.paused,
         min_ready_seconds=view.policy(config).min_ready_seconds,
         update_surge_in_flight=update_surge_in_flight(state),
-        nodes={index: status.node_names for index, status in state.instances.items()},
+        nodes={index: status.node_names or listed_nodes.get(index, []) for index, status in state.instances.items()},
         failed_pods=failed,
-        reserved_indexes=[*state.removing, *state.launched, *cleaning_up(state.gang_surges)],
+        # An index whose Instance reported its end in this run may still be closing: a
+        # replacement started there would find it running (`children.start_instance`).
+        reserved_indexes=[
+            *state.removing,
+            *state.launched,
+            *cleaning_up(state.gang_surges),
+            *sorted(ended.ended),
+        ],
+        drain_deadlines={
+            index: status.operation.deadline
+            for index, status in state.instances.items()
+            if status.operation is not None and status.operation.type == "Delete" and status.operation.deadline
+        },
         revision_names=view.names(state),
     )
+
+
+async def sources_nodes(state: ReplicaState) -> dict[int, list[str]]:
+    """The nodes of each waiting migration's source whose reports never named them (an
+    Instance Ready since before reports carried its nodes): read from its pods."""
+    config = state.config
+    wanted = sorted(
+        {
+            ticket.instance
+            for ticket in state.migrations
+            if ticket.phase == MigrationPhase.ACCEPTED
+            and ticket.instance in state.instances
+            and not state.instances[ticket.instance].node_names
+            and state.instances[ticket.instance].ready
+        }
+    )
+    found: dict[int, list[str]] = {}
+    for index in wanted:
+        listed = await kube_calls.list_instance_pods(
+            ListInstancePodsInput(namespace=config.namespace, isvc=config.isvc, component=config.component, index=index),
+            summary=f"read the nodes of {config.ir_name} instance {index} (a migration's source)",
+        )
+        found[index] = sorted({pod.node_name for pod in listed.pods if pod.node_name})
+    return found
 
 
 async def advance(state: ReplicaState, ended: EndedInstances, now: datetime) -> datetime | None:
@@ -117,7 +159,8 @@ async def advance(state: ReplicaState, ended: EndedInstances, now: datetime) -> 
     fold_orders(state)
     if not state.migrations:
         return None
-    plan = plan_migrations(state.migrations, view.raw_facts(state), context(state, now))
+    listed_nodes = await sources_nodes(state)
+    plan = plan_migrations(state.migrations, view.raw_facts(state), context(state, ended, now, listed_nodes))
     state.migrations = retained(plan.tickets, now)
     sends: list[Awaitable[None]] = []
     if plan.start is not None:
@@ -127,6 +170,10 @@ async def advance(state: ReplicaState, ended: EndedInstances, now: datetime) -> 
     for index in plan.delete:
         sends.append(remove(state, index, MIGRATION_FAILED))
     await send_all(sends)
+    if plan.start is not None and plan.start.index not in state.launched and plan.start.index not in state.instances:
+        # The index's previous Instance was still closing: nothing started, so the request
+        # waits for the next pass to choose again.
+        state.migrations = [not_started(t) if t.uuid == plan.start.uuid else t for t in state.migrations]
     for event in plan.events:
         await record(state, event)
     await tell(state)

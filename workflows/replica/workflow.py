@@ -219,6 +219,8 @@ class InferenceReplicaWorkflow:
             return True
         done, wake = await teardown.tear_down(state, now)
         if done:
+            # A migration ordered while the last pass ran hears that it cannot happen.
+            await migrations.end_all(state, now)
             await report(state, deleted=True)
             return True
         self.wake_at = earliest(wake, await publish(state, now))

@@ -39,6 +39,12 @@ def checked(state: ServiceState, raw: Any) -> MigrationRequest:
         request = parse_request(raw)
     except ValueError as error:
         raise ApplicationError(str(error), type=REJECTED, non_retryable=True) from None
+    if state.deleting:
+        raise ApplicationError(
+            "migration request: the InferenceService is being deleted; its Instances are drained, not moved",
+            type=REJECTED,
+            non_retryable=True,
+        )
     mode = state.modes.get(request.component)
     if mode != "OMENative":
         shown = mode or "not in this InferenceService"

@@ -33,6 +33,7 @@ from planning.replica.migrations import (
     MigrationTicket,
     SurgeStart,
     fail_all,
+    not_started,
     plan_migrations,
     retained,
 )
@@ -826,3 +827,38 @@ def test_the_policy_condition_follows_the_newest_requests_caps() -> None:
     assert unconfigured is not None
     assert (unconfigured.status, unconfigured.reason) == ("True", "MigrationCapacityUnconfigured")
     assert unconfigured.message.startswith("no lifecycle.audit caps are configured, so migrations wait in Accepted")
+
+
+# --- Review fixes: a dead node under a draining source, scale-down of a pair, a lost start -------
+
+
+def test_a_drain_overdue_source_that_no_longer_serves_completes_the_migration() -> None:
+    """Its pods stuck Terminating on a dead node: the replacement serves, the move is done."""
+    overdue_at = NOW - timedelta(seconds=1)
+    stuck = replace(deleting(1), serving=False)
+    result = plan([moving(P.DRAINING)], (ready(0), stuck, ready(2)), drain_deadlines={1: overdue_at})
+    assert (of(result).phase, of(result).message) == (P.COMPLETED, "migrated to instance=2")
+    early = plan([moving(P.DRAINING)], (ready(0), stuck, ready(2)), drain_deadlines={1: NOW + timedelta(minutes=3)})
+    assert of(early).phase == P.DRAINING and early.wake_at == NOW + timedelta(minutes=3)
+
+
+def test_a_pair_scaled_down_together_is_not_a_blocked_surge() -> None:
+    result = plan([moving()], (ready(0), deleting(1), deleting(2)))
+    after = of(result)
+    assert (after.phase, after.failure_reason) == (P.FAILED, "MigrationRequestRejected")
+    assert after.message == "instance=1 and its replacement instance=2 were scaled down"
+
+
+def test_a_start_that_found_its_index_still_closing_goes_back_to_accepted() -> None:
+    back = not_started(moving())
+    assert (back.phase, back.surge_instance, back.began_at, back.revision) == (P.ACCEPTED, None, None, None)
+    # The next pass chooses again, past the reserved index.
+    again = plan([back], PAIR, reserved_indexes=[2])
+    assert again.start is not None and again.start.index == 3
+
+
+def test_relocations_carry_no_caps_and_do_not_flip_the_policy_condition() -> None:
+    relocated = ticket("r1", audit=None, phase=P.RELOCATED, accepted_at=NOW)
+    assert policy_condition([relocated]) is None
+    shown = policy_condition([ticket("m1"), relocated])
+    assert shown is not None and shown.status == "False"
