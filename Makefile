@@ -59,7 +59,7 @@ prometheus:
 
 # Exit 5 means pytest collected nothing, which is a broken suite, never a pass.
 pytest: $(STAMP) prometheus
-	@status=0; $(BIN)/pytest -q -p no:cacheprovider || status=$$?; \
+	@status=0; $(BIN)/pytest -q -p no:cacheprovider --durations=20 || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is broken"; fi; \
 	exit $$status
 
