@@ -4,6 +4,11 @@
 §13): written when a migration is accepted and again when it ends; the newest 200 ended rows
 are kept (`models.migration.merge_audit_rows`). Concurrent migrations of one InferenceService
 write it with optimistic concurrency: a 409 reads it again.
+
+The ConfigMap is owned by its InferenceService (an ownerReference), so deleting the
+InferenceService removes it. A request without the InferenceService's uid (a migration a
+node drain started) reads the InferenceService for it; a ConfigMap written before without
+an owner gets one on the next write.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from models.migration import (
 )
 
 HISTORY_KEY = "history.json"
+ISVC_API_VERSION = "ome.io/v1beta1"
 
 
 def audit_config_map_name(isvc: str) -> str:
@@ -52,6 +58,7 @@ class MigrationActivities:
     def record_audit(self, request: AuditRowInput) -> AuditRowResult:
         name = audit_config_map_name(request.isvc)
         path = f"/api/v1/namespaces/{request.namespace}/configmaps/{name}"
+        owner = _Owner(self.rest, request)
         for attempt in range(CONFLICT_ATTEMPTS):
             heartbeat(attempt)
             with api_errors(f"record migration audit in ConfigMap {request.namespace}/{name}"):
@@ -61,10 +68,15 @@ class MigrationActivities:
                 data = {HISTORY_KEY: json.dumps(merged, indent=1, sort_keys=True)}
                 try:
                     if existing is None:
-                        body = _new_config_map(request, name, data)
+                        body = _new_config_map(request, name, data, owner.reference())
                         self.rest.request("POST", f"/api/v1/namespaces/{request.namespace}/configmaps", body=body)
                     else:
                         existing["data"] = {**(existing.get("data") or {}), **data}
+                        if not _owned(existing, request.isvc):
+                            reference = owner.reference()
+                            if reference is not None:
+                                metadata = existing.setdefault("metadata", {})
+                                metadata["ownerReferences"] = [*(metadata.get("ownerReferences") or []), reference]
                         self.rest.request("PUT", path, body=existing)
                 except ApiException as error:
                     # Another migration wrote it between our read and write: read again.
@@ -86,14 +98,43 @@ def _rows(config_map: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
 
 
-def _new_config_map(request: AuditRowInput, name: str, data: dict[str, str]) -> dict[str, Any]:
+class _Owner:
+    """The InferenceService's ownerReference: from the request's uid, else read once from the
+    InferenceService itself (None when it is gone)."""
+
+    def __init__(self, rest: KubeRest, request: AuditRowInput) -> None:
+        self.rest = rest
+        self.request = request
+        self.uid = request.isvc_uid
+        self.looked = bool(request.isvc_uid)
+
+    def reference(self) -> dict[str, Any] | None:
+        if not self.looked:
+            self.looked = True
+            request = self.request
+            isvc = self.rest.get_or_none(
+                f"/apis/{ISVC_API_VERSION}/namespaces/{request.namespace}/inferenceservices/{request.isvc}"
+            )
+            self.uid = ((isvc or {}).get("metadata") or {}).get("uid") or None
+        if not self.uid:
+            return None
+        return {"apiVersion": ISVC_API_VERSION, "kind": "InferenceService", "name": self.request.isvc, "uid": self.uid}
+
+
+def _owned(config_map: dict[str, Any], isvc: str) -> bool:
+    """Whether the ConfigMap already names the InferenceService `isvc` as an owner."""
+    references = (config_map.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("kind") == "InferenceService" and ref.get("name") == isvc for ref in references)
+
+
+def _new_config_map(
+    request: AuditRowInput, name: str, data: dict[str, str], owner: dict[str, Any] | None
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": request.namespace,
         "labels": {"ome.io/inferenceservice": request.isvc, "app.kubernetes.io/part-of": "omeflow"},
     }
-    if request.isvc_uid:
-        metadata["ownerReferences"] = [
-            {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": request.isvc, "uid": request.isvc_uid}
-        ]
+    if owner is not None:
+        metadata["ownerReferences"] = [owner]
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}

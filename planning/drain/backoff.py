@@ -8,6 +8,9 @@
 - An eviction a PodDisruptionBudget refused is tried again after `EVICTION_RETRY` (the pace
   of `kubectl drain`'s retry loop), doubling up to `EVICTION_RETRY_CAP`, so a budget that
   blocks for hours costs a few history events a minute, not one every five seconds.
+- An eviction the API server refused outright (403 Forbidden, an admission webhook, 422) is
+  tried again after `EVICTION_FAILED_RETRY`, doubling up to `MIGRATION_RETRY_CAP`: what
+  refused it (RBAC, a webhook) needs a person, so the drain waits for one, slowly.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ MIGRATION_RETRY = timedelta(seconds=30)
 MIGRATION_RETRY_CAP = timedelta(minutes=10)
 EVICTION_RETRY = timedelta(seconds=5)
 EVICTION_RETRY_CAP = timedelta(minutes=1)
+EVICTION_FAILED_RETRY = timedelta(seconds=30)
 RATE_LIMITED = "RateLimited"
 DEFAULT_RATE_WINDOW = timedelta(hours=1)
 """The chart's `lifecycle.audit.window` (§13), for a RateLimited message that names none."""
@@ -56,3 +60,7 @@ def migration_retry(reason: str | None, message: str, attempts: int) -> tuple[ti
 
 def eviction_retry(attempts: int) -> timedelta:
     return doubling(attempts, EVICTION_RETRY, EVICTION_RETRY_CAP)
+
+
+def eviction_failed_retry(attempts: int) -> timedelta:
+    return doubling(attempts, EVICTION_FAILED_RETRY, MIGRATION_RETRY_CAP)

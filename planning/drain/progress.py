@@ -7,7 +7,8 @@ Public API (each returns a new `DrainState`, or the decision, never mutating its
   (one per component at a time: the InferenceReplica runs them one by one, and a queued
   migration's deadline runs while it waits), the pods to evict, when to look again, and
   whether the node is drained.
-- `migration_started`, `migration_ended`, `eviction_answered`: record the outcomes.
+- `migration_started`, `migration_ended`, `eviction_answered`, `eviction_failed`: record the
+  outcomes.
 - `timed_out(state, now)`.
 """
 
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta
 
 from models.kube_ops import EvictPodResult, NodePod
 from models.migration import MigrationPhase, MigrationProgress
-from planning.drain import backoff
+from planning.drain import backoff, texts
 from planning.drain.pods import classify
 from planning.drain.state import DrainState, InstanceKey, InstanceMove, PodEviction
 from planning.drain.texts import DrainPhase
@@ -169,6 +170,24 @@ def eviction_answered(state: DrainState, eviction: PodEviction, result: EvictPod
         evictions[eviction.key] = current.model_copy(
             update={"attempts": attempts, "blocked": "", "retry_at": now + RECHECK_WHILE_LEAVING * 2}
         )
+    return state.model_copy(update={"evictions": evictions})
+
+
+def eviction_failed(state: DrainState, eviction: PodEviction, message: str, now: datetime) -> DrainState:
+    """An eviction the API server refused with an error (403, a webhook's refusal): the pod
+    waits, with the error as the reason, and is tried again after a back-off."""
+    current = state.evictions.get(eviction.key)
+    if current is None or current.uid != eviction.uid:
+        return state
+    attempts = current.attempts + 1
+    evictions = dict(state.evictions)
+    evictions[eviction.key] = current.model_copy(
+        update={
+            "attempts": attempts,
+            "blocked": texts.eviction_failed(message)[:500],
+            "retry_at": now + backoff.eviction_failed_retry(attempts),
+        }
+    )
     return state.model_copy(update={"evictions": evictions})
 
 

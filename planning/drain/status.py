@@ -94,6 +94,8 @@ def message_of(state: DrainState, waiting: list[Waiting]) -> str:
     if phase == DrainPhase.CANCELLED:
         return f"drain of node {node} cancelled: nothing more moves; node uncordoned"
     moving = len(in_flight(state))
+    if state.release_requested:
+        return f"{texts.RELEASING}; waiting for {moving} migration(s) in flight to end, then node {node} is uncordoned"
     text = f"{phase.value.lower()} node {node}: {moving} migration(s) in flight, {len(state.pods_left)} pod(s) left"
     if waiting:
         text += f"; waiting: {waiting[0].subject} {waiting[0].why}"

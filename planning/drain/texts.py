@@ -73,6 +73,13 @@ def migration_failed(reason: str, message: str, retry_why: str) -> str:
     return f"migration failed ({reason}: {message}); {retry_why}"
 
 
+def eviction_failed(message: str) -> str:
+    return f"eviction failed ({message}); retried after a back-off: fix what refused it, or cancel the drain"
+
+
+RELEASING = "release requested: no new migration or eviction starts"
+
+
 RETRY_AFTER_BACKOFF = "retried after a back-off, as the Instance is still on the node"
 RETRY_AFTER_WINDOW = "retried once the migration rate window has passed"
 WAITING_FOR_CONTINUE_AS_NEW = "waiting for the migrations in flight to end before the run continues as new"

@@ -6,8 +6,14 @@ object, Terminating, until the component's pods and PodGroups are gone, and the 
 removes it. `lifecycle.teardown.deadline`, counted from that delete, bounds the wait: at the
 deadline the finalizer goes anyway (`TeardownDeadlineExceeded`) and what is left is the
 garbage collector's. Without a valid deadline the finalizer holds until the cleanup completes,
-and each look that finds owned objects left repeats `TeardownBlocked` (at most once per
-re-check interval, so a slow but healthy drain is not reported as blocked at once).
+and `TeardownBlocked` is repeated while owned objects remain, so a slow but healthy drain is
+not reported as blocked at once:
+
+- first once no Instance is left draining (only pods and PodGroups remain) and a re-check
+  interval has passed since the delete, or, while Instances still drain, once the drain window
+  (`instanceReadyTimeout`, the deadline of an Instance's drain, §15) has passed;
+- then at most once per `BLOCKED_REPEAT` (or the re-check interval, if longer), and a blocked
+  teardown looks again at that pace, so neither its Events nor its history grow every few seconds.
 
 `decide_teardown` is the decision of one pass; the workflow lists the owned objects only
 when `needs_look` says the answer depends on them.
@@ -23,6 +29,11 @@ TEARDOWN_FINALIZER = "ome.io/ir-teardown"
 
 DEFAULT_RECHECK = timedelta(minutes=5)
 """How often a teardown looks again without `scaleDownRequeueInterval` (the safety re-check)."""
+BLOCKED_REPEAT = timedelta(minutes=1)
+"""`TeardownBlocked` is repeated no more often than this."""
+DEFAULT_DRAIN_WINDOW = timedelta(minutes=30)
+"""How long Instances may drain before a teardown without a deadline is reported blocked,
+without an `instanceReadyTimeout` (the chart's 30m)."""
 
 
 class TeardownOutcome(StrEnum):
@@ -58,6 +69,14 @@ def recheck_interval(requeue_seconds: float | None) -> timedelta:
     return timedelta(seconds=requeue_seconds)
 
 
+def drain_window(instance_ready_timeout_seconds: float | None) -> timedelta:
+    """How long Instances may drain before the teardown is reported blocked: the deadline of an
+    Instance's drain (`instanceReadyTimeout`), else `DEFAULT_DRAIN_WINDOW`."""
+    if instance_ready_timeout_seconds is None or instance_ready_timeout_seconds <= 0:
+        return DEFAULT_DRAIN_WINDOW
+    return timedelta(seconds=instance_ready_timeout_seconds)
+
+
 @dataclass(frozen=True)
 class TeardownClock:
     """When the teardown began, its deadline setting, and when it last said it was blocked."""
@@ -66,20 +85,39 @@ class TeardownClock:
     deadline_seconds: float | None
     recheck: timedelta
     blocked_at: datetime | None = None
+    drain_window: timedelta = DEFAULT_DRAIN_WINDOW
+    """Instances still draining are not reported blocked before this long after the delete."""
 
     @property
     def deadline(self) -> datetime | None:
         return teardown_deadline(self.started_at, self.deadline_seconds)
 
-    def blocked_due(self, now: datetime) -> bool:
+    @property
+    def repeat(self) -> timedelta:
+        """How often `TeardownBlocked` is repeated, and a blocked teardown looks again."""
+        return max(self.recheck, BLOCKED_REPEAT)
+
+    def blocked_at_earliest(self, instances_left: int) -> datetime:
+        """When `TeardownBlocked` may be said next, if owned objects remain."""
+        if self.blocked_at is not None:
+            return self.blocked_at + self.repeat
+        if instances_left == 0:
+            return self.started_at + self.recheck
+        return self.started_at + max(self.drain_window, self.recheck)
+
+    def blocked_due(self, instances_left: int, now: datetime) -> bool:
         if valid_deadline(self.deadline_seconds):
             return False
-        return now >= (self.blocked_at or self.started_at) + self.recheck
+        return now >= self.blocked_at_earliest(instances_left)
 
     def needs_look(self, instances_left: int, now: datetime) -> bool:
         """Whether this pass must list the owned pods and PodGroups to decide."""
         deadline = self.deadline
-        return instances_left == 0 or (deadline is not None and now >= deadline) or self.blocked_due(now)
+        return (
+            instances_left == 0
+            or (deadline is not None and now >= deadline)
+            or self.blocked_due(instances_left, now)
+        )
 
 
 @dataclass(frozen=True)
@@ -98,8 +136,11 @@ def decide_teardown(
     deadline = clock.deadline
     if deadline is not None and now >= deadline:
         return TeardownStep(TeardownOutcome.EXCEEDED)
-    again = now + clock.recheck
-    wake = min(deadline, again) if deadline is not None else again
-    if pods_left is not None and (pods_left or pod_groups_left) and clock.blocked_due(now):
-        return TeardownStep(TeardownOutcome.BLOCKED, wake)
-    return TeardownStep(TeardownOutcome.WAIT, wake)
+    if deadline is not None:
+        return TeardownStep(TeardownOutcome.WAIT, min(deadline, now + clock.recheck))
+    # No valid deadline: look again when blocked may be said next (the Instances' reports wake
+    # a pass meanwhile), so a blocked teardown looks at `repeat`'s pace, not every re-check.
+    if pods_left is not None and (pods_left or pod_groups_left) and clock.blocked_due(instances_left, now):
+        return TeardownStep(TeardownOutcome.BLOCKED, now + clock.repeat)
+    due = clock.blocked_at_earliest(instances_left)
+    return TeardownStep(TeardownOutcome.WAIT, due if due > now else now + clock.recheck)

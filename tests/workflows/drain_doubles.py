@@ -10,7 +10,8 @@ The test steers it per Instance through a ConfigMap `migration-double` in the In
 namespace, key `<isvc>-<component>-<index>`:
 - absent: delete the source pods, answer `Completed` (replacement index = 100 + index);
 - `fail:<Reason>:<message>`: answer `Failed` with that reason and message;
-- `hold`: wait for the `cancel` signal, then answer `Failed` (`MigrationCancelled`).
+- `hold`: wait for the `cancel` signal, then answer `Failed` (`MigrationCancelled`);
+- `after:<seconds>`: take that long (workflow time), then as absent (a cancel meanwhile: as `hold`).
 
 Each run records a Normal Event `DoubleMigration` in the namespace whose message is the
 request as JSON with the workflow ID, so a test can read what the drain asked for.
@@ -90,6 +91,12 @@ class MigrationDouble:
         if order == "hold":
             await workflow.wait_condition(lambda: self.cancelled)
             return self.answer(MigrationPhase.FAILED, "MigrationCancelled", "cancelled")
+        if order.startswith("after:"):
+            try:
+                await workflow.wait_condition(lambda: self.cancelled, timeout=float(order.split(":", 1)[1]))
+                return self.answer(MigrationPhase.FAILED, "MigrationCancelled", "cancelled")
+            except TimeoutError:
+                pass
         if order.startswith("fail:"):
             _, reason, message = order.split(":", 2)
             return self.answer(MigrationPhase.FAILED, reason, message)

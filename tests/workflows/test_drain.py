@@ -18,11 +18,14 @@ from uuid import uuid4
 import kubernetes
 import pytest
 import pytest_asyncio
+from temporalio import activity
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from activities.registry import build_activities
 from kubesim.handle import KubeSim
+from models.kube_ops import KUBE_EVICT_POD, EvictPodInput, EvictPodResult
 from planning.drain import texts
 from planning.drain.texts import DrainPhase
 from tests.workflows.drain_doubles import EVENT_REASON, SCRIPT, MigrationDouble
@@ -308,3 +311,82 @@ async def test_bad_input_is_refused_and_nothing_is_cordoned(
     assert isinstance(cause, ApplicationError) and cause.type == error_type and cause.non_retryable
     assert fragment in cause.message
     assert not any(n.spec.unschedulable for n in harness.core.list_node().items)
+
+
+async def test_release_before_drained_stops_moving_lets_the_migration_finish_and_uncordons(
+    harness: DrainHarness,
+) -> None:
+    prod = harness.namespace("prod")
+    harness.script(prod, {"chat-engine-0": "after:120"})
+    harness.pods(
+        prod,
+        product_pod("chat-engine-0-default-0", "chat", "engine", 0),
+        product_pod("chat-engine-1-default-0", "chat", "engine", 1),
+    )
+    handle = await harness.start()
+    await harness.until(handle, lambda s: bool(s.instances_migrating), step=1)
+
+    await handle.signal(SIGNAL_RELEASE)
+    status = await harness.until(handle, lambda s: s.message.startswith(texts.RELEASING), step=0.1)
+    assert status.instances_migrating == [f"{prod}/chat-engine-0"]
+    assert harness.unschedulable(), "cordoned until the migration in flight has finished"
+
+    final = await handle.result()
+    assert final.phase == DrainPhase.RELEASED and not final.cordoned
+    assert not harness.unschedulable()
+    # The migration in flight finished (its pods went); nothing new started for Instance 1.
+    assert final.migrations_started == 1 and final.instances_migrating == []
+    assert [m["workflow_id"] for m in harness.migrations(prod)] and len(harness.migrations(prod)) == 1
+    assert harness.live_pods(prod) == ["chat-engine-1-default-0"]
+
+
+async def test_a_refused_eviction_waits_with_the_error_and_is_retried(
+    workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queue: str
+) -> None:
+    real = build_activities(kubesim.api_client(), None, None)
+    real_evict = next(fn for fn in real if _activity_name(fn) == KUBE_EVICT_POD)
+    forbidden = {"web-0"}
+
+    @activity.defn(name=KUBE_EVICT_POD)
+    def evict_pod(request: EvictPodInput) -> EvictPodResult:
+        if request.name in forbidden:
+            raise ApplicationError(
+                f'evict pod {request.namespace}/{request.name}: pods "{request.name}" is forbidden: '
+                "admission webhook denied the request",
+                type="Forbidden",
+                non_retryable=True,
+            )
+        result: EvictPodResult = real_evict(request)
+        return result
+
+    activities = [fn for fn in real if _activity_name(fn) != KUBE_EVICT_POD] + [evict_pod]
+    async with build_worker(
+        workflow_env.client, task_queue, kubesim.api_client(), extra_workflows=[MigrationDouble], activities=activities
+    ):
+        harness = DrainHarness(workflow_env, kubesim, task_queue)
+        prod = harness.namespace("prod")
+        harness.pods(prod, plain_pod("web-0", {"ome.io/inferenceservice": "web", "ome.io/component": "engine"}))
+        await asyncio.sleep(0.3)
+        handle = await harness.start()
+        status = await harness.until(handle, lambda s: bool(s.waiting), step=1)
+        [wait] = status.waiting
+        assert wait.subject == f"pod {prod}/web-0" and wait.until is not None
+        assert wait.why.startswith("eviction failed (") and "forbidden" in wait.why, wait.why
+        assert status.phase == DrainPhase.EVICTING and harness.unschedulable()
+        # Still waiting a while later; the drain did not fail.
+        await harness.env.sleep(120)
+        await asyncio.sleep(0.3)
+        status = await handle.query("status", result_type=DrainStatus)
+        assert status.phase == DrainPhase.EVICTING and [w.subject for w in status.waiting] == [f"pod {prod}/web-0"]
+
+        forbidden.clear()  # someone fixed what refused it
+        status = await harness.until(handle, lambda s: s.phase == DrainPhase.DRAINED, step=60)
+        assert status.pods_evicted == [f"{prod}/web-0"] and status.waiting == []
+        await handle.signal(SIGNAL_RELEASE)
+        assert (await handle.result()).phase == DrainPhase.RELEASED
+        assert not harness.unschedulable()
+
+
+def _activity_name(fn: Any) -> str | None:
+    definition = getattr(fn, "__temporal_activity_definition", None)
+    return getattr(definition, "name", None)

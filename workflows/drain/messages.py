@@ -19,7 +19,10 @@ from planning.drain.texts import DrainPhase
 
 # --- message names (`temporal workflow signal --workflow-id drain/node/... --name ...`) ----
 SIGNAL_RELEASE = "release"
-"""Uncordon the node and end (`Released`). Before the node is drained it also stops moving."""
+"""Uncordon the node and end (`Released`). Before the node is drained it also stops moving:
+no new migration or eviction starts, the migrations in flight are let finish (each is a whole
+unit, replacement first; `cancel` instead throws their replacements away), then the node is
+uncordoned. A `cancel` while they finish cancels them."""
 SIGNAL_CANCEL = "cancel"
 """Stop moving (migrations in flight are cancelled: their replacements go, the sources
 stay), uncordon the node and end (`Cancelled`)."""

@@ -13,10 +13,13 @@ drain` (which would evict a gang's pods one by one and leave its Instance broken
    product's other pods are evicted through the Eviction API; a PodDisruptionBudget's 429 is
    waited out on a timer, never forced. Other pods are left alone and reported.
 3. When nothing of the product is left, it is `Drained` and holds the node cordoned until
-   `release` uncordons it (a `release` that came earlier uncordons at once). `cancel` stops
-   moving at any time (migrations in flight are cancelled) and uncordons. After the
-   optional timeout nothing more moves (`TimedOut`) and the node stays cordoned until
-   `release` or `cancel`.
+   `release` uncordons it. A `release` before then stops moving: nothing new starts, the
+   migrations in flight finish (`RELEASE_STOPS_MOVING`), then the node is uncordoned
+   (`Released`). `cancel` stops moving at any time (migrations in flight are cancelled) and
+   uncordons. After the optional timeout nothing more moves (`TimedOut`) and the node stays
+   cordoned until `release` or `cancel`. An eviction the API server refuses with an error
+   (403, a webhook) waits with that error in `status` and is tried again after a back-off;
+   it never fails the drain, which would leave the node cordoned with nobody holding it.
 
 Migrations are started with parent close policy ABANDON: a migration is a whole, safe unit
 the InferenceReplica carries out replacement first, so a drain that is terminated (to start
@@ -33,7 +36,7 @@ import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from models.kube_ops import EvictPodInput, ListNodePodsInput, NodePods, ObjectRef, PatchObjectInput
@@ -41,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.drain import texts
     from planning.drain.progress import (
         eviction_answered,
+        eviction_failed,
         in_flight,
         migration_ended,
         migration_started,
@@ -71,6 +75,9 @@ HOLD_RECHECK = timedelta(minutes=30)
 CANCEL_GRACE = timedelta(minutes=5)
 """How long a cancelled drain waits for its migrations to confirm their end before it ends."""
 MIGRATION_FAILED = "MigrationWorkflowFailed"
+RELEASE_STOPS_MOVING = "drain-release-stops-moving"
+"""`workflow.patched` id: a `release` before the node is drained stops moving; histories from
+before went on until the node was drained, then uncordoned it."""
 
 
 def node_ref(node: str) -> ObjectRef:
@@ -167,6 +174,9 @@ class DrainWorkflow:
     async def move(self) -> None:
         """Migrate and evict until the node is drained, the drain is cancelled or times out."""
         while not self.state.cancel_requested:
+            if self.state.release_requested and workflow.patched(RELEASE_STOPS_MOVING):
+                await self.let_migrations_finish()
+                return
             if timed_out(self.state, workflow.now()):
                 # Nothing more moves; the node stays cordoned for the operator to decide.
                 self.state = self.state.model_copy(update={"phase": DrainPhase.TIMED_OUT})
@@ -250,11 +260,22 @@ class DrainWorkflow:
         self.state = migration_ended(self.state, instance, result, workflow.now())
         self.seq += 1
 
+    async def let_migrations_finish(self) -> None:
+        """After an early `release`: start nothing more, wait for the migrations in flight to
+        end (a `cancel` meanwhile cancels them, in `finish`)."""
+        self.show()
+        await workflow.wait_condition(lambda: not self.migrations or self.state.cancel_requested)
+
     async def evict(self, eviction: PodEviction) -> None:
-        result = await kube_calls.evict_pod(
-            EvictPodInput(namespace=eviction.namespace, name=eviction.name, uid=eviction.uid or None),
-            summary=f"evict pod {eviction.key} from node {self.state.node}",
-        )
+        try:
+            result = await kube_calls.evict_pod(
+                EvictPodInput(namespace=eviction.namespace, name=eviction.name, uid=eviction.uid or None),
+                summary=f"evict pod {eviction.key} from node {self.state.node}",
+            )
+        except ActivityError as error:
+            # Refused outright (403, a webhook): the pod waits with the error, tried again later.
+            self.state = eviction_failed(self.state, eviction, str(error.cause or error), workflow.now())
+            return
         self.state = eviction_answered(self.state, eviction, result, workflow.now())
 
     async def stop_migrations(self) -> None:

@@ -23,6 +23,11 @@ DRAIN_OVERDUE = "drain-overdue"
 """`workflow.patched` id: an Instance's deletion waits past its drain deadline (`DrainOverdue`)
 instead of giving up at the teardown deadline; histories from before gave up."""
 OVERDUE_NOTICE = timedelta(seconds=1)
+FINALIZER_BLOCK = "finalizer-block-report"
+"""`workflow.patched` id: a pod pinned by finalizers on a dead node is reported
+(`PodDeleteBlockedByFinalizer`, and the timer that notices it); histories from before passed
+it by in silence, and set no timer for it. Asked only when such a pod is met, in the workflow
+(teardown and bring-up both meet them), never in a query."""
 
 
 class InstanceTeardown(InstanceOperations):
@@ -113,7 +118,7 @@ class InstanceTeardown(InstanceOperations):
             if pod.name not in names:
                 continue
             if policy.finalizer_block_evidence(pod, spec.force_delete, now) is not None:
-                if pod.uid not in self.blocked_by_finalizer:
+                if pod.uid not in self.blocked_by_finalizer and workflow.patched(FINALIZER_BLOCK):
                     self.blocked_by_finalizer.add(pod.uid)
                     await self.event(
                         "PodDeleteBlockedByFinalizer", policy.delete_blocked_by_finalizer_message(spec, pod, now)
@@ -135,8 +140,12 @@ class InstanceTeardown(InstanceOperations):
         for pod in self.observed():
             if pod.name not in names:
                 continue
-            report = pod.uid not in self.blocked_by_finalizer
-            due = policy.force_delete_due_at(pod, self.spec.force_delete, with_finalizers=report)
+            due = policy.force_delete_due_at(pod, self.spec.force_delete)
+            if due is None and pod.uid not in self.blocked_by_finalizer:
+                # Pinned by finalizers: a timer to report it, unless the history is from before.
+                due = policy.force_delete_due_at(pod, self.spec.force_delete, with_finalizers=True)
+                if due is not None and not workflow.patched(FINALIZER_BLOCK):
+                    due = None
             if due is not None:
                 wakes.append(max(due, now + timedelta(seconds=1)))
         return min(wakes) if wakes else None

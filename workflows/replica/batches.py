@@ -5,6 +5,11 @@ Instances in pods and logs each scale-down wave the way OME does (`OMENative sca
 wave`). Deferred Instances are simply not started or told to delete in this pass: the next
 pass plans them again, woken by an Instance's report or by `scaleDownRequeueInterval`.
 
+Histories from before pod batching started and removed every Instance a pass planned, and
+their inputs lack the batch sizes (so they read the chart's 100 on replay): a wave that would
+defer something asks `workflow.patched(POD_BATCHING)` first, in the pass, and without the
+patch admits everything, as that code did (no deferral, so no requeue timer either).
+
 Imported by the workflow modules inside `workflow.unsafe.imports_passed_through()`.
 """
 
@@ -19,6 +24,10 @@ from models.inferenceservice import ComponentSpec
 from planning.replica.batching import Candidate, Wave, admit, deletion_cost
 from planning.replica.template import pod_template
 from workflows.replica.messages import ReplicaState
+
+POD_BATCHING = "pod-batching"
+"""`workflow.patched` id: starts and removals go in pod batches (§14); histories from before
+started and removed, in one pass, every Instance it planned."""
 
 
 def pods_per_instance(state: ReplicaState, revision_hash: str) -> int:
@@ -46,7 +55,7 @@ def active_removals(state: ReplicaState) -> list[Candidate]:
 def scale_down_wave(state: ReplicaState, indexes: Sequence[int]) -> Wave:
     """Which of `indexes` (in removal order) may start draining now, beside the work in flight."""
     candidates = [Candidate(index, removal_cost(state, index)) for index in indexes]
-    wave = admit(candidates, state.config.cluster.scale_down_pod_batch_size, active_removals(state))
+    wave = patched(admit(candidates, state.config.cluster.scale_down_pod_batch_size, active_removals(state)))
     if candidates:
         workflow.logger.info(
             "OMENative scale-down wave component=%s podBudget=%s activePodCost=%d activeInstances=%d "
@@ -64,7 +73,17 @@ def scale_down_wave(state: ReplicaState, indexes: Sequence[int]) -> Wave:
 def scale_up_wave(state: ReplicaState, starts: Sequence[tuple[int, str]]) -> Wave:
     """Which of `starts` (index, revision hash; in plan order) may be started in this pass."""
     candidates = [Candidate(index, pods_per_instance(state, revision)) for index, revision in starts]
-    return admit(candidates, state.config.cluster.scale_up_pod_batch_size)
+    return patched(admit(candidates, state.config.cluster.scale_up_pod_batch_size))
+
+
+def patched(wave: Wave) -> Wave:
+    """`wave`, or everything admitted on a history from before pod batching (`POD_BATCHING`).
+
+    The patch is asked only when the budget defers something: otherwise batching changes
+    nothing, and a pass that defers nothing leaves no marker."""
+    if not wave.deferred or workflow.patched(POD_BATCHING):
+        return wave
+    return Wave(wave.admitted + wave.deferred, (), None, wave.active_pod_cost, wave.active_instances)
 
 
 def requeue_at(state: ReplicaState, now: datetime, waves: Sequence[Wave]) -> datetime | None:

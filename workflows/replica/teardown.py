@@ -25,8 +25,10 @@ from planning.replica.teardown import (
     TeardownOutcome,
     deadline_invalid,
     decide_teardown,
+    drain_window,
     recheck_interval,
 )
+from planning.replica.template import instance_ready_timeout_seconds
 from workflows import kube_calls
 from workflows.replica.instances import drain_all
 from workflows.replica.messages import ReplicaState
@@ -44,6 +46,9 @@ def clock(state: ReplicaState) -> TeardownClock:
         deadline_seconds=cluster.teardown_deadline_seconds,
         recheck=recheck_interval(cluster.scale_down_requeue_interval_seconds),
         blocked_at=state.teardown_blocked_at,
+        # An Instance's drain is overdue past its instanceReadyTimeout (§15): until then a
+        # teardown whose Instances still drain is not blocked.
+        drain_window=drain_window(instance_ready_timeout_seconds(state.config.effective, cluster)),
     )
 
 

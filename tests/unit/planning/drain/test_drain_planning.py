@@ -15,6 +15,7 @@ from planning.drain.progress import (
     RECHECK_WHILE_LEAVING,
     RECHECK_WHILE_MIGRATING,
     eviction_answered,
+    eviction_failed,
     is_drained,
     migration_ended,
     migration_started,
@@ -282,6 +283,29 @@ def test_blocked_eviction_waits_then_goes() -> None:
     assert state.evicted == ["prod/web-x"] and state.pods_left == ["prod/web-x"]
     state = observe(state, [], retry + timedelta(seconds=5))
     assert is_drained(state)
+
+
+def test_refused_eviction_waits_with_the_error_slowly_then_goes() -> None:
+    state = observe(moving(), [pod("web-x", index=None)], T0)
+    [eviction] = next_actions(state, T0).evict
+    state = eviction_failed(state, eviction, "Forbidden: admission webhook denied the request", T0)
+    assert next_actions(state, T0).evict == []
+    [wait] = status_of(state, T0).waiting
+    assert wait.subject == "pod prod/web-x" and wait.until == T0 + timedelta(seconds=30)
+    assert wait.why == texts.eviction_failed("Forbidden: admission webhook denied the request")
+    retry = T0 + timedelta(seconds=30)
+    [again] = next_actions(state, retry).evict
+    state = eviction_failed(state, again, "Forbidden", retry)
+    assert state.evictions["prod/web-x"].retry_at == retry + timedelta(minutes=1)
+    [again] = next_actions(state, retry + timedelta(minutes=1)).evict
+    state = eviction_answered(state, again, EvictPodResult(outcome="evicted"), retry + timedelta(minutes=1))
+    assert status_of(state, retry + timedelta(minutes=1)).waiting == []
+
+
+def test_release_requested_says_nothing_new_starts() -> None:
+    state = observe(moving(), [pod("chat-engine-0-default-0")], T0).model_copy(update={"release_requested": True})
+    message = status_of(state, T0).message
+    assert message.startswith(texts.RELEASING) and "then node" in message
 
 
 def test_replaced_pod_is_a_new_eviction() -> None:

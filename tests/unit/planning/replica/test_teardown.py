@@ -8,11 +8,13 @@ import pytest
 
 from planning.replica import events
 from planning.replica.teardown import (
+    DEFAULT_DRAIN_WINDOW,
     DEFAULT_RECHECK,
     TeardownClock,
     TeardownOutcome,
     deadline_invalid,
     decide_teardown,
+    drain_window,
     recheck_interval,
 )
 
@@ -28,6 +30,10 @@ def clock(deadline: float | None = 1800.0, blocked_at: float | None = None) -> T
     return TeardownClock(at(0), deadline, RECHECK, at(blocked_at) if blocked_at is not None else None)
 
 
+def window(seconds: float) -> TeardownClock:
+    return TeardownClock(at(0), None, RECHECK, drain_window=timedelta(seconds=seconds))
+
+
 Out = TeardownOutcome
 
 
@@ -41,12 +47,20 @@ Out = TeardownOutcome
         ("the wake never passes the deadline", clock(12.0), 1, None, 0, 10, Out.WAIT, 12),
         ("at the deadline: released anyway", clock(), 1, 1, 0, 1800, Out.EXCEEDED, None),
         ("past the deadline with no Instance", clock(), 0, 3, 0, 2000, Out.EXCEEDED, None),
-        ("no deadline, first interval: not blocked yet", clock(None), 0, 1, 0, 4, Out.WAIT, 9),
-        ("no deadline, past an interval: blocked", clock(None), 0, 1, 0, 5, Out.BLOCKED, 10),
-        ("blocked repeats once per interval", clock(None, blocked_at=5), 0, 1, 0, 8, Out.WAIT, 13),
-        ("blocked again after the interval", clock(None, blocked_at=5), 0, 1, 2, 10, Out.BLOCKED, 15),
-        ("invalid deadline behaves as none", clock(0.0), 0, 1, 0, 99999, Out.BLOCKED, 100004),
+        ("no deadline, first interval: not blocked yet", clock(None), 0, 1, 0, 4, Out.WAIT, 5),
+        ("no deadline, only pods left past an interval: blocked", clock(None), 0, 1, 0, 5, Out.BLOCKED, 65),
+        ("blocked repeats at most once a minute", clock(None, blocked_at=5), 0, 1, 0, 8, Out.WAIT, 65),
+        ("not again at the next re-check interval", clock(None, blocked_at=5), 0, 1, 2, 10, Out.WAIT, 65),
+        ("blocked again after a minute", clock(None, blocked_at=5), 0, 1, 2, 65, Out.BLOCKED, 125),
+        ("invalid deadline behaves as none", clock(0.0), 0, 1, 0, 99999, Out.BLOCKED, 100059),
         ("no deadline, all gone", clock(None), 0, 0, 0, 99999, Out.RELEASE, None),
+        # A graceful drain in progress is not blocked: not before the drain window has passed.
+        ("no deadline, Instances draining: not blocked", clock(None), 2, 2, 0, 5, Out.WAIT, 1800),
+        ("no deadline, Instances draining, not listed", clock(None), 2, None, 0, 600, Out.WAIT, 1800),
+        ("no deadline, Instances still draining past the window", clock(None), 2, 2, 0, 1800, Out.BLOCKED, 1860),
+        ("the drain window is the Instances' drain deadline", window(60), 1, 1, 0, 60, Out.BLOCKED, 120),
+        ("once said while draining, a minute apart", clock(None, blocked_at=1800), 1, 1, 0, 1830, Out.WAIT, 1860),
+        ("no deadline, Instances gone, pods left at once", clock(None), 0, 1, 0, 600, Out.BLOCKED, 660),
     ],
 )
 def test_decide_teardown(
@@ -71,8 +85,11 @@ def test_decide_teardown(
         (clock(), 0, 1, True),  # every Instance reported its end: are the pods gone too?
         (clock(), 2, 1, False),  # Instances still draining: their reports will say
         (clock(), 2, 1800, True),  # the deadline: the event counts the pods
-        (clock(None), 2, 5, True),  # no deadline, an interval passed: blocked?
-        (clock(None, blocked_at=5), 2, 7, False),
+        (clock(None), 0, 5, True),  # no deadline, only pods left: blocked?
+        (clock(None), 2, 5, False),  # no deadline, Instances draining within the drain window
+        (clock(None), 2, 1800, True),  # ... past it: blocked?
+        (clock(None, blocked_at=1800), 2, 1830, False),  # said less than a minute ago
+        (clock(None, blocked_at=1800), 2, 1860, True),
     ],
 )
 def test_needs_look(teardown: TeardownClock, instances: int, now: float, look: bool) -> None:
@@ -82,6 +99,8 @@ def test_needs_look(teardown: TeardownClock, instances: int, now: float, look: b
 def test_recheck_interval_and_invalid_deadline() -> None:
     assert recheck_interval(5.0) == timedelta(seconds=5)
     assert recheck_interval(None) == DEFAULT_RECHECK
+    assert drain_window(600.0) == timedelta(minutes=10)
+    assert drain_window(None) == drain_window(0.0) == DEFAULT_DRAIN_WINDOW
     assert deadline_invalid(0.0) and deadline_invalid(-1.0)
     assert not deadline_invalid(None) and not deadline_invalid(60.0)
 
