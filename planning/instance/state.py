@@ -75,6 +75,9 @@ class InstanceState(BaseModel):
     pending_drain: bool = False
     pending_releases: list[str] = Field(default_factory=list)
     pods: InstancePods | None = None
+    blocked_by_finalizer: list[str] = Field(default_factory=list)
+    """Uids of pods whose `PodDeleteBlockedByFinalizer` was recorded: once per pod, across
+    continue-as-new."""
 
 
 def newer_observation(candidate: InstancePods, current: InstancePods | None) -> bool:

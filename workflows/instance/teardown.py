@@ -120,6 +120,7 @@ class InstanceTeardown(InstanceOperations):
             if policy.finalizer_block_evidence(pod, spec.force_delete, now) is not None:
                 if pod.uid not in self.blocked_by_finalizer and workflow.patched(FINALIZER_BLOCK):
                     self.blocked_by_finalizer.add(pod.uid)
+                    self.state.blocked_by_finalizer.append(pod.uid)
                     await self.event(
                         "PodDeleteBlockedByFinalizer", policy.delete_blocked_by_finalizer_message(spec, pod, now)
                     )

@@ -66,7 +66,8 @@ class InstanceWorkflow(InstanceLifecycle):
         self.pods_seq = 0
         self.inbox_seq = 0
         self.last_report: tuple[object, ...] | None = None
-        self.blocked_by_finalizer: set[str] = set()
+        # Pods whose `PodDeleteBlockedByFinalizer` was recorded; carried through continue-as-new.
+        self.blocked_by_finalizer: set[str] = set(state.blocked_by_finalizer)
 
     # --- messages -------------------------------------------------------------------
 
