@@ -123,6 +123,7 @@ class MigrationWorkflow:
                 await workflow.wait_condition(
                     lambda seen=seen: self.seq != seen,
                     timeout=CAPS_RECHECK if waiting_caps else RESEND_EVERY,
+                    timeout_summary=f"{self.progress.phase.value}: {self.progress.message}"[:200],
                 )
             except TimeoutError:
                 if waiting_caps:
