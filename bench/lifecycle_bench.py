@@ -52,6 +52,7 @@ from bench.lifecycle_stack import (
     PodSnapshot,
     ProductProcess,
     apply,
+    instant_kubesim,
     isvc_manifest,
     observe_pods,
     poll_until,
@@ -61,7 +62,6 @@ from bench.lifecycle_stack import (
     worker_process,
 )
 from kubesim.handle import KubeSim
-from kubesim.timing import Timing
 from workers.client import DATA_CONVERTER
 from workers.devserver import database_flags, temporal_binary
 from workflows.names import isvc_workflow_id
@@ -325,9 +325,7 @@ async def run(args: argparse.Namespace, root: Path) -> Figures:
     env = await start_dev_server(root)
     client = env.client
     address = client.service_client.config.target_host
-    sim = KubeSim(topology=topology_for(max(n * 2, idle)), crds="product", timing=Timing.fast()).start()
-    # Instant readiness: the figures are the workflows' own time, not the images'.
-    sim.set_default_timing(pull_seconds=0.0, start_seconds=0.0, ready_seconds=0.0, factor=0.001)
+    sim = instant_kubesim(topology_for(max(n * 2, idle)))
     processes: list[ProductProcess] = []
     try:
         log(f"floor: one parent starting {n} children, each one no-op activity")

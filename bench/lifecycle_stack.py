@@ -30,6 +30,7 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
 from kubesim.handle import KubeSim
+from kubesim.timing import Timing
 from workers.config import ENV_PREFIX
 from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
 from workflows.service.messages import UPDATE_APPLY, ApplyResult
@@ -57,6 +58,14 @@ def topology_for(pods: int) -> str:
     """A kubesim topology with room for `pods` pods (and a margin), in three zones."""
     nodes_per_zone = max(2, -(-int(pods * 1.2) // (3 * PODS_PER_NODE)))
     return f"zones=3,nodes-per-zone={nodes_per_zone},gpus=8"
+
+
+def instant_kubesim(topology: str) -> KubeSim:
+    """A started kubesim whose images pull, start and become ready at once: the figures and
+    the chaos tests measure the workflows, not the images. The caller stops it."""
+    sim = KubeSim(topology=topology, crds="product", timing=Timing.fast()).start()
+    sim.set_default_timing(pull_seconds=0.0, start_seconds=0.0, ready_seconds=0.0, factor=0.001)
+    return sim
 
 
 def runtime_manifest(namespace: str) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import asyncio
 import json
 import random
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from bench.lifecycle_stack import (
     PodSnapshot,
     ProductProcess,
     apply,
+    instant_kubesim,
     isvc_manifest,
     observe_pods,
     prepare_namespace,
@@ -41,12 +41,11 @@ from bench.lifecycle_stack import (
     worker_process,
 )
 from kubesim.handle import KubeSim
-from kubesim.timing import Timing
+from tests.e2e.running_stack import TEMPORAL_CLI
 from workflows.names import drain_workflow_id
 
 pytestmark = pytest.mark.e2e
 
-TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 INSTANCES = 6
 ON_NODE = 3
 KILLS = 5
@@ -61,8 +60,7 @@ DRAIN_WITHIN = 420.0
 @pytest.fixture
 def cluster() -> Iterator[KubeSim]:
     """Four 8-GPU nodes in one zone, instant readiness."""
-    sim = KubeSim(topology="zones=1,nodes-per-zone=4,gpus=8", crds="product", timing=Timing.fast()).start()
-    sim.set_default_timing(pull_seconds=0.0, start_seconds=0.0, ready_seconds=0.0, factor=0.001)
+    sim = instant_kubesim("zones=1,nodes-per-zone=4,gpus=8")
     try:
         yield sim
     finally:

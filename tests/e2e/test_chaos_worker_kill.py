@@ -43,6 +43,7 @@ from bench.lifecycle_stack import (
     PodSnapshot,
     ProductProcess,
     apply,
+    instant_kubesim,
     isvc_manifest,
     observe_pods,
     prepare_namespace,
@@ -51,7 +52,6 @@ from bench.lifecycle_stack import (
     worker_process,
 )
 from kubesim.handle import KubeSim
-from kubesim.timing import Timing
 from models.instance import InstanceStatus
 from workflows.names import instance_workflow_id
 
@@ -74,8 +74,7 @@ STATUS_AGREES_WITHIN = 60.0
 @pytest.fixture
 def cluster() -> Iterator[KubeSim]:
     """kubesim with room for every Instance and its surge pod, and instant readiness."""
-    sim = KubeSim(topology=topology_for(INSTANCES * 2), crds="product", timing=Timing.fast()).start()
-    sim.set_default_timing(pull_seconds=0.0, start_seconds=0.0, ready_seconds=0.0, factor=0.001)
+    sim = instant_kubesim(topology_for(INSTANCES * 2))
     try:
         yield sim
     finally:
