@@ -31,6 +31,8 @@ class MigrationInput(MessageModel):
     """Owner of the audit ConfigMap it writes."""
     request: MigrationRequest
     """The request, its `uuid` set."""
+    home: str | None = None
+    """The workload cluster of a multi-cluster home (its InferenceReplica's ID ends in `@{home}`)."""
 
     @property
     def uuid(self) -> str:

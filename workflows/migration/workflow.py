@@ -107,7 +107,7 @@ class MigrationWorkflow:
         self.progress = self.progress.model_copy(update={"accepted_at": accepted_at})
         audit = await self.read_caps()
         await self.write_audit()
-        irep = irep_workflow_id(arg.namespace, arg.isvc, request.component)
+        irep = irep_workflow_id(arg.namespace, arg.isvc, request.component, arg.home)
         order = MigrationOrder(
             request=request, accepted_at=accepted_at, workflow_id=workflow.info().workflow_id, audit=audit
         )

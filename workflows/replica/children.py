@@ -53,7 +53,7 @@ async def send_all(sends: Sequence[Awaitable[object]]) -> None:
 
 async def signal_instance(config: ReplicaConfig, index: int, name: str, payload: Any) -> None:
     """Signal Instance `index`; one that already ended needs nothing, so a failure is logged."""
-    workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
+    workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index, config.home)
     try:
         await workflow.get_external_workflow_handle(workflow_id).signal(name, payload)
     except Exception as error:  # noqa: BLE001 - an Instance that already ended needs nothing
@@ -103,7 +103,7 @@ async def start_instance(
     """Start Instance `index` as an abandoned child (it outlives this run; deletion is a signal);
     `spec` replaces the one `spec_for` gives (a migration's replacement, placed off a node)."""
     config = state.config
-    workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index)
+    workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index, config.home)
     # Recorded before the start, so a pass while it is in flight counts it already.
     state.launched[index] = revision_hash
     try:

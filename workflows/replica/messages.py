@@ -63,6 +63,9 @@ class ReplicaConfig(MessageModel):
     transient_replicas: int | None = None
     history_limit_annotation: str | None = None
     cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)
+    home: str | None = None
+    """The workload cluster this component runs in, for a multi-cluster InferenceService's home
+    (reference §16): its Instances' workflow IDs end in `@{home}`. None on a single cluster."""
     parent_workflow_id: str | None = None
     coordination: Coordination | None = None
     """While a rollout run moves this component: how far it may move now (`planning.replica.coordination`)."""

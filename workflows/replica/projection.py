@@ -116,7 +116,7 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         previous_conditions=state.conditions,
         now=now,
     )
-    ref = group_ref(config.namespace, config.isvc, config.coordination)
+    ref = group_ref(config.namespace, config.isvc, config.coordination, config.home)
     if ref is not None:
         status = status.model_copy(update={"coordination_group_ref": ref})
     if state.gang_surges:
@@ -131,12 +131,14 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
     return status, component_condition(config.component, desired, counts, minimum)
 
 
-def group_ref(namespace: str, isvc: str, coordination: Coordination | None) -> CoordinationGroupRefRow | None:
+def group_ref(
+    namespace: str, isvc: str, coordination: Coordination | None, home: str | None = None
+) -> CoordinationGroupRefRow | None:
     """`coordinationGroupRef`: the run and group moving this component, once the run pinned its plan."""
     if coordination is None or coordination.group is None:
         return None
     return CoordinationGroupRefRow(
-        rollout=rollout_workflow_id(namespace, isvc, coordination.run),
+        rollout=rollout_workflow_id(namespace, isvc, coordination.run, home),
         run=coordination.run,
         group=coordination.group,
         phase=coordination.group_phase or "Progressing",

@@ -64,6 +64,8 @@ def config_fingerprint(config: ReplicaConfig) -> str:
     cluster = {name for name in CLUSTER_ADDITIONS if getattr(config.cluster, name) == getattr(defaults, name)}
     if cluster:
         exclude["cluster"] = cluster
+    if config.home is None:
+        exclude["home"] = True
     if coordination is None:
         exclude["coordination"] = True
     else:
@@ -266,7 +268,7 @@ class ServiceComponents(ServiceProjection):
             state.retiring[component] = mode
             state.replicas.pop(component, None)
             handle = workflow.get_external_workflow_handle(
-                irep_workflow_id(isvc.namespace, isvc.name, component)
+                irep_workflow_id(isvc.namespace, isvc.name, component, state.home)
             )
             await handle.signal(SIGNAL_DELETE)
             state.delete_sent.append(component)
@@ -320,6 +322,7 @@ class ServiceComponents(ServiceProjection):
             transient_replicas=state.transient.get(plan.name),
             history_limit_annotation=annotations.get(REVISION_HISTORY_ANNOTATION),
             cluster=state.cluster,
+            home=state.home,
             parent_workflow_id=workflow.info().workflow_id,
             coordination=rollouts.coordination(state.rollout, plan.name),
         )
@@ -347,7 +350,7 @@ class ServiceComponents(ServiceProjection):
             fingerprint = config_fingerprint(config)
             if state.sent_configs.get(plan.name) == fingerprint:
                 continue
-            workflow_id = irep_workflow_id(isvc.namespace, isvc.name, plan.name)
+            workflow_id = irep_workflow_id(isvc.namespace, isvc.name, plan.name, state.home)
             if plan.name not in state.sent_configs:
                 try:
                     await workflow.start_child_workflow(
@@ -377,7 +380,7 @@ class ServiceComponents(ServiceProjection):
                 message = refusal or f"{signal} refused: component {component} has no InferenceReplica yet"
                 self.reject(signal, {"component": component, "value": forward.value}, REQUEST_REJECTED, message)
                 continue
-            handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))
+            handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component, state.home))
             await handle.signal(signal, forward.value)
 
     async def tear_down(self) -> bool:
@@ -386,11 +389,11 @@ class ServiceComponents(ServiceProjection):
         namespace, name = identity(state.manifest)
         if state.rollout.run is not None:
             # A run still open (a rolled-back canary holds its components) ends with the service.
-            await deliver(rollout_workflow_id(namespace, name, state.rollout.run), SIGNAL_CLOSE, None)
+            await deliver(rollout_workflow_id(namespace, name, state.rollout.run, state.home), SIGNAL_CLOSE, None)
             state.rollout.run = None
         for component in state.sent_configs:
             if component not in state.delete_sent:
-                handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component))
+                handle = workflow.get_external_workflow_handle(irep_workflow_id(namespace, name, component, state.home))
                 await handle.signal(SIGNAL_DELETE)
                 state.delete_sent.append(component)
         draining = [c for c in state.delete_sent if not (c in state.replicas and state.replicas[c].deleted)]

@@ -27,6 +27,7 @@ from planning.service.pause import PauseMode
 from planning.service.pause_signal import PlannedPauseEvent, replica_pause_mode
 from workflows.replica.messages import ReplicaReport
 from workflows.rollout.messages import CanaryRequest, RolloutReport, RolloutRow
+from workflows.service.homes import PlacementTracking
 
 # --- message names (user interface: `temporal workflow signal --name ...`) ---------------
 UPDATE_APPLY = "apply"
@@ -195,6 +196,19 @@ class ServiceState(MessageModel):
     unrecorded_rejections: list[RejectedRequest] = Field(default_factory=list)
     """Refusals whose Warning Event the next pass records."""
     rollout: RolloutTracking = Field(default_factory=RolloutTracking)
+    home: str | None = None
+    """Set on a multi-cluster home's member (`isvc/{ns}/{name}@{home}`): the workload cluster
+    it runs in; its children's IDs end in `@{home}` (`workflows.service.homes`)."""
+    placement_parent: str | None = None
+    """A member's placement source, which it reports to with `member_changed`."""
+    source_generation: int = 0
+    """A member's: the source generation of the copy it runs."""
+    endpoint: str | None = None
+    """A member's endpoint, from its cluster's inference Gateway."""
+    member_sent: str = ""
+    """A member's last report to its source (fingerprint)."""
+    placement: PlacementTracking | None = None
+    """The placement source's homes and TrafficMap; None for a single-cluster service."""
 
     @model_validator(mode="before")
     @classmethod

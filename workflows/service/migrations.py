@@ -62,11 +62,11 @@ async def start(state: ServiceState, namespace: str, isvc: str, request: Migrati
     """Start the request's `Migration` workflow (a second start of one uuid is the same one)."""
     uuid = request.uuid or str(workflow.uuid4())
     request = request.model_copy(update={"uuid": uuid})
-    workflow_id = migration_workflow_id(namespace, isvc, request.component, request.instance, uuid)
+    workflow_id = migration_workflow_id(namespace, isvc, request.component, request.instance, uuid, state.home)
     try:
         await workflow.start_child_workflow(
             MIGRATION,
-            MigrationInput(namespace=namespace, isvc=isvc, isvc_uid=state.isvc_uid, request=request),
+            MigrationInput(namespace=namespace, isvc=isvc, isvc_uid=state.isvc_uid, request=request, home=state.home),
             id=workflow_id,
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,

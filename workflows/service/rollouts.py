@@ -97,7 +97,7 @@ async def open_run(
     run = state.generation
     if change.supersede and tracking.run is not None:
         # A run that closed meanwhile needs no telling.
-        await deliver(rollout_workflow_id(isvc.namespace, isvc.name, tracking.run), SIGNAL_SUPERSEDE, run)
+        await deliver(rollout_workflow_id(isvc.namespace, isvc.name, tracking.run, state.home), SIGNAL_SUPERSEDE, run)
         if not change.open:
             # The spec asks again for what serves: nothing to move, no run to open.
             state.rollout = RolloutTracking(pairing=tracking.pairing)
@@ -134,7 +134,7 @@ async def open_run(
         await workflow.start_child_workflow(
             ROLLOUT,
             run_input,
-            id=rollout_workflow_id(isvc.namespace, isvc.name, run),
+            id=rollout_workflow_id(isvc.namespace, isvc.name, run, state.home),
             # Continue-as-new of this workflow must not end the run.
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             static_summary=f"Rollout run {run} of {isvc.name}: {names}",
@@ -196,7 +196,7 @@ async def forward(state: ServiceState, isvc: InferenceService, plans: list[Compo
     tracking = state.rollout
     if tracking.run is None:
         return
-    run_id = rollout_workflow_id(isvc.namespace, isvc.name, tracking.run)
+    run_id = rollout_workflow_id(isvc.namespace, isvc.name, tracking.run, state.home)
     by_name = {plan.name: plan for plan in plans}
     outgoing: list[tuple[str, str, Any]] = []
     for component in tracking.targets:

@@ -75,7 +75,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
     from workflows.service import canary_requests, migrations, rollout_views, rollouts
     from workflows.service.canary_requests import DISCARDED, CanaryAsk
-    from workflows.service.components import ServiceComponents
+    from models.kube_ops import DeleteObjectInput
+    from workflows import kube_calls
+    from workflows.service.homes import SIGNAL_MEMBER_APPLY, SIGNAL_MEMBER_CHANGED, MemberApply, MemberReport
+    from workflows.service.placement import ServicePlacement, placed_by_clusters
     from workflows.service.events import record_pause_events
     from workflows.service.messages import (
         ADMISSION_DENIED,
@@ -154,7 +157,7 @@ class Admitted:
 
 
 @workflow.defn(name=INFERENCE_SERVICE)
-class InferenceServiceWorkflow(ServiceComponents):
+class InferenceServiceWorkflow(ServicePlacement):
     @workflow.init
     def __init__(self, arg: dict[str, Any]) -> None:
         if CONTINUED_STATE_KEY in arg:
@@ -165,7 +168,14 @@ class InferenceServiceWorkflow(ServiceComponents):
             cluster = (
                 ClusterLifecycle.model_validate(arg["cluster"]) if "cluster" in arg else ClusterLifecycle()
             )
-            self.state = ServiceState(manifest=manifest, cluster=cluster)
+            self.state = ServiceState(
+                manifest=manifest,
+                cluster=cluster,
+                # A multi-cluster home's member (`workflows.service.placement`).
+                home=arg.get("home"),
+                placement_parent=arg.get("placement_parent"),
+                source_generation=arg.get("source_generation", 0),
+            )
         self.lock = asyncio.Lock()
         self.seq = 0
         # Set when the wait for news timed out: the next pass re-reads the Deployments.
@@ -182,13 +192,17 @@ class InferenceServiceWorkflow(ServiceComponents):
         warnings = tuple(finding.message for finding in admission.warnings)
         expected = workflow.info().workflow_id
         namespace, name = identity(manifest)
-        if admission.allowed and isvc_workflow_id(namespace, name) != expected:
+        own = isvc_workflow_id(namespace, name, state.home)
+        if admission.allowed and own != expected:
             message = (
                 f'metadata.namespace/name "{namespace}/{name}" does not belong to workflow {expected}; '
-                f"apply it to workflow {isvc_workflow_id(namespace, name)} (FieldValueInvalid)"
+                f"apply it to workflow {own} (FieldValueInvalid)"
             )
             return Admitted(False, message, ("FieldValueInvalid",), warnings)
         return Admitted(admission.allowed, admission.summary(), tuple(admission.reasons), warnings)
+
+    def admit_manifest(self, manifest: dict[str, Any]) -> Admitted:
+        return self._admit(manifest)
 
     @workflow.update(name=UPDATE_APPLY)
     async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
@@ -366,6 +380,19 @@ class InferenceServiceWorkflow(ServiceComponents):
         self.state.deleting = True
         self.seq += 1
 
+    @workflow.signal(name=SIGNAL_MEMBER_APPLY)
+    def member_apply(self, copy: MemberApply) -> None:
+        """The placement source's copy of the spec for this home (`workflows.service.homes`)."""
+        if not self.state.deleting and self.take_copy(copy):
+            self.seq += 1
+
+    @workflow.signal(name=SIGNAL_MEMBER_CHANGED)
+    def member_changed(self, report: MemberReport) -> None:
+        home = self.placement_tracking().homes.get(report.cluster)
+        if home is not None:
+            home.report = report
+            self.seq += 1
+
     @workflow.signal(name=SIGNAL_REPLICA_CHANGED)
     def replica_changed(self, report: ReplicaReport) -> None:
         self.state.replicas[report.component] = report
@@ -451,7 +478,10 @@ class InferenceServiceWorkflow(ServiceComponents):
 
     def recheck_interval(self) -> timedelta:
         """How long to wait for news before re-reading: Deployments still converging are
-        re-read with a back-off (15 s doubling to 5 minutes) in case a watcher signal was lost."""
+        re-read with a back-off (15 s doubling to 5 minutes) in case a watcher signal was lost;
+        a placement source re-lists the WorkloadClusters (`workflows.service.placement`)."""
+        if self.state.placement is not None:
+            return self.relist_interval()
         if self.deployments_converged():
             return SAFETY_RECHECK
         step = DEPLOYMENT_RECHECK * int(2 ** min(self.state.deployment_rechecks, 5))
@@ -468,9 +498,15 @@ class InferenceServiceWorkflow(ServiceComponents):
         state = self.state
         if state.pause_events:
             await record_pause_events(state, self.ref())
-        if state.deleting:
-            return await self.tear_down()
         isvc = InferenceService.model_validate(state.manifest)
+        if placed_by_clusters(isvc) and state.home is None:
+            return await self.reconcile_placement(isvc)
+        if state.deleting:
+            finished = await self.tear_down()
+            if finished:
+                await self.report_to_source(deleted=True)
+            return finished
+        await self.read_endpoint(isvc)
         if state.applied_generation != state.generation or state.runtime_missing:
             await self.write_object(isvc)
             await self.read_runtime(isvc)
@@ -486,5 +522,23 @@ class InferenceServiceWorkflow(ServiceComponents):
             await self.pass_on_requests()
         await self.record_rejections()
         await self.finish_retired()
+        await self.write_status()
+        await self.report_to_source()
+        return False
+
+    async def reconcile_placement(self, isvc: InferenceService) -> bool:
+        """The placement source's pass (`workflows.service.placement`)."""
+        recheck, self.recheck = self.recheck, False
+        if self.state.deleting:
+            if not await self.tear_down_homes():
+                return False
+            await kube_calls.delete_object(
+                DeleteObjectInput(ref=self.ref()),
+                summary=f"delete InferenceService {isvc.namespace}/{isvc.name}: every home drained and gone",
+            )
+            workflow.upsert_search_attributes([search_attributes.PHASE.value_set("Deleted")])
+            return True
+        await self.place(isvc, relist=recheck)
+        await self.record_rejections()
         await self.write_status()
         return False
