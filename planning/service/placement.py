@@ -74,13 +74,19 @@ class Excluded:
 
 @dataclass(frozen=True)
 class CandidateSet:
-    """Registered clusters sorted by name into candidates, not Ready matches and exclusions.
+    """Registered clusters, by name, sorted into candidates, not Ready matches and exclusions.
     `problem` is set when the selectors themselves are invalid; nothing is a candidate then."""
 
     candidates: tuple[ClusterInfo, ...] = ()
     not_ready: tuple[str, ...] = ()
     excluded: tuple[Excluded, ...] = ()
     problem: str | None = None
+
+    def __post_init__(self) -> None:
+        # Sorted by name whoever builds it, so every decision below is deterministic.
+        object.__setattr__(self, "candidates", tuple(sorted(self.candidates, key=lambda c: c.name)))
+        object.__setattr__(self, "not_ready", tuple(sorted(self.not_ready)))
+        object.__setattr__(self, "excluded", tuple(sorted(self.excluded, key=lambda e: e.cluster)))
 
     @property
     def names(self) -> list[str]:

@@ -96,8 +96,9 @@ def _satisfied(plan: PlacementPlan) -> PlannedCondition:
     if selection.problem is not None:
         return PlannedCondition(kind, "False", "InvalidInput", "spec.placement is invalid; see PlacementInputValid")
     if plan.hold is not None:
-        status = "Unknown" if plan.hold.reason == CAPACITY_NOT_OBSERVED else "False"
-        return PlannedCondition(kind, status, plan.hold.reason, plan.hold.message)
+        if plan.hold.reason == CAPACITY_NOT_OBSERVED:
+            return PlannedCondition(kind, "Unknown", plan.hold.reason, plan.hold.message)
+        return PlannedCondition(kind, "False", plan.hold.reason, plan.hold.message)
     if not plan.homes:
         return PlannedCondition(kind, "False", "NoCandidates", _no_candidates(selection))
     homes = ", ".join(_describe_home(home) for home in plan.homes)
