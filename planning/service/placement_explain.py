@@ -15,7 +15,7 @@ from __future__ import annotations
 from models.inferenceservice import InferenceService, RoutingSpec
 from models.quantity import Quantity, QuantityError
 from planning.service.placement import PlacementPlan
-from planning.service.placement_status import PlacementReport
+from planning.service.placement_status import PlacementReport, describe_home
 
 
 def routing_intent(routing: RoutingSpec | None) -> tuple[bool, str]:
@@ -56,9 +56,7 @@ def explain(isvc: InferenceService, plan: PlacementPlan, report: PlacementReport
     if selection.excluded:
         lines.append(f"Excluded ({len(selection.excluded)}):")
         lines.extend(f"  {item.cluster}: {item.why}" for item in selection.excluded)
-    homes = ", ".join(
-        home.cluster if home.replicas is None else f"{home.cluster} ({home.replicas} replicas)" for home in plan.homes
-    )
+    homes = ", ".join(describe_home(home) for home in plan.homes)
     lines.append(f"Homes: {homes or 'none'}")
     if plan.floor is not None:
         lines.append(f"Replica floor: {plan.floor}")

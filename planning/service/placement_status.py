@@ -20,7 +20,7 @@ Conditions (all six, every time): `PlacementInputValid`, `PlacementSatisfied`,
 `PlacementConverged`, `PlacementCapacityFresh`, `PlacementBackendReady`,
 `PlacementReplicaFloorsReady`; messages name the clusters and the counts.
 
-Public API: `HomeObserved`, `PlacementReport`, `placement_status(plan, observed)`.
+Public API: `HomeObserved`, `PlacementReport`, `placement_status(plan, observed)`, `describe_home`.
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def _no_candidates(selection: CandidateSet) -> str:
     return f"no Ready WorkloadCluster matches spec.placement: {', '.join(parts)}"
 
 
-def _describe_home(home: HomePlan) -> str:
+def describe_home(home: HomePlan) -> str:
+    """`worker-a`, or `worker-a (2 replicas)` for a home with an override."""
     return home.cluster if home.replicas is None else f"{home.cluster} ({_plural(home.replicas, 'replica')})"
 
 
@@ -101,7 +102,7 @@ def _satisfied(plan: PlacementPlan) -> PlannedCondition:
         return PlannedCondition(kind, "False", plan.hold.reason, plan.hold.message)
     if not plan.homes:
         return PlannedCondition(kind, "False", "NoCandidates", _no_candidates(selection))
-    homes = ", ".join(_describe_home(home) for home in plan.homes)
+    homes = ", ".join(describe_home(home) for home in plan.homes)
     return PlannedCondition(kind, "True", "Satisfied",
                             f"mode {plan.mode}: {_plural(len(plan.homes), 'home')} of "
                             f"{_plural(len(selection.candidates), 'Ready candidate')}: {homes}")
@@ -149,7 +150,7 @@ def _backend_ready(plan: PlacementPlan, by_cluster: dict[str, HomeObserved]) -> 
     silent = [home.cluster for home in serving if not home.endpoint]
     if silent:
         return PlannedCondition(kind, "False", "EndpointMissing",
-                                f"{len(silent)} of {_plural(len(serving), 'admitted home')} report no endpoint: "
+                                f"no endpoint reported by {len(silent)} of {_plural(len(serving), 'admitted home')}: "
                                 f"{', '.join(silent)}")
     return PlannedCondition(kind, "True", "EndpointsReported",
                             f"{_plural(len(serving), 'home')} report an endpoint: "
