@@ -142,10 +142,10 @@ class PlacementStatus(StatusModel):
     """`status.placement` (reference §16). `cluster` and `endpoint` are set only in mode Single."""
 
     phase: PlacementPhase
-    cluster: str | None = None
-    endpoint: str | None = None
     candidates: list[PlacementCandidate] = Field(default_factory=list)
     homes: list[PlacementHome] = Field(default_factory=list)
+    cluster: str | None = None
+    endpoint: str | None = None
 
 
 class InferenceServiceStatus(StatusModel):

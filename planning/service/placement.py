@@ -23,7 +23,7 @@ extra ceiling) on any home is held, as is a floor the candidates cannot take: a 
 keeps the current homes as they are (`PlacementPlan.hold` says why; `homes` then lists the
 current homes without overrides and the workflow changes nothing).
 
-Public API: `ClusterInfo`, `Excluded`, `CandidateSet`, `select_clusters`, `candidates`,
+Public API: `ClusterInfo`, `CandidateSet`, `select_clusters`, `candidates`,
 `HomePlan`, `PlanHold`, `PlacementPlan`, `choose_homes`, `split_floor`, `apportion`,
 `PlacementMode`, hold reasons `CAPACITY_NOT_OBSERVED`, `MAX_PER_CLUSTER_EXCEEDED`,
 `INSUFFICIENT_CAPACITY`, `NO_REPLICA_FLOOR`, `MIN_PER_CLUSTER_UNMET`.
@@ -67,26 +67,21 @@ class ClusterInfo:
 
 
 @dataclass(frozen=True)
-class Excluded:
-    cluster: str
-    why: str
-
-
-@dataclass(frozen=True)
 class CandidateSet:
     """Registered clusters, by name, sorted into candidates, not Ready matches and exclusions.
     `problem` is set when the selectors themselves are invalid; nothing is a candidate then."""
 
     candidates: tuple[ClusterInfo, ...] = ()
     not_ready: tuple[str, ...] = ()
-    excluded: tuple[Excluded, ...] = ()
+    excluded: Mapping[str, str] = field(default_factory=dict)
+    """Cluster -> the first requirement it fails."""
     problem: str | None = None
 
     def __post_init__(self) -> None:
         # Sorted by name whoever builds it, so every decision below is deterministic.
         object.__setattr__(self, "candidates", tuple(sorted(self.candidates, key=lambda c: c.name)))
         object.__setattr__(self, "not_ready", tuple(sorted(self.not_ready)))
-        object.__setattr__(self, "excluded", tuple(sorted(self.excluded, key=lambda e: e.cluster)))
+        object.__setattr__(self, "excluded", dict(sorted(self.excluded.items())))
 
     @property
     def names(self) -> list[str]:
@@ -134,16 +129,16 @@ def select_clusters(
         return CandidateSet(problem=str(error))
     chosen: list[ClusterInfo] = []
     not_ready: list[str] = []
-    excluded: list[Excluded] = []
+    excluded: dict[str, str] = {}
     for cluster in sorted(clusters, key=lambda c: c.name):
         why = _why_excluded(terms, legacy, cluster)
         if why is not None:
-            excluded.append(Excluded(cluster.name, why))
+            excluded[cluster.name] = why
         elif not cluster.ready:
             not_ready.append(cluster.name)
         else:
             chosen.append(cluster)
-    return CandidateSet(tuple(chosen), tuple(not_ready), tuple(excluded))
+    return CandidateSet(tuple(chosen), tuple(not_ready), excluded)
 
 
 def candidates(
@@ -160,6 +155,10 @@ class HomePlan:
     cluster: str
     replicas: int | None = None
 
+    def floor(self, engine_min_replicas: int) -> int:
+        """The ready replicas this home owes: its share, else the engine's minReplicas."""
+        return engine_min_replicas if self.replicas is None else self.replicas
+
 
 @dataclass(frozen=True)
 class PlanHold:
@@ -167,6 +166,11 @@ class PlanHold:
 
     reason: str
     message: str
+
+    @property
+    def awaits_capacity(self) -> bool:
+        """Held only until every candidate reports capacity: not a failure of the spec."""
+        return self.reason == CAPACITY_NOT_OBSERVED
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ def explain(isvc: InferenceService, plan: PlacementPlan, report: PlacementReport
         lines.append(f"Not Ready ({len(selection.not_ready)}): {', '.join(selection.not_ready)}")
     if selection.excluded:
         lines.append(f"Excluded ({len(selection.excluded)}):")
-        lines.extend(f"  {item.cluster}: {item.why}" for item in selection.excluded)
+        lines.extend(f"  {cluster}: {why}" for cluster, why in selection.excluded.items())
     homes = ", ".join(describe_home(home) for home in plan.homes)
     lines.append(f"Homes: {homes or 'none'}")
     if plan.floor is not None:

@@ -59,7 +59,7 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _failed(plan: PlacementPlan) -> bool:
-    return plan.selection.problem is not None or (plan.hold is not None and plan.hold.reason != CAPACITY_NOT_OBSERVED)
+    return plan.selection.problem is not None or (plan.hold is not None and not plan.hold.awaits_capacity)
 
 
 def _phase(plan: PlacementPlan, admitted: set[str]) -> PlacementPhase:
@@ -97,7 +97,7 @@ def _satisfied(plan: PlacementPlan) -> PlannedCondition:
     if selection.problem is not None:
         return PlannedCondition(kind, "False", "InvalidInput", "spec.placement is invalid; see PlacementInputValid")
     if plan.hold is not None:
-        if plan.hold.reason == CAPACITY_NOT_OBSERVED:
+        if plan.hold.awaits_capacity:
             return PlannedCondition(kind, "Unknown", plan.hold.reason, plan.hold.message)
         return PlannedCondition(kind, "False", plan.hold.reason, plan.hold.message)
     if not plan.homes:
@@ -132,7 +132,7 @@ def _capacity_fresh(plan: PlacementPlan) -> PlannedCondition:
     kind = "PlacementCapacityFresh"
     if plan.mode != "SplitByCapacity":
         return PlannedCondition(kind, "True", "NotRequired", f"mode {plan.mode} does not use capacity reports")
-    if plan.hold is not None and plan.hold.reason == CAPACITY_NOT_OBSERVED:
+    if plan.hold is not None and plan.hold.awaits_capacity:
         return PlannedCondition(kind, "Unknown", CAPACITY_NOT_OBSERVED, plan.hold.message)
     reported = plan.selection.candidates
     if not reported:
@@ -163,7 +163,7 @@ def _floors_ready(plan: PlacementPlan, by_cluster: dict[str, HomeObserved]) -> P
         return PlannedCondition(kind, "False", "NotPlaced", "no home is chosen")
     rows = []
     for home in plan.homes:
-        floor = plan.engine_min_replicas if home.replicas is None else home.replicas
+        floor = home.floor(plan.engine_min_replicas)
         seen = by_cluster.get(home.cluster)
         ready = seen.ready if seen is not None and seen.admitted else 0
         rows.append((home.cluster, ready, floor))

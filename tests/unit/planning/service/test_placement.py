@@ -17,7 +17,6 @@ from planning.service.placement import (
     NO_REPLICA_FLOOR,
     CandidateSet,
     ClusterInfo,
-    Excluded,
     HomePlan,
     apportion,
     candidates,
@@ -101,16 +100,16 @@ def test_selection_lists_not_ready_and_why_others_are_excluded() -> None:
     selection = select_clusters(affinity(labels("gpu", "In", "a100"), names_in("worker-c", "worker-z")), CLUSTERS)
     assert selection.names == ["worker-a", "worker-c"]
     assert selection.not_ready == ("worker-d",)
-    assert selection.excluded == (
-        Excluded("worker-b", "matches no clusterAffinity term (term 0: gpu In [a100]; "
-                             "term 1: metadata.name In [worker-c, worker-z])"),
-    )
+    assert selection.excluded == {
+        "worker-b": "matches no clusterAffinity term (term 0: gpu In [a100]; "
+                    "term 1: metadata.name In [worker-c, worker-z])",
+    }
     assert selection.registered == 4
 
 
 def test_legacy_exclusion_names_the_requirement() -> None:
     selection = select_clusters(placement(clusterSelector="region=eu"), CLUSTERS)
-    assert Excluded("worker-c", "selector requires region In [eu]") in selection.excluded
+    assert selection.excluded["worker-c"] == "selector requires region In [eu]"
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from planning.service.placement_selector import (
 pytestmark = pytest.mark.unit
 
 WHERE = "spec.placement.clusterSelector"
+LABELS = {"gpu": "a100", "region": "eu"}
 
 
 @pytest.mark.parametrize(
@@ -50,9 +51,6 @@ def test_unparsable_selector_names_where_and_clause(text: str) -> None:
         parse_selector(text, WHERE)
     assert str(caught.value).startswith(f"{WHERE}: cannot parse ")
     assert f'in selector "{text}"' in str(caught.value)
-
-
-LABELS = {"gpu": "a100", "region": "eu"}
 
 
 @pytest.mark.parametrize(
