@@ -221,7 +221,6 @@ def _split_weights(placement: PlacementSpec, selection: CandidateSet, current: S
 
 
 def _split_hold(placement: PlacementSpec, selection: CandidateSet, floor: int, shares: Mapping[str, int]) -> PlanHold | None:
-    names = ", ".join(selection.names)
     ceiling = (placement.split.max_replicas_per_cluster or 0) if placement.split is not None else 0
     if floor <= 0:
         return PlanHold(NO_REPLICA_FLOOR, "nothing to split: spec.placement.split.replicas is unset and "
@@ -233,8 +232,9 @@ def _split_hold(placement: PlacementSpec, selection: CandidateSet, floor: int, s
     over = sorted(name for name, share in shares.items() if ceiling > 0 and share > ceiling)
     if over:
         worst = max(shares[name] for name in over)
-        return PlanHold(MAX_PER_CLUSTER_EXCEEDED, f"the floor of {floor} replica(s) across {len(shares)} home(s) "
-                        f"({names}) puts {worst} on {', '.join(over)}, above split.maxReplicasPerCluster "
+        homes = sorted(name for name, share in shares.items() if share > 0)
+        return PlanHold(MAX_PER_CLUSTER_EXCEEDED, f"the floor of {floor} replica(s) across {len(homes)} home(s) "
+                        f"({', '.join(homes)}) puts {worst} on {', '.join(over)}, above split.maxReplicasPerCluster "
                         f"{ceiling}; add clusters or raise maxReplicasPerCluster")
     return None
 

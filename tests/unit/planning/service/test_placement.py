@@ -333,3 +333,11 @@ def test_split_by_capacity_totals_floor_within_capacity_and_ceiling(
     for home in plan.homes:
         assert 1 <= (home.replicas or 0) <= capacities[home.cluster]
         assert ceiling == 0 or (home.replicas or 0) <= ceiling
+
+
+def test_ceiling_message_names_only_the_homes_that_would_run_replicas() -> None:
+    plan = choose_homes(split("SplitByCapacity", replicas=6, maxReplicasPerCluster=4),
+                        ready(("worker-a", 8), ("worker-b", 1), ("worker-c", 0)), [], 1)
+    assert plan.hold is not None
+    assert plan.hold.message.startswith("the floor of 6 replica(s) across 2 home(s) (worker-a, worker-b) puts 5 on "
+                                        "worker-a, above split.maxReplicasPerCluster 4")
