@@ -3,12 +3,14 @@
 Shaped like the spec's status blocks: `status.components.<component>.lifecycle`
 (`LifecycleStatus`, reference §7: totals, revisions, conditions, `rolloutHold`), the
 canary's `rolloutPhase`, `canary` (§1.5, §2.6) and recorded `traffic` (§1.7), and
-`status.rollout` with the pinned run and per-group digests (§4, §6). Per-Instance rows are
-not mirrored here; they live on the InferenceReplica.
+`status.rollout` with the pinned run and per-group digests (§4, §6), and `status.placement`
+on a multi-cluster service's control-plane copy (§16). Per-Instance rows are not mirrored
+here; they live on the InferenceReplica.
 
 Public API: `InferenceServiceStatus`, `ComponentStatus`, `LifecycleStatus`, `CanaryStatus`,
 `CanaryFailure`, `MetricResult`, `TrafficTarget`, `RolloutStatus`, `RolloutRun`,
-`RolloutGroupStatus`, `RolloutPhase`.
+`RolloutGroupStatus`, `RolloutPhase`, `PlacementStatus`, `PlacementCandidate`, `PlacementHome`,
+`PlacementPhase`, `CandidatePhase`.
 """
 
 from __future__ import annotations
@@ -116,11 +118,42 @@ class RolloutStatus(StatusModel):
     groups: list[RolloutGroupStatus] = Field(default_factory=list)
 
 
+PlacementPhase = Literal["Pending", "Admitting", "Racing", "Placed", "Failed"]
+CandidatePhase = Literal["Admitting", "Admitted"]
+
+
+class PlacementCandidate(StatusModel):
+    """A cluster that holds (or is being given) a member copy of the InferenceService."""
+
+    cluster: str
+    phase: CandidatePhase
+
+
+class PlacementHome(StatusModel):
+    """A cluster whose member copy admitted the spec. `replicas` is its share of a split's
+    floor (absent: the component's own minReplicas/maxReplicas)."""
+
+    cluster: str
+    replicas: int | None = None
+    endpoint: str | None = None
+
+
+class PlacementStatus(StatusModel):
+    """`status.placement` (reference §16). `cluster` and `endpoint` are set only in mode Single."""
+
+    phase: PlacementPhase
+    candidates: list[PlacementCandidate] = Field(default_factory=list)
+    homes: list[PlacementHome] = Field(default_factory=list)
+    cluster: str | None = None
+    endpoint: str | None = None
+
+
 class InferenceServiceStatus(StatusModel):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     components: dict[str, ComponentStatus] = Field(default_factory=dict)
     rollout: RolloutStatus | None = None
+    placement: PlacementStatus | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
