@@ -31,7 +31,7 @@ from models.migration import MigrationAudit
 from models.pods import InstancePods
 from planning.pod_summary import InstanceKey, group_by_instance, instance_pods
 from workers.worker import build_worker
-from workflows.names import irep_workflow_id, isvc_workflow_id
+from workflows.names import instance_workflow_id, irep_workflow_id, isvc_workflow_id
 from workflows.replica.workflow import InferenceReplicaWorkflow
 from workflows.service.messages import ApplyResult, ServiceStatusView
 from workflows.service.workflow import InferenceServiceWorkflow
@@ -195,8 +195,10 @@ class PodRelay:
     per Instance, the last summary a workflow accepted.
     """
 
-    def __init__(self, client: Client, sim: KubeSim, lag_seconds: float = 0.0) -> None:
+    def __init__(self, client: Client, sim: KubeSim, lag_seconds: float = 0.0, cluster: str | None = None) -> None:
         self.client = client
+        self.cluster = cluster
+        """A workload cluster's relay signals its Instances' `@cluster` workflow IDs."""
         self.rest = KubeRest(sim.api_client())
         self.lag_seconds = lag_seconds
         self.sent: dict[InstanceKey, InstancePods] = {}
@@ -237,7 +239,9 @@ class PodRelay:
             due, key, summary = await self.outbox.get()
             await asyncio.sleep(max(due - time.monotonic(), 0.0))
             namespace, isvc, component, index = key
-            handle = self.client.get_workflow_handle(f"instance/{namespace}/{isvc}-{component}-{index}")
+            handle = self.client.get_workflow_handle(
+                instance_workflow_id(namespace, isvc, component, index, self.cluster)
+            )
             with contextlib.suppress(Exception):  # no such Instance: dropped, as the watcher does
                 await handle.signal(SIGNAL_PODS_CHANGED, summary)
                 self.signals += 1

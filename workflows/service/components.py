@@ -26,7 +26,7 @@ from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from models.inferenceservice import InferenceService
-from models.kube_ops import ApplyObjectInput, DeleteObjectInput, ObjectRef, ReadObjectInput
+from models.kube_ops import ApplyObjectInput, ApplyObjectResult, DeleteObjectInput, ObjectRef, ReadObjectInput
 from models.resolution import inference_replica_spec
 from planning.objects import OME_API_VERSION, service_name
 from planning.replica.budget import update_policy
@@ -90,7 +90,7 @@ left out of the fingerprint while at the chart's values, so a running service re
 class ServiceComponents(ServiceProjection):
     """Writes the InferenceService's objects and steers its InferenceReplicas."""
 
-    async def write_object(self, isvc: InferenceService) -> None:
+    async def write_object(self, isvc: InferenceService) -> ApplyObjectResult:
         result = await kube_calls.apply_object(
             ApplyObjectInput(
                 manifest=isvc_object(self.state.manifest, isvc.namespace), plural="inferenceservices"
@@ -98,6 +98,7 @@ class ServiceComponents(ServiceProjection):
             summary=f"write InferenceService {isvc.namespace}/{isvc.name} (generation {self.state.generation})",
         )
         self.state.isvc_uid = result.ref.uid or self.state.isvc_uid
+        return result
 
     async def read_runtime(self, isvc: InferenceService) -> None:
         """The ServingRuntime of that name in the namespace, else the ClusterServingRuntime."""

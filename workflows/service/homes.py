@@ -89,6 +89,9 @@ class PlacementTracking(MessageModel):
     """`status.placement` as last planned."""
     conditions: list[dict[str, Any]] = Field(default_factory=list)
     """The placement source conditions as last planned."""
+    object_generation: int | None = None
+    """The control-plane object's `metadata.generation` as last written: the TrafficMap's
+    `spec.observedISVCGeneration` is compared with it (`kubectl get isvc`)."""
     trafficmap_started: bool = False
     trafficmap_sent: str = ""
     trafficmap_deleted: bool = False

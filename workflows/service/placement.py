@@ -30,6 +30,7 @@ from models.inferenceservice import InferenceService
 from models.kube_ops import ListObjectsInput, ObjectRef, ReadObjectInput
 from planning.objects import OME_API_VERSION
 from planning.service import placement_source as planner
+from planning.service.scale import SCALE_REJECTED
 from workflows import kube_calls
 from workflows.names import (
     INFERENCE_SERVICE,
@@ -52,7 +53,6 @@ from workflows.service.homes import (
     PlacementTracking,
     home_endpoint,
 )
-from planning.service.scale import SCALE_REJECTED
 from workflows.service.messages import SIGNAL_DELETE, SIGNAL_PAUSE, SIGNAL_RESUME, SIGNAL_SCALE
 from workflows.service.projection import identity
 from workflows.trafficmap.messages import (
@@ -179,22 +179,29 @@ class ServicePlacement(ServiceComponents):
         state = self.state
         tracking = self.placement_tracking()
         if state.applied_generation != state.generation:
-            await self.write_object(isvc)
+            written = await self.write_object(isvc)
+            tracking.object_generation = written.generation
             relist = True
         if relist or tracking.listed_at is None:
             await self.list_clusters()
-        plan = planner.plan_homes(isvc, tracking.clusters, sorted(h for h, t in tracking.homes.items() if not t.removing))
-        for home in plan.homes:
-            await self.keep_home(isvc, home.cluster, home.replicas)
-        for cluster, home_tracking in tracking.homes.items():
-            if cluster not in {h.cluster for h in plan.homes} and not home_tracking.removing:
-                home_tracking.removing = True
-                await deliver(isvc_workflow_id(isvc.namespace, isvc.name, cluster), SIGNAL_DELETE, None)
+        current = sorted(cluster for cluster, home in tracking.homes.items() if not home.removing)
+        plan = planner.plan_homes(isvc, tracking.clusters, current)
+        if plan.hold is None:
+            # A held plan (capacity not reported, a ceiling exceeded) changes nothing.
+            for home in plan.homes:
+                await self.keep_home(isvc, home.cluster, home.replicas)
+            chosen = {home.cluster for home in plan.homes}
+            for cluster, home_tracking in tracking.homes.items():
+                if cluster not in chosen and not home_tracking.removing:
+                    home_tracking.removing = True
+                    await deliver(isvc_workflow_id(isvc.namespace, isvc.name, cluster), SIGNAL_DELETE, None)
         for cluster in [c for c, t in tracking.homes.items() if t.removing and t.report and t.report.deleted]:
             del tracking.homes[cluster]
         await self.pass_on_pause()
         self.refuse_scale_requests(isvc)
-        status, conditions = planner.placement_view(plan, {c: t.report for c, t in tracking.homes.items()})
+        status, conditions = planner.placement_view(
+            plan, {c: t.report for c, t in tracking.homes.items() if not t.removing}
+        )
         tracking.status, tracking.conditions = status, conditions
         state.applied_generation = state.generation
         if routed(isvc):
@@ -262,7 +269,7 @@ class ServicePlacement(ServiceComponents):
         routing = isvc.spec.routing
         annotations = isvc.metadata.annotations or {}
         report = HomesReport(
-            generation=state.generation,
+            generation=tracking.object_generation or state.generation,
             isvc_uid=state.isvc_uid or "",
             mode=(isvc.spec.placement.mode if isvc.spec.placement else None) or "Single",
             routing=routing.model_dump(mode="json", by_alias=True, exclude_none=True) if routing else {},

@@ -65,21 +65,19 @@ with workflow.unsafe.imports_passed_through():
     from models.admission import admit
     from models.inferenceservice import InferenceService
     from models.isvc_status import InferenceServiceStatus
+    from models.kube_ops import DeleteObjectInput
     from models.runtime import ServingRuntimeSpec
     from planning.replica.template import ClusterLifecycle
     from planning.service.deployment import DeploymentObserved
     from planning.service.pause_signal import discards_pending, on_pause, on_resume
-    from workflows import search_attributes, waiting
+    from workflows import kube_calls, search_attributes, waiting
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
     from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
     from workflows.service import canary_requests, migrations, rollout_views, rollouts
     from workflows.service.canary_requests import DISCARDED, CanaryAsk
-    from models.kube_ops import DeleteObjectInput
-    from workflows import kube_calls
-    from workflows.service.homes import SIGNAL_MEMBER_APPLY, SIGNAL_MEMBER_CHANGED, MemberApply, MemberReport
-    from workflows.service.placement import ServicePlacement, placed_by_clusters
     from workflows.service.events import record_pause_events
+    from workflows.service.homes import SIGNAL_MEMBER_APPLY, SIGNAL_MEMBER_CHANGED, MemberApply, MemberReport
     from workflows.service.messages import (
         ADMISSION_DENIED,
         CONTINUED_STATE_KEY,
@@ -115,6 +113,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceState,
         ServiceStatusView,
     )
+    from workflows.service.placement import ServicePlacement, placed_by_clusters
     from workflows.service.projection import identity
 
 SAFETY_RECHECK = timedelta(minutes=5)
