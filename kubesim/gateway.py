@@ -140,7 +140,7 @@ class GatewayEndpoint:
 
     def describe_faults(self) -> list[dict[str, Any]]:
         return [{"namespace": ns, "name": name, "target": target,
-                 **{k: v for k, v in asdict(fault).items() if v not in (None, False)}}
+                 **{k: v for k, v in asdict(fault).items() if v is not None and v is not False}}
                 for (ns, name, target), fault in sorted(self.faults.items())]
 
     # ---- answers ---------------------------------------------------------------------------

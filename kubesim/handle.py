@@ -142,7 +142,8 @@ class KubeSim:
         import kubernetes
 
         if self.cluster.credentials is not None:
-            return kubernetes.config.new_client_from_config(config_file=self.kubeconfig_path)
+            return kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=self.kubeconfig_path)
         configuration = kubernetes.client.Configuration()
         configuration.host = self.url
         configuration.api_key = {"authorization": f"Bearer {self.cluster.token or 'kubesim'}"}

@@ -289,19 +289,25 @@ def workload_cluster_names(value: str) -> list[str]:
     if text.isdigit():
         count = int(text)
         if not 0 <= count <= MAX_WORKLOAD_CLUSTERS:
-            raise ValueError(f"{variable}={value!r} asks for {count} workload clusters: use a count from 0 to "
-                             f"{MAX_WORKLOAD_CLUSTERS}, or a comma list of names")
+            raise ValueError(
+                f"{variable}={value!r} asks for {count} workload clusters: use a count from 0 to "
+                f"{MAX_WORKLOAD_CLUSTERS}, or a comma list of names"
+            )
         return [f"worker-{chr(ord('a') + index)}" for index in range(count)]
     names = [name.strip() for name in text.split(",")]
     bad = [name for name in names if not _DNS_LABEL.fullmatch(name)]
     if bad:
-        raise ValueError(f"{variable}={value!r}: {', '.join(repr(n) for n in bad)} is not a DNS label (lowercase "
-                         "letters, digits and '-', starting and ending with a letter or digit, at most 63): use "
-                         "e.g. 2 or worker-a,worker-b")
+        raise ValueError(
+            f"{variable}={value!r}: {', '.join(repr(n) for n in bad)} is not a DNS label (lowercase "
+            "letters, digits and '-', starting and ending with a letter or digit, at most 63): use "
+            "e.g. 2 or worker-a,worker-b"
+        )
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise ValueError(f"{variable}={value!r} names {', '.join(repeated)} more than once: use each name once, "
-                         "e.g. worker-a,worker-b")
+        raise ValueError(
+            f"{variable}={value!r} names {', '.join(repeated)} more than once: use each name once, "
+            "e.g. worker-a,worker-b"
+        )
     return names
 
 

@@ -262,7 +262,7 @@ class Stack:
             gateway = workload_clusters.ensure_global_gateway(api_client)
             self.global_gateway = f"{gateway} (listener {workload_clusters.GLOBAL_HOSTNAME}:80)"
         finally:
-            api_client.close()
+            api_client.close()  # type: ignore[no-untyped-call]
 
     async def _start_prometheus(self) -> None:
         binary = prometheus_binary()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import kubernetes.client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 NAMESPACE = "ome"
 SECRET_KEY = "kubeconfig"
@@ -44,7 +44,8 @@ def _create_or_patch(create: Callable[[], Any], patch: Callable[[], Any]) -> Non
 
 def ensure_namespace(core: kubernetes.client.CoreV1Api) -> None:
     try:
-        core.create_namespace({"metadata": {"name": NAMESPACE}})
+        namespace: Any = {"metadata": {"name": NAMESPACE}}
+        core.create_namespace(namespace)
     except ApiException as error:
         if error.status != 409:
             raise
@@ -57,7 +58,7 @@ def register(api_client: kubernetes.client.ApiClient, cluster: str, kubeconfig: 
     ensure_namespace(core)
     labels = {CLUSTER_NAME_LABEL: cluster, **MANAGED_BY}
     data = {SECRET_KEY: base64.b64encode(kubeconfig.encode()).decode()}
-    secret = {
+    secret: Any = {
         "metadata": {"name": secret_name(cluster), "namespace": NAMESPACE, "labels": labels},
         "type": "Opaque",
         "data": data,

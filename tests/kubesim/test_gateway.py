@@ -136,8 +136,9 @@ def test_capacity_faults_override_the_count_and_the_stamp(remote: KubeSim, serve
 def test_the_control_api_sets_lists_and_clears_faults(remote: KubeSim, served: tuple[Any, str]) -> None:
     _, namespace = served
     where = {"namespace": namespace, "name": "chat", "target": "capacity"}
-    status, answer = request(remote, "POST", "/kubesim/gateway/faults", body={**where, "servable": -1})
-    assert status == 200 and {**where, "servable": -1} in answer["faults"]
+    status, answer = request(remote, "POST", "/kubesim/gateway/faults", body={**where, "servable": 0, "close": False})
+    assert status == 200 and {**where, "servable": 0} in answer["faults"]
+    _, answer = request(remote, "POST", "/kubesim/gateway/faults", body={**where, "servable": -1})
     assert report(remote, namespace)[1]["servable"] == -1
     assert request(remote, "GET", "/kubesim/gateway/faults")[1]["faults"] == answer["faults"]
     status, answer = request(remote, "DELETE", "/kubesim/gateway/faults", body=where)
