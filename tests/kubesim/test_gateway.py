@@ -17,16 +17,12 @@ import pytest
 from kubesim.handle import KubeSim
 from tests.kubesim.engine_pods import engine_pod, set_serving, start_serving
 from tests.kubesim.helpers import wait_for
-from tests.kubesim.workload_cluster import request, start_workload_cluster
+from tests.kubesim.workload_cluster import request
 
 
-@pytest.fixture(scope="module")
-def remote() -> Iterator[KubeSim]:
-    sim = start_workload_cluster()
-    try:
-        yield sim
-    finally:
-        sim.stop()
+@pytest.fixture
+def remote(workload_kubesim: KubeSim) -> KubeSim:
+    return workload_kubesim
 
 
 @pytest.fixture

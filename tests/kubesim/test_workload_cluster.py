@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import kubernetes
@@ -19,20 +18,16 @@ import pytest
 import yaml
 
 from kubesim.handle import KubeSim
-from tests.kubesim.workload_cluster import TOKEN, request, start_workload_cluster
+from tests.kubesim.workload_cluster import TOKEN, request
 
 ROOT = Path(__file__).resolve().parents[2]
 UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
 
 
-@pytest.fixture(scope="module")
-def remote() -> Iterator[KubeSim]:
-    sim = start_workload_cluster()
-    try:
-        yield sim
-    finally:
-        sim.stop()
+@pytest.fixture
+def remote(workload_kubesim: KubeSim) -> KubeSim:
+    return workload_kubesim
 
 
 def test_the_kubeconfig_is_https_with_the_ca_and_the_token_inline(remote: KubeSim) -> None:

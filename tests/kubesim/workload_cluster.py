@@ -1,5 +1,5 @@
-"""A kubesim standing in for a remote workload cluster (HTTPS, a bearer token, the inference
-gateway endpoint), and plain HTTP requests to it that carry the token or not."""
+"""Plain HTTP requests to a kubesim standing in for a remote workload cluster
+(`workload_kubesim`), carrying its bearer token or not."""
 
 from __future__ import annotations
 
@@ -12,15 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesim.handle import KubeSim
-from kubesim.timing import Timing
-from tests.fixtures.kubesim import TEST_TOPOLOGY
-
-TOKEN = "wlc-test-token"
-
-
-def start_workload_cluster() -> KubeSim:
-    return KubeSim(topology=TEST_TOPOLOGY, crds="product", timing=Timing.fast(), tls=True, token=TOKEN,
-                   gateway_port=0).start()
+from tests.fixtures.kubesim import WORKLOAD_TOKEN as TOKEN
 
 
 def trusting(sim: KubeSim) -> ssl.SSLContext:
