@@ -24,6 +24,7 @@ from kubesim.control import Control
 from kubesim.controllers.base import Controller
 from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.endpoints import EndpointsController
+from kubesim.controllers.gateways import GatewayController
 from kubesim.controllers.gc import GarbageCollector, NamespaceController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.nodes import NodeLifecycle, drain_pass, healthy_conditions, unknown_conditions
@@ -32,10 +33,12 @@ from kubesim.controllers.workloads import Deployments, ReplicaSets
 from kubesim.engines.traffic import PODS, Traffic
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
+from kubesim.gateway import GATEWAY_NAMESPACE, GatewayEndpoint, GatewayFault, gateway_objects
 from kubesim.resources import Registry
 from kubesim.server import Server
 from kubesim.store import Object, Store
 from kubesim.timing import ImageBehavior, Timing, clone, timestamp
+from kubesim.tls import Credentials, make_credentials
 from kubesim.topology import Topology, build_nodes
 
 log = logging.getLogger("kubesim")
@@ -45,12 +48,13 @@ AUTOSAVE_SECONDS = 2.0
 
 
 def crd_documents(which: str | None) -> list[Object]:
-    """The CRDs to preload: "product" (deploy/crds/*.yaml), "all" (also optional/), or none."""
+    """The CRDs to preload: "product" (deploy/crds/*.yaml and the Gateway API and Inference
+    Extension CRDs of gateway/, which the product writes), "all" (also optional/), or none."""
     if not which:
         return []
     if which not in ("product", "all"):
         raise ValueError(f"crds={which!r} is not supported: use 'product', 'all' or None")
-    files = sorted(CRD_DIR.glob("*.yaml"))
+    files = sorted(CRD_DIR.glob("*.yaml")) + sorted((CRD_DIR / "gateway").glob("*.yaml"))
     if which == "all":
         files += sorted((CRD_DIR / "optional").glob("*.yaml"))
     docs: list[Object] = []
@@ -60,10 +64,17 @@ def crd_documents(which: str | None) -> list[Object]:
 
 
 class Cluster:
-    """Everything one kubesim runs, driven from one asyncio event loop."""
+    """Everything one kubesim runs, driven from one asyncio event loop.
+
+    As a stand-in for a remote workload cluster it serves HTTPS (`tls`: a CA made at start,
+    `credentials.ca_pem` for the kubeconfig), refuses requests without `Authorization: Bearer
+    <token>` (`token`), and with `gateway_port` (0: a free one) runs the inference gateway
+    endpoint of `kubesim.gateway`.
+    """
 
     def __init__(self, topology: str | Topology | None = None, timing: Timing | None = None,
-                 crds: str | None = None, state_file: str | Path | None = None) -> None:
+                 crds: str | None = None, state_file: str | Path | None = None, tls: bool = False,
+                 token: str | None = None, gateway_port: int | None = None) -> None:
         self.timing = timing or Timing()
         self.store = Store()
         self.registry = Registry()
@@ -74,19 +85,36 @@ class Cluster:
         self.state_file = Path(state_file) if state_file else None
         self.topology = Topology.parse(topology) if isinstance(topology, str) else topology
         self.crds = crds
-        self.server = Server(self.api, self.control, self.faults, self.traffic)
+        self.server = Server(self.api, self.control, self.faults, self.traffic, token=token)
+        self.credentials: Credentials | None = make_credentials() if tls else None
+        self.token = token
+        self.gateway = GatewayEndpoint(self.store)
+        self._gateway_port = gateway_port
+        self._gateway_runner: web.AppRunner | None = None
+        self.gateway_port: int | None = None
         self.kubelet = Kubelet(self.api, self.timing)
         self.disruption = DisruptionController(self.api)
         self.node_lifecycle = NodeLifecycle(self.api, self.timing)
         self.controllers: list[Controller] = [
             Scheduling(self.api), self.kubelet, self.node_lifecycle, ReplicaSets(self.api), Deployments(self.api),
             EndpointsController(self.api), self.disruption, GarbageCollector(self.api), NamespaceController(self.api),
+            GatewayController(self.api),
         ]
         self.api.eviction_check = self.disruption.sync
         self._runner: web.AppRunner | None = None
         self._autosave: asyncio.Task[None] | None = None
         self._saved_rv = -1
         self.port = 0
+
+    @property
+    def url(self) -> str:
+        """The API server's URL (https with `tls`), once started."""
+        return f"{'https' if self.credentials else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def gateway_url(self) -> str | None:
+        """The inference gateway's base URL, when it runs: `<gateway_url>/<ns>/<name>` is an endpoint."""
+        return f"http://127.0.0.1:{self.gateway_port}" if self.gateway_port is not None else None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -102,6 +130,7 @@ class Cluster:
         for crd in crd_documents(self.crds):
             if self.store.get(CRD_KEY, "", crd["metadata"]["name"]) is None:
                 self.api.create(self.api.type_of(*CRD_KEY), "", crd, "kubesim")
+        self._bootstrap_gateway_class()
         if data is None and self.topology is not None:
             nodes_rt = self.api.type_of("", "nodes")
             for node in build_nodes(self.topology, timestamp()):
@@ -109,6 +138,28 @@ class Cluster:
                 created = self.api.create(nodes_rt, "", node, "kubelet")
                 if status:
                     self.api.write_status(nodes_rt, created, status, "kubelet")
+
+    def _bootstrap_gateway_class(self) -> None:
+        if self.api.registry.get("gateway.networking.k8s.io", "gatewayclasses") is None:
+            return
+        gateway_class, _ = gateway_objects(0)
+        if self.store.get(("gateway.networking.k8s.io", "gatewayclasses"), "", gateway_class["metadata"]["name"]) is None:
+            self.api.create(self.api.type_of("gateway.networking.k8s.io", "gatewayclasses"), "", gateway_class, "kubesim")
+
+    def _describe_gateway(self, port: int) -> None:
+        """Create (or point at the new port) the Gateway `ome/inference-gateway`."""
+        if self.api.registry.get("gateway.networking.k8s.io", "gateways") is None:
+            raise ValueError("the inference gateway needs the Gateway API CRDs: start with crds='product' or 'all'")
+        if self.store.get(("", "namespaces"), "", GATEWAY_NAMESPACE) is None:
+            self.api.create(self.api.type_of("", "namespaces"), "", {"metadata": {"name": GATEWAY_NAMESPACE}}, "kubesim")
+        rt = self.api.type_of("gateway.networking.k8s.io", "gateways")
+        _, gateway = gateway_objects(port)
+        meta = gateway["metadata"]
+        existing = self.store.get(rt.key, meta["namespace"], meta["name"])
+        if existing is None:
+            self.api.create(rt, meta["namespace"], gateway, "kubesim")
+        elif existing.get("spec") != gateway["spec"]:
+            self.api.write(rt, {**clone(existing), "spec": gateway["spec"]}, "kubesim")
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         self.bootstrap()
@@ -119,9 +170,16 @@ class Cluster:
             controller.start()
         self._runner = web.AppRunner(self.server.app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        ssl_context = self.credentials.server_context() if self.credentials else None
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
+        if self._gateway_port is not None:
+            self._gateway_runner = web.AppRunner(self.gateway.app, access_log=None, shutdown_timeout=1.0)
+            await self._gateway_runner.setup()
+            await web.TCPSite(self._gateway_runner, host, self._gateway_port, reuse_address=True).start()
+            self.gateway_port = int(self._gateway_runner.addresses[0][1])
+            self._describe_gateway(self.gateway_port)
         if self.state_file:
             self._autosave = asyncio.create_task(self._autosave_loop())
         return self.port
@@ -132,6 +190,8 @@ class Cluster:
         await self.server.close_watches()
         for controller in self.controllers:
             await controller.stop()
+        if self._gateway_runner:
+            await self._gateway_runner.cleanup()
         if self._runner:
             await self._runner.cleanup()
         self.save()
@@ -212,3 +272,13 @@ class Cluster:
                                    "ready_seconds, factor or stop_seconds")
                 setattr(self.timing, key, float(value))
         self.kubelet.poke()
+
+    def set_gateway_fault(self, namespace: str, name: str, target: str, **settings: Any) -> GatewayFault:
+        """Bend the inference gateway's `target` ("probe" or "capacity") answers for one
+        InferenceService: status, body, delaySeconds, close, servable, observedAt
+        (`kubesim.gateway.GatewayFault`); replaces an earlier fault of the same target."""
+        return self.gateway.set_fault(namespace, name, target, **settings)
+
+    def clear_gateway_fault(self, namespace: str, name: str, target: str) -> bool:
+        """Answer `target` as usual again; whether there was a fault to clear."""
+        return self.gateway.clear_fault(namespace, name, target)

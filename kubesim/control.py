@@ -1,4 +1,4 @@
-"""The control API under `/sim/`: what the Python handle can do, over HTTP as JSON, for
+"""The control API under `/sim/` (and the same under `/kubesim/`): what the Python handle can do, over HTTP as JSON, for
 processes that only have the cluster's URL (the e2e stack, benchmarks, a person with curl).
 `kubectl` reaches it through the kubeconfig: `kubectl get --raw /sim/traffic`, and a POST as
 `kubectl create --raw /sim/traffic/images -f settings.json` (the file's JSON is the body).
@@ -19,6 +19,11 @@ processes that only have the cluster's URL (the e2e stack, benchmarks, a person 
     POST /sim/traffic/images {"image": ..., "error_ratio": ..., "ttft_seconds": ...} (an image, its
                             repository, or a prefix ending in "*"; an omitted setting takes its
                             default, neither: the image is back to the defaults; kubesim.engines)
+    GET  /sim/gateway/faults the inference gateway's faults (kubesim.gateway)
+    POST /sim/gateway/faults {"namespace": ..., "name": ..., "target": "probe"|"capacity", "status": int,
+                            "body": str, "delaySeconds": float, "close": bool, "servable": int,
+                            "observedAt": str} (every setting optional; replaces that target's fault)
+    DELETE /sim/gateway/faults {"namespace": ..., "name": ..., "target": ...} (or as query parameters)
     POST /sim/compact       forget the watch history (watches from older versions get 410)
     POST /sim/save          write the state file now
 """
@@ -35,6 +40,7 @@ from aiohttp import web
 from kubesim.engines.traffic import Traffic
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
+from kubesim.gateway import GatewayEndpoint
 from kubesim.store import Object, Store
 from kubesim.timing import Timing
 
@@ -59,6 +65,7 @@ class Operations(Protocol):
     faults: Faults
     timing: Timing
     traffic: Traffic
+    gateway: GatewayEndpoint
     store: Store
     state_file: Path | None
 
@@ -81,7 +88,7 @@ class Control:
         parts = path.strip("/").split("/")[1:]
         method = request.method
         body: dict[str, Any] = {}
-        if method in ("POST", "PUT"):
+        if method in ("POST", "PUT", "DELETE"):
             raw = await request.read()
             try:
                 body = json.loads(raw) if raw else {}
@@ -133,6 +140,8 @@ class Control:
                                "latency_seconds, watch_cut_seconds")
             c.faults.configure(**body)
             return _json({"faults": vars(c.faults.settings)})
+        if parts == ["gateway", "faults"]:
+            return self._gateway_faults(method, {**request.query, **body} if isinstance(body, dict) else body)
         if parts[:1] == ["traffic"]:
             return self._traffic(parts[1:], method, body)
         if parts == ["compact"] and method == "POST":
@@ -142,6 +151,21 @@ class Control:
             c.save()
             return _json({"saved": str(c.state_file) if c.state_file else None})
         raise ApiError(404, f"unknown control path {method} {path}; see the kubesim.control module docstring")
+
+    def _gateway_faults(self, method: str, body: Any) -> web.Response:
+        gateway = self.operations.gateway
+        if not isinstance(body, dict):
+            raise ApiError(400, f"a /sim/gateway/faults request body must be a JSON object, got {type(body).__name__}")
+        if method == "GET":
+            return _json({"faults": gateway.describe_faults()})
+        where = {key: body.pop(key, None) for key in ("namespace", "name", "target")}
+        if method in ("POST", "PUT"):
+            gateway.set_fault(where["namespace"], where["name"], where["target"], **body)
+            return _json({"faults": gateway.describe_faults()})
+        if method == "DELETE":
+            cleared = gateway.clear_fault(where["namespace"], where["name"], where["target"])
+            return _json({"cleared": cleared, "faults": gateway.describe_faults()})
+        raise ApiError(405, f"{method} /sim/gateway/faults is not supported: use GET, POST or DELETE")
 
     def _traffic(self, parts: list[str], method: str, body: dict[str, Any]) -> web.Response:
         traffic = self.operations.traffic

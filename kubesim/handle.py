@@ -12,6 +12,7 @@ controllers on their own thread and event loop, writes a kubeconfig, hands out c
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import tempfile
 import threading
@@ -28,19 +29,27 @@ from kubesim.topology import Topology
 T = TypeVar("T")
 
 
-def write_kubeconfig(path: str | Path, url: str, name: str = "kubesim") -> Path:
+def write_kubeconfig(path: str | Path, url: str, name: str = "kubesim", token: str | None = None,
+                     ca_pem: bytes | None = None) -> Path:
+    """A kubeconfig for the cluster at `url`: the bearer `token` (kubesim's placeholder when the
+    cluster checks none) and, for HTTPS, the CA inline as `certificate-authority-data`."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    cluster: dict[str, str] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": url}}],
-        "users": [{"name": name, "user": {"token": "kubesim"}}],
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": token or "kubesim"}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
         "preferences": {},
     }
     target.write_text(yaml.safe_dump(config, sort_keys=False))
+    if token is not None:
+        target.chmod(0o600)  # it holds a credential
     return target
 
 
@@ -49,8 +58,12 @@ class KubeSim:
 
     def __init__(self, topology: str | Topology | None = "zones=3,nodes-per-zone=4,gpus=8",
                  state_file: str | Path | None = None, port: int = 0, timing: Timing | None = None,
-                 crds: str | None = None, kubeconfig_path: str | Path | None = None) -> None:
-        self.cluster = Cluster(topology=topology, timing=timing or Timing.fast(), crds=crds, state_file=state_file)
+                 crds: str | None = None, kubeconfig_path: str | Path | None = None, tls: bool = False,
+                 token: str | None = None, gateway_port: int | None = None) -> None:
+        """`tls`, `token`, `gateway_port`: a workload cluster's HTTPS, bearer token and inference
+        gateway endpoint (`kubesim.cluster.Cluster`)."""
+        self.cluster = Cluster(topology=topology, timing=timing or Timing.fast(), crds=crds, state_file=state_file,
+                               tls=tls, token=token, gateway_port=gateway_port)
         self._port = port
         self._kubeconfig = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -83,11 +96,13 @@ class KubeSim:
         self._thread = threading.Thread(target=run, name="kubesim", daemon=True)
         self._thread.start()
         self.port = ready.result(timeout=60)
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = self.cluster.url
         if self._kubeconfig is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kubesim-")
             self._kubeconfig = Path(self._tmp.name) / "kubeconfig"
-        write_kubeconfig(self._kubeconfig, self.url)
+        credentials = self.cluster.credentials
+        write_kubeconfig(self._kubeconfig, self.url, token=self.cluster.token,
+                         ca_pem=credentials.ca_pem if credentials else None)
         return self
 
     def stop(self) -> None:
@@ -122,12 +137,16 @@ class KubeSim:
     # ---- clients ---------------------------------------------------------------------------
 
     def api_client(self) -> Any:
-        """A new `kubernetes.client.ApiClient` pointed at this cluster."""
+        """A new `kubernetes.client.ApiClient` pointed at this cluster (from its kubeconfig when
+        it serves HTTPS, as a remote cluster's client is built)."""
         import kubernetes
 
+        if self.cluster.credentials is not None:
+            return kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=self.kubeconfig_path)
         configuration = kubernetes.client.Configuration()
         configuration.host = self.url
-        configuration.api_key = {"authorization": "Bearer kubesim"}
+        configuration.api_key = {"authorization": f"Bearer {self.cluster.token or 'kubesim'}"}
         return kubernetes.client.ApiClient(configuration)
 
     def call(self, fn: Callable[[], T]) -> T:
@@ -229,6 +248,22 @@ class KubeSim:
         from kubesim.engines.exposition import render
 
         return self.call(lambda: render(self.cluster.traffic.series()))
+
+    # ---- the inference gateway (kubesim.gateway) ---------------------------------------------
+
+    @property
+    def gateway_url(self) -> str | None:
+        """`http://127.0.0.1:<gateway port>` when the gateway runs; an InferenceService's endpoint
+        is `<gateway_url>/<namespace>/<name>`."""
+        return self.cluster.gateway_url
+
+    def set_gateway_fault(self, namespace: str, name: str, target: str, **settings: Any) -> None:
+        """Bend `target`'s ("probe" or "capacity") answers for one InferenceService: status, body,
+        delaySeconds, close, servable, observedAt."""
+        self.call(lambda: self.cluster.set_gateway_fault(namespace, name, target, **settings))
+
+    def clear_gateway_fault(self, namespace: str, name: str, target: str) -> bool:
+        return self.call(lambda: self.cluster.clear_gateway_fault(namespace, name, target))
 
     def compact(self) -> None:
         """Drop the watch history, so watches resuming from an older resourceVersion get 410 Gone."""

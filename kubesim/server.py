@@ -10,6 +10,7 @@ is a chunked stream of JSON lines that ends at `timeoutSeconds` or with an `ERRO
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import time
@@ -94,11 +95,12 @@ def error_response(exc: ApiError) -> web.Response:
 
 class Server:
     """aiohttp application serving one cluster: Kubernetes paths go to the API semantics,
-    `/sim/` to the control API, `/metrics` to the simulated engines' series, and every API
+    `/sim/` (also `/kubesim/`) to the control API, `/metrics` to the simulated engines' series, and every API
     request passes the injected faults first."""
 
-    def __init__(self, api: Api, control: Control, faults: Faults, traffic: Traffic) -> None:
+    def __init__(self, api: Api, control: Control, faults: Faults, traffic: Traffic, token: str | None = None) -> None:
         self.api = api
+        self.token = token
         self.control = control
         self.faults = faults
         self.traffic = traffic
@@ -132,8 +134,10 @@ class Server:
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
+        if self.token is not None and not self.authenticated(request):
+            return respond(status_object(401, "Unauthorized"), 401)
         try:
-            if path.startswith("/sim"):
+            if path.startswith(("/sim/", "/kubesim/")) or path in ("/sim", "/kubesim"):
                 return await self.control.handle(request, path)
             if path in ("/healthz", "/readyz", "/livez"):
                 return web.Response(text="ok")
@@ -166,6 +170,14 @@ class Server:
         except Exception as exc:  # a bug must still answer as a Status, and be logged
             log.exception("internal error serving %s %s", request.method, request.path)
             return respond(status_object(500, f"kubesim internal error: {exc!r}"), 500)
+
+    def authenticated(self, request: web.Request) -> bool:
+        """Whether the request carries the bearer token (the scheme's case does not matter, as
+        for the API server's token authenticator). Every path needs it, as on an API server
+        with anonymous requests disabled: /version, discovery, /metrics and the control API."""
+        scheme, _, credential = (request.headers.get("Authorization") or "").strip().partition(" ")
+        assert self.token is not None
+        return scheme.lower() == "bearer" and hmac.compare_digest(credential.strip().encode(), self.token.encode())
 
     def _openapi(self, request: web.Request, path: str) -> web.Response:
         if not accepts_json(request.headers.get("Accept", "")):

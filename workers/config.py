@@ -10,10 +10,11 @@ they receive the values they need as workflow input.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from models.canary_analysis import CanaryAnalysisConfig, MetricProviderBinding
@@ -254,6 +255,60 @@ class StackSettings(_Group):
     stop_timeout_seconds: float = 40.0
     """How long the stack waits for each process to exit after asking it to stop before killing
     it. Longer than the worker's graceful shutdown, so in-flight activities can finish."""
+
+    workload_clusters: str = ""
+    """Workload clusters to simulate beside the control plane, for multi-cluster placement: a
+    count (`2` names them worker-a, worker-b) or a comma list of names (`gpu-east,gpu-west`, DNS
+    labels). Each runs as its own kubesim (HTTPS, a bearer token, an inference gateway port) and
+    is registered on the control plane as a WorkloadCluster with its kubeconfig Secret
+    `ome/wlc-<name>-kubeconfig`. Empty: one cluster, as without multi-cluster placement."""
+
+    @field_validator("workload_clusters")
+    @classmethod
+    def _workload_cluster_names(cls, value: str) -> str:
+        workload_cluster_names(value)
+        return value.strip()
+
+    @property
+    def workload_cluster_names(self) -> list[str]:
+        """The names `workload_clusters` stands for, in order."""
+        return workload_cluster_names(self.workload_clusters)
+
+
+MAX_WORKLOAD_CLUSTERS = 26
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def workload_cluster_names(value: str) -> list[str]:
+    """`2` -> worker-a, worker-b; `a,b` -> a, b; empty -> none. Refuses other values, naming
+    the variable, the value and the fix."""
+    variable = f"{ENV_PREFIX}STACK__WORKLOAD_CLUSTERS"
+    text = value.strip()
+    if not text:
+        return []
+    if text.isdigit():
+        count = int(text)
+        if not 0 <= count <= MAX_WORKLOAD_CLUSTERS:
+            raise ValueError(
+                f"{variable}={value!r} asks for {count} workload clusters: use a count from 0 to "
+                f"{MAX_WORKLOAD_CLUSTERS}, or a comma list of names"
+            )
+        return [f"worker-{chr(ord('a') + index)}" for index in range(count)]
+    names = [name.strip() for name in text.split(",")]
+    bad = [name for name in names if not _DNS_LABEL.fullmatch(name)]
+    if bad:
+        raise ValueError(
+            f"{variable}={value!r}: {', '.join(repr(n) for n in bad)} is not a DNS label (lowercase "
+            "letters, digits and '-', starting and ending with a letter or digit, at most 63): use "
+            "e.g. 2 or worker-a,worker-b"
+        )
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(
+            f"{variable}={value!r} names {', '.join(repeated)} more than once: use each name once, "
+            "e.g. worker-a,worker-b"
+        )
+    return names
 
 
 class Settings(BaseSettings):

@@ -16,6 +16,14 @@ installed and no `OME_PROMETHEUS__URL` is configured: it scrapes kubesim's simul
 and the worker's SDK metrics, and the worker gets its URL for canary analysis. Without it the
 banner says how to install it, and the rest of the stack runs as before.
 
+With `OME_STACK__WORKLOAD_CLUSTERS` (`2`, or names), one more kubesim runs per workload cluster,
+as a remote cluster would: HTTPS with its own CA, a bearer token made at each start, and an
+inference gateway port, each with its state file and kubeconfig under `<data dir>/clusters/<name>/`.
+The stack registers each on the control plane (kubeconfig Secret `ome/wlc-<name>-kubeconfig`,
+WorkloadCluster `<name>`; `workers.workload_clusters`), creates the global Gateway
+`ome/global-gateway` for the publisher, and prints where each cluster and its gateway are. The
+stack's Prometheus scrapes the control plane's kubesim only.
+
 This module imports no workflow or activity code: a broken one shows up as the worker's failed
 start, with its output, rather than as a traceback of the runner.
 """
@@ -26,14 +34,24 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
+import secrets
 import signal
 import socket
 import sys
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 
 from workers.client import exit_process
-from workers.config import ENV_PREFIX, Settings, StackSettings, TemporalSettings
+from workers.config import (
+    ENV_PREFIX,
+    KubeSettings,
+    Settings,
+    StackSettings,
+    TemporalSettings,
+    kube_api_client,
+)
 from workers.devserver import dev_server_argv, ensure_search_attributes, temporal_binary, wait_until_serving
 from workers.processes import Child, ChildFailed, first_exit
 from workers.prometheus import (
@@ -62,6 +80,19 @@ EXAMPLE_NAME = "qwen3-0-6b"
 KUBECONFIG_FILENAME = "kubeconfig"
 KUBESIM_STATE_FILENAME = "kubesim.json"
 PROMETHEUS_DIRNAME = "prometheus"
+CLUSTERS_DIRNAME = "clusters"
+KUBESIM_READY = re.compile(r"kubesim listening on (\S+) \(kubeconfig: .*?(?:, gateway: (\S+))?\)$")
+"""The line kubesim prints once serving: its URL and, with a gateway port, the gateway's URL."""
+
+
+@dataclass(frozen=True)
+class WorkloadCluster:
+    """One simulated workload cluster the stack runs: where it and its gateway are."""
+
+    name: str
+    url: str
+    gateway_url: str
+    kubeconfig: Path
 
 
 def _check_port_free(port: int, field: str) -> None:
@@ -92,6 +123,8 @@ class Stack:
         )
         self.kubeconfig = settings.kube.kubeconfig or self.stack.data_dir / KUBECONFIG_FILENAME
         self.kubesim_url: str | None = None
+        self.workload_clusters: list[WorkloadCluster] = []
+        self.global_gateway: str | None = None
         # A configured Prometheus is used as it is; otherwise the stack's own, once it runs.
         self.prometheus_url: str | None = settings.prometheus.url
         self.worker_metrics_address: str | None = settings.prometheus.worker_metrics_address
@@ -129,6 +162,8 @@ class Stack:
             await self._start_temporal()
         if self.settings.kube.kubeconfig is None:
             await self._start_kubesim()
+        if self.stack.workload_cluster_names:
+            await self._start_workload_clusters()
         if self.settings.prometheus.url is None and prometheus_binary() is not None:
             await self._start_prometheus()
         await self._start_worker_and_watcher()
@@ -151,35 +186,83 @@ class Stack:
         if added:
             print(f"registered search attributes missing from the database: {', '.join(added)}", flush=True)
 
-    async def _start_kubesim(self) -> None:
-        _check_port_free(self.stack.kubesim_port, "kubesim_port")
-        state_file = self.stack.data_dir / KUBESIM_STATE_FILENAME
+    async def _kubesim(
+        self, name: str, port: int, kubeconfig: Path, state_file: Path, *extra: str
+    ) -> re.Match[str]:
+        """Start one kubesim and wait until it serves; the match of its `KUBESIM_READY` line."""
         kubesim = await self._launch(
             Child(
-                "kubesim",
+                name,
                 [
                     sys.executable,
                     "-m",
                     "kubesim",
                     "--port",
-                    str(self.stack.kubesim_port),
+                    str(port),
                     "--kubeconfig",
-                    str(self.kubeconfig),
+                    str(kubeconfig),
                     "--state-file",
                     str(state_file),
                     "--topology",
                     self.stack.kubesim_topology,
                     "--crds",
                     "product",
+                    *extra,
                 ],  # fmt: skip
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                ready_pattern=r"kubesim listening on (\S+)",
+                ready_pattern=KUBESIM_READY.pattern,
                 stop_hint=f"saves its objects to {state_file}",
             )
         )
         await kubesim.wait_ready(STARTUP_TIMEOUT, "its API server to listen")
         assert kubesim.ready_match is not None
-        self.kubesim_url = kubesim.ready_match.group(1)
+        return kubesim.ready_match
+
+    async def _start_kubesim(self) -> None:
+        _check_port_free(self.stack.kubesim_port, "kubesim_port")
+        state_file = self.stack.data_dir / KUBESIM_STATE_FILENAME
+        ready = await self._kubesim("kubesim", self.stack.kubesim_port, self.kubeconfig, state_file)
+        self.kubesim_url = ready.group(1)
+
+    async def _start_workload_cluster(self, name: str) -> WorkloadCluster:
+        home = self.stack.data_dir / CLUSTERS_DIRNAME / name
+        kubeconfig = home / KUBECONFIG_FILENAME
+        # A fresh token each start: the kubeconfig Secret the stack writes next carries it.
+        ready = await self._kubesim(
+            f"kubesim-{name}",
+            0,
+            kubeconfig,
+            home / KUBESIM_STATE_FILENAME,
+            "--tls",
+            "--token",
+            secrets.token_urlsafe(32),
+            "--gateway-port",
+            "0",
+        )
+        return WorkloadCluster(name, ready.group(1), ready.group(2), kubeconfig)
+
+    async def _start_workload_clusters(self) -> None:
+        """Start a kubesim per workload cluster, then register them all on the control plane."""
+        self.workload_clusters = list(
+            await asyncio.gather(
+                *(self._start_workload_cluster(n) for n in self.stack.workload_cluster_names)
+            )
+        )
+        await asyncio.to_thread(self._register_workload_clusters)
+
+    def _register_workload_clusters(self) -> None:
+        from workers import workload_clusters
+
+        api_client = kube_api_client(
+            KubeSettings(kubeconfig=self.kubeconfig, context=self.settings.kube.context)
+        )
+        try:
+            for cluster in self.workload_clusters:
+                workload_clusters.register(api_client, cluster.name, cluster.kubeconfig.read_text())
+            gateway = workload_clusters.ensure_global_gateway(api_client)
+            self.global_gateway = f"{gateway} (listener {workload_clusters.GLOBAL_HOSTNAME}:80)"
+        finally:
+            api_client.close()  # type: ignore[no-untyped-call]
 
     async def _start_prometheus(self) -> None:
         binary = prometheus_binary()
@@ -239,6 +322,7 @@ class Stack:
             f"  Temporal frontend:  {self.temporal_address} (namespace {self.settings.temporal.namespace}, "
             f"task queue {queue})",
             f"  Kubernetes:         {kube}(kubeconfig {self.kubeconfig})",
+            *self._workload_cluster_lines(),
             f"  Prometheus:         {self._prometheus_line()}",
             f"  State:              {self.stack.data_dir}/ (kept across runs)",
             "Try the example (README: Driving workflows with the temporal CLI):",
@@ -252,6 +336,16 @@ class Stack:
             "Ctrl-C stops everything; the next `make up` resumes the same state.",
         ]
         return "\n".join(line for line in lines if line)
+
+    def _workload_cluster_lines(self) -> list[str]:
+        lines = [
+            f"  Workload cluster:   {c.name} at {c.url} (kubeconfig {c.kubeconfig}, gateway {c.gateway_url}, "
+            f"WorkloadCluster {c.name})"
+            for c in self.workload_clusters
+        ]
+        if self.global_gateway:
+            lines.append(f"  Global gateway:     {self.global_gateway} on the control plane")
+        return lines
 
     def _prometheus_line(self) -> str:
         if self.settings.prometheus.url:

@@ -11,4 +11,5 @@ never the whole cluster. Modules:
     endpoints.py   Endpoints and EndpointSlices (slices.py packs the slices)
     disruption.py  PodDisruptionBudget status, consulted by evictions
     gc.py          garbage collection by ownerReferences, namespace teardown
+    gateways.py    a simulated Gateway API controller: Gateway and HTTPRoute status
 """

@@ -237,3 +237,41 @@ def test_a_bad_migration_window_names_its_variable(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("OME_MIGRATION__WINDOW", window)
     with pytest.raises(ValueError, match=re.escape(expected)):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("", []),
+        ("0", []),
+        ("2", ["worker-a", "worker-b"]),
+        ("gpu-east, gpu-west", ["gpu-east", "gpu-west"]),
+        ("solo", ["solo"]),
+    ],
+)
+def test_workload_clusters_are_a_count_or_names(
+    monkeypatch: pytest.MonkeyPatch, value: str, names: list[str]
+) -> None:
+    monkeypatch.setenv("OME_STACK__WORKLOAD_CLUSTERS", value)
+    assert Settings().stack.workload_cluster_names == names
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("Worker_A", "'Worker_A' is not a DNS label"),
+        ("a,,b", "'' is not a DNS label"),
+        ("-a", "'-a' is not a DNS label"),
+        ("a,a", "names a more than once"),
+        ("27", "asks for 27 workload clusters"),
+    ],
+)
+def test_a_bad_workload_cluster_list_names_the_variable_value_and_fix(
+    monkeypatch: pytest.MonkeyPatch, value: str, problem: str
+) -> None:
+    monkeypatch.setenv("OME_STACK__WORKLOAD_CLUSTERS", value)
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    message = str(raised.value)
+    assert f"OME_STACK__WORKLOAD_CLUSTERS={value!r}" in message and problem in message
+    assert "use " in message

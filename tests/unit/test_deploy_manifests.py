@@ -60,7 +60,29 @@ GRANTED_AHEAD: dict[Request, str] = {
     ),
     **{
         Request("ome.io", "workloadclusters", verb): "multi-cluster placement reads the workload clusters"
-        for verb in ("get", "list")
+        for verb in ("get", "list", "watch")
+    },
+    **{
+        Request("ome.io", "workloadclusters/status", verb): "each WorkloadCluster's Ready condition"
+        for verb in ("update", "patch")
+    },
+    **{
+        Request("gateway.networking.k8s.io", "httproutes", verb): "the TrafficMap publisher's global HTTPRoute"
+        for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+    },
+    Request("gateway.networking.k8s.io", "gateways", "get"): "the publisher reads the global Gateway's listeners",
+    **{
+        Request("inference.networking.k8s.io", "inferencepools", verb): "multi-cluster InferencePool export"
+        for verb in ("get", "list", "watch")
+    },
+    Request("inference.networking.k8s.io", "inferencepools/status", "patch"): "InferencePool export status",
+    **{
+        Request("inference.networking.x-k8s.io", "inferencepoolimports", verb): "InferencePoolImports (spec 002)"
+        for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+    },
+    **{
+        Request("inference.networking.x-k8s.io", "inferencepoolimports/status", verb): "InferencePoolImport status"
+        for verb in ("get", "update", "patch")
     },
 }
 """Grants no activity exercises yet, each with the reason it is there."""
@@ -174,9 +196,12 @@ def test_crds_define_the_product_kinds_as_apiextensions_v1() -> None:
         "TrafficMap",
         "WorkloadCluster",
         "PodGroup",
+        *GATEWAY_CRDS,
     }, "a new CRD needs its RBAC grants in deploy/rbac.yaml and a place in this test"
     granted_resources = {(r.group, r.resource) for r in _granted()}
     for kind, (path, crd) in crds.items():
+        if kind in GATEWAY_CRDS:
+            continue  # checked below: upstream's, not the product's
         where = path.relative_to(ROOT)
         spec = crd["spec"]
         assert crd["apiVersion"] == "apiextensions.k8s.io/v1", where
@@ -194,6 +219,35 @@ def test_crds_define_the_product_kinds_as_apiextensions_v1() -> None:
             assert "status" in version.get("subresources", {}), f"{where}: status must be a subresource"
         resource = (spec["group"], spec["names"]["plural"])
         assert resource in granted_resources, f"{where}: deploy/rbac.yaml grants nothing on {kind}"
+
+
+GATEWAY_CRDS = {
+    "GatewayClass": ("v1", "Cluster", False),
+    "Gateway": ("v1", "Namespaced", True),
+    "HTTPRoute": ("v1", "Namespaced", True),
+    "InferencePool": ("v1", "Namespaced", True),
+    "InferencePoolImport": ("v1alpha1", "Namespaced", True),
+}
+"""Upstream CRDs (deploy/crds/gateway/) kubesim serves because the product writes or reads these
+kinds: storage version, scope, and whether deploy/rbac.yaml grants the product something on it."""
+
+
+def test_gateway_crds_are_upstreams_kinds_kubesim_preloads_and_kustomize_leaves_alone() -> None:
+    granted_resources = {(r.group, r.resource) for r in _granted()}
+    found = {}
+    for path in sorted((DEPLOY / "crds" / "gateway").glob("*.yaml")):
+        (crd,) = _documents(path)
+        spec = crd["spec"]
+        found[spec["names"]["kind"]] = crd
+        version, scope, granted = GATEWAY_CRDS[spec["names"]["kind"]]
+        assert path.name == f"{spec['names']['plural']}.{spec['group']}.yaml" == f"{crd['metadata']['name']}.yaml"
+        assert spec["scope"] == scope
+        assert [v["name"] for v in spec["versions"] if v["storage"]] == [version]
+        assert all("status" in v["subresources"] for v in spec["versions"])
+        assert ((spec["group"], spec["names"]["plural"]) in granted_resources) == granted, path.name
+    assert set(found) == set(GATEWAY_CRDS)
+    resources = _one("kustomization.yaml", "Kustomization")["resources"]
+    assert not any("gateway" in r for r in resources), "a cluster's Gateway implementation installs these"
 
 
 # --- installation ----------------------------------------------------------------------------

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import re
 import socket
 from pathlib import Path
+from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 
 from tests.e2e.running_stack import free_ports
-from workers.config import KubeSettings, PrometheusSettings, Settings, StackSettings
+from workers.config import KubeSettings, PrometheusSettings, Settings, StackSettings, kube_api_client
 from workers.stack import EXAMPLE_RUNTIME, EXAMPLE_SPEC, Stack, _scrape_address, run_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -153,3 +157,97 @@ async def test_the_stack_refuses_a_busy_prometheus_port_and_names_the_setting(
 def test_a_worker_bound_to_every_interface_is_scraped_on_loopback() -> None:
     assert _scrape_address("0.0.0.0:9464") == "127.0.0.1:9464"
     assert _scrape_address("10.0.0.5:9464") == "10.0.0.5:9464"
+
+
+async def start_clusters(tmp_path: Path, port: int) -> Stack:
+    """The stack's kubesims alone: the control plane and two workload clusters, registered."""
+    stack = Stack(
+        Settings(
+            stack=StackSettings(data_dir=tmp_path, kubesim_port=port, workload_clusters="2", dev_server=False)
+        )
+    )
+    try:
+        await stack._start_kubesim()
+        await stack._start_workload_clusters()
+    except BaseException:
+        await stack.stop_all()
+        raise
+    return stack
+
+
+def registered(kubeconfig: Path) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """WorkloadClusters by name, the kubeconfig in each Secret, and the Gateways in `ome`."""
+    client = kube_api_client(KubeSettings(kubeconfig=kubeconfig))
+    try:
+        custom = kubernetes.client.CustomObjectsApi(client)
+        clusters = {
+            c["metadata"]["name"]: c
+            for c in custom.list_cluster_custom_object("ome.io", "v1beta1", "workloadclusters")["items"]
+        }
+        core = kubernetes.client.CoreV1Api(client)
+        secrets = {
+            name: base64.b64decode(
+                core.read_namespaced_secret(f"wlc-{name}-kubeconfig", "ome").data["kubeconfig"]
+            ).decode()
+            for name in clusters
+        }
+        gateways = custom.list_namespaced_custom_object("gateway.networking.k8s.io", "v1", "ome", "gateways")
+        return clusters, secrets, [g["metadata"]["name"] for g in gateways["items"]]
+    finally:
+        client.close()
+
+
+async def test_workload_clusters_run_as_kubesims_registered_on_the_control_plane(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    stack = await start_clusters(tmp_path, port)
+    try:
+        assert [c.name for c in stack.workload_clusters] == ["worker-a", "worker-b"]
+        clusters, secrets, gateways = await asyncio.to_thread(registered, stack.kubeconfig)
+        assert gateways == ["global-gateway"]
+        first = {}
+        for cluster in stack.workload_clusters:
+            assert cluster.url.startswith("https://127.0.0.1:") and cluster.gateway_url.startswith(
+                "http://127.0.0.1:"
+            )
+            assert cluster.kubeconfig == tmp_path / "clusters" / cluster.name / "kubeconfig"
+            wlc = clusters[cluster.name]
+            assert wlc["metadata"]["labels"]["ome.io/cluster-name"] == cluster.name
+            assert wlc["spec"]["clusterSource"]["kubeConfig"]["secretRef"] == {
+                "name": f"wlc-{cluster.name}-kubeconfig",
+                "namespace": "ome",
+            }
+            config = yaml.safe_load(secrets[cluster.name])
+            assert config["clusters"][0]["cluster"]["server"] == cluster.url
+            assert (
+                config["users"][0]["user"]["token"]
+                and config["clusters"][0]["cluster"]["certificate-authority-data"]
+            )
+            first[cluster.name] = cluster.url
+            banner_line = (
+                f"Workload cluster:   {cluster.name} at {cluster.url} (kubeconfig {cluster.kubeconfig}, "
+            )
+            assert banner_line + f"gateway {cluster.gateway_url}" in stack.banner()
+        assert "Global gateway:     ome/global-gateway" in stack.banner()
+        client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(secrets["worker-a"]))
+        try:
+            gateway = kubernetes.client.CustomObjectsApi(client).get_namespaced_custom_object(
+                "gateway.networking.k8s.io", "v1", "ome", "gateways", "inference-gateway"
+            )
+        finally:
+            client.close()
+        assert (
+            f"http://127.0.0.1:{gateway['spec']['listeners'][0]['port']}"
+            == stack.workload_clusters[0].gateway_url
+        )
+    finally:
+        await stack.stop_all()
+    assert (tmp_path / "clusters" / "worker-a" / "kubesim.json").is_file()
+    # A restart reuses the state files and brings the Secrets up to date: new ports, new tokens.
+    again = await start_clusters(tmp_path, port)
+    try:
+        clusters, secrets, _ = await asyncio.to_thread(registered, again.kubeconfig)
+        assert sorted(clusters) == ["worker-a", "worker-b"]
+        for cluster in again.workload_clusters:
+            assert yaml.safe_load(secrets[cluster.name])["clusters"][0]["cluster"]["server"] == cluster.url
+    finally:
+        await again.stop_all()
