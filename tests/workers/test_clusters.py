@@ -13,7 +13,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from kubesim.handle import KubeSim
-from tests.fixtures.workload import Workload, put_secret, register, workload  # noqa: F401
+from tests.fixtures.workload import Workload, put_secret, register
 from workers.clusters import ClusterDirectory
 
 
