@@ -15,7 +15,11 @@ is replaced (a changed kubeconfig) or the cluster goes, and the directory with `
 
 Without the WorkloadCluster CRD (404 from the list) there are no clusters: it is logged once.
 
-Public API: `ClusterDirectory`, `ClusterState`, `WLC_GROUP`, `WLC_VERSION`, `WLC_PLURAL`,
+`PerCluster` keeps one thing per reachable cluster (the worker's Temporal workers, the
+watcher's watchers) in step with `clients()`: started for a new cluster, restarted when its
+client changes (a new kubeconfig), stopped when the cluster goes or becomes unreachable.
+
+Public API: `ClusterDirectory`, `ClusterState`, `PerCluster`, `WLC_GROUP`, `WLC_VERSION`, `WLC_PLURAL`,
 `PROBE_TIMEOUT_SECONDS`.
 """
 
@@ -32,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import kubernetes.client
 from kubernetes.client import ApiClient
@@ -64,6 +68,7 @@ DEFAULT_SECRET_NAMESPACE = "default"
 _ERROR_CAP = 300
 
 Clock = Callable[[], datetime]
+T = TypeVar("T")
 
 
 def _now() -> datetime:
@@ -204,7 +209,8 @@ class ClusterDirectory:
             logger.warning("listing WorkloadClusters failed: %s", _short(error))
             return None
         self._crd_missing_logged = False
-        return list(answer.get("items") or [])
+        items = answer.get("items") if isinstance(answer, dict) else None
+        return [item for item in items or [] if isinstance(item, dict)]
 
     def _read_object(self, state: ClusterState, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
@@ -378,6 +384,42 @@ class ClusterDirectory:
             self._drop_client(state)
         self._states.clear()
         shutil.rmtree(self._files_root, ignore_errors=True)
+
+
+class PerCluster(Generic[T]):
+    """One `T` per reachable cluster: `start(name, client)` makes it, `stop(name, it)` ends it."""
+
+    def __init__(
+        self,
+        start: Callable[[str, ApiClient], Awaitable[T]],
+        stop: Callable[[str, T], Awaitable[None]],
+    ) -> None:
+        self._start = start
+        self._stop = stop
+        self._running: dict[str, tuple[ApiClient, T]] = {}
+
+    @property
+    def running(self) -> dict[str, T]:
+        return {name: item for name, (_, item) in sorted(self._running.items())}
+
+    async def reconcile(self, clients: dict[str, ApiClient]) -> None:
+        """Stop what belongs to gone or changed clients, then start what is missing."""
+        for name in sorted(self._running):
+            if clients.get(name) is not self._running[name][0]:
+                await self._end(name)
+        for name, api_client in sorted(clients.items()):
+            if name not in self._running:
+                self._running[name] = (api_client, await self._start(name, api_client))
+
+    async def _end(self, name: str) -> None:
+        _, item = self._running.pop(name)
+        try:
+            await self._stop(name, item)
+        except Exception:  # one cluster's failed stop must not keep the others running
+            logger.warning("stopping what runs for workload cluster %s failed", name, exc_info=True)
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(self._end(name) for name in sorted(self._running)))
 
 
 def _same(a: Condition, b: Condition | None) -> bool:
