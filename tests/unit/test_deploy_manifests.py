@@ -58,10 +58,20 @@ GRANTED_AHEAD: dict[Request, str] = {
         "setting blockOwnerDeletion on owned objects, where OwnerReferencesPermissionEnforcement runs; "
         "an authorization check, never a request"
     ),
+    Request("ome.io", "workloadclusters", "get"): "multi-cluster placement reads the workload clusters",
     **{
-        Request("ome.io", "workloadclusters", verb): "multi-cluster placement reads the workload clusters"
-        for verb in ("get", "list")
+        Request("inference.networking.x-k8s.io", "inferencepoolimports", verb): (
+            "the watcher imports exported InferencePools (workers/watch/pool_import.py, "
+            "tests/workers/test_pool_import.py); kubesim has no InferencePoolImport CRD to measure it"
+        )
+        for verb in ("list", "create", "delete")
     },
+    Request("inference.networking.x-k8s.io", "inferencepoolimports/status", "patch"): (
+        "the watcher's InferencePoolImport status.controllers entry (workers/watch/pool_import.py)"
+    ),
+    Request("", "namespaces", "create"): (
+        "the watcher creates an InferencePoolImport's namespace on the control plane when missing"
+    ),
 }
 """Grants no activity exercises yet, each with the reason it is there."""
 

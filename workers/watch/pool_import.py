@@ -3,7 +3,7 @@ proposal): a reconcile pass the watcher runs after each pass over the workload c
 
 It lists the InferencePools (`inference.networking.k8s.io/v1`) of each reachable workload
 cluster, and on the control plane the InferencePoolImports
-(`inference.networking.x-k8s.io/v1alpha1`) and namespaces; `planning.clusters.pool_import`
+(`inference.networking.x-k8s.io/v1alpha1`); `planning.clusters.pool_import`
 decides the writes: create the namespace and the import of each newly exported pool, set our
 controller's entry in `status.controllers`, delete imports we created whose last exporter is
 gone, and put an `Exported` condition on each exported pool. Either CRD may be absent (404):
@@ -74,10 +74,9 @@ class PoolImporter:
         if imports is None:
             return None
         now = self._clock()
-        namespaces = {
-            str((ns.get("metadata") or {}).get("name"))
-            for ns in self._rest.get("/api/v1/namespaces").get("items") or []
-        }
+        # An import's namespace exists; any other is created (409: it was there) before its first
+        # import, so the controller needs no right to list namespaces.
+        namespaces = {str((obj.get("metadata") or {}).get("namespace")) for obj in imports}
         plan = plan_imports(exporters(self._pools), imports, namespaces, now)
         self._apply(plan)
         for name, api_client in sorted(clients.items()):
@@ -114,7 +113,6 @@ class PoolImporter:
         for namespace in plan.namespaces:
             namespace_object = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             self._send(409, "POST", "/api/v1/namespaces", namespace_object)
-            logger.info("created namespace %s for InferencePoolImports", namespace)
         for manifest in plan.creates:
             namespace = manifest["metadata"]["namespace"]
             self._send(409, "POST", f"{IMPORTS_API}/namespaces/{namespace}/inferencepoolimports", manifest)
