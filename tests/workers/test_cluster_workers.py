@@ -5,7 +5,7 @@ workflow IDs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from temporalio.client import Client
 
 from kubesim.handle import KubeSim
-from tests.fixtures.workload import Workload, register
+from tests.fixtures.workload import Workload, eventually, register
 from tests.workers.cluster_workflows import ApplyConfigMapWorkflow
 from workers.config import ClustersSettings, KubeSettings, Settings, TemporalSettings
 from workers.watcher import cluster_watchers
@@ -86,19 +86,6 @@ async def test_the_main_worker_runs_without_the_workload_cluster_crd(dev_client:
                 "TestApplyConfigMap", "no-clusters", id=f"test-{uuid4()}", task_queue=task_queue
             )
         assert config_map_exists(bare.api_client(), "no-clusters")
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool], seconds: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        outcome = check()
-        if isinstance(outcome, Awaitable):
-            outcome = await outcome
-        if outcome:
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 async def test_a_workload_clusters_watchers_signal_its_home_workflows(workload: Workload) -> None:

@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from kubesim.handle import KubeSim
 from planning.clusters.pool_import import CONTROLLER_NAME, EXPORT_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL
-from tests.fixtures.workload import Workload, register
+from tests.fixtures.workload import Workload, eventually, register
 from workers.config import ClustersSettings, KubeSettings, Settings
 from workers.watcher import watch_clusters
 
@@ -73,17 +73,6 @@ async def watching(control_plane: KubeSim) -> AsyncIterator[None]:
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
-
-
-async def eventually(check: Callable[[], Any], seconds: float = 15.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        value = await asyncio.to_thread(check)
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"not met in {seconds}s")
-        await asyncio.sleep(0.1)
 
 
 async def test_an_exported_pool_is_imported_and_unimported(kubesim: KubeSim, workload: Workload) -> None:
