@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import kubernetes.client
+import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
@@ -195,7 +196,7 @@ class ClusterDirectory:
     def _list(self) -> list[dict[str, Any]] | None:
         try:
             answer = self._custom.list_cluster_custom_object(
-                WLC_GROUP, WLC_VERSION, WLC_PLURAL, _request_timeout=(10.0, 30.0)
+                WLC_GROUP, WLC_VERSION, WLC_PLURAL, _request_timeout=(5.0, 15.0)
             )
         except ApiException as error:
             if error.status == 404:
@@ -304,15 +305,25 @@ class ClusterDirectory:
         return ApiClient(configuration), files
 
     def _probe(self, state: ClusterState) -> ProbeFailure | None:
-        assert state.api_client is not None
-        timeout = self.probe_timeout_seconds
+        """GET /version once, without urllib3's retries: the next pass is the retry."""
+        api_client = state.api_client
+        assert api_client is not None
+        timeout = urllib3.Timeout(connect=self.probe_timeout_seconds, read=self.probe_timeout_seconds)
         try:
-            kubernetes.client.VersionApi(state.api_client).get_code(_request_timeout=(timeout, timeout))
-        except ApiException as error:
-            body = (error.body or "")[:_ERROR_CAP] if isinstance(error.body, str) else ""
-            return ProbeFailure(f"{error.status} {error.reason}{': ' + body if body else ''}")
+            method, url, headers, _, _ = api_client.param_serialize(
+                method="GET",
+                resource_path="/version",
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            response = api_client.rest_client.pool_manager.request(
+                method, url, headers=headers, timeout=timeout, retries=False, preload_content=True
+            )
         except Exception as error:
             return ProbeFailure(_short(error))
+        if not 200 <= response.status <= 299:
+            body = response.data.decode("utf-8", errors="replace")[:_ERROR_CAP] if response.data else ""
+            return ProbeFailure(f"{response.status} {response.reason}{': ' + body if body else ''}")
         return None
 
     def _drop_client(self, state: ClusterState) -> None:

@@ -3,6 +3,7 @@ clusters behind HTTPS with their kubeconfig Secrets (reference §16)."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from kubesim.handle import KubeSim
+from tests.fixtures.tls import make_ca_and_server_cert
 from tests.fixtures.workload import Workload, put_secret, register
 from workers.clusters import ClusterDirectory
 
@@ -164,3 +166,17 @@ def test_no_workload_cluster_crd_means_no_clusters() -> None:
             assert found.clients() == {} and found.conditions() == {}
         finally:
             found.close()
+
+
+def test_a_server_certificate_from_another_ca_is_refused(
+    kubesim: KubeSim, workload: Workload, directory: ClusterDirectory
+) -> None:
+    other_ca, _, _ = make_ca_and_server_cert()
+    text = workload.front.kubeconfig_text().replace(
+        base64.b64encode(workload.front.ca_pem).decode(), base64.b64encode(other_ca).decode()
+    )
+    register(kubesim.api_client(), "impostor", text)
+    directory.refresh()
+    status, reason, message = ready(directory, "impostor")
+    assert (status, reason) == ("False", "ConnectionFailed")
+    assert "never succeeded" in message and "CERTIFICATE_VERIFY_FAILED" in message
