@@ -122,7 +122,6 @@ class ClusterDirectory:
         self._states: dict[str, ClusterState] = {}
         self._files_root = Path(tempfile.mkdtemp(prefix="ome-clusters-"))
         self._crd_missing_logged = False
-        self._refreshed = asyncio.Event()
 
     # --- what consumers read -------------------------------------------------------------------
 
@@ -379,15 +378,10 @@ class ClusterDirectory:
                     await after_pass(self)
             except Exception:  # one failed pass must not end the loop
                 logger.exception("workload cluster pass failed")
-            self._refreshed.set()
             try:
                 await asyncio.wait_for(stop.wait(), self.refresh_interval_seconds)
             except TimeoutError:
                 pass
-
-    async def wait_refreshed(self) -> None:
-        """Wait for the end of the first pass of `run()`."""
-        await self._refreshed.wait()
 
     def close(self) -> None:
         """Close every client and remove the certificate files."""

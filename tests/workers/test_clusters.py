@@ -149,6 +149,7 @@ def test_a_changed_kubeconfig_rebuilds_the_client_and_a_removed_cluster_cleans_u
     directory.refresh()
     second = directory.clients()["worker-a"]
     assert second is not first and not files.exists()
+    assert second.configuration.auth_settings()["BearerToken"]["value"] == "Bearer t2"
     kubernetes.client.CustomObjectsApi(control_plane).delete_cluster_custom_object(
         "ome.io", "v1beta1", "workloadclusters", "worker-a"
     )
