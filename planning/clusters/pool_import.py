@@ -7,7 +7,8 @@ ClusterSet` is exported. For every exported namespace/name the control plane hol
 entry for this controller listing the exporting clusters (sorted) with an `Accepted`
 condition. Entries of other controllers are kept as they are. An import whose last exporter
 is gone loses our entry, and is deleted when this controller created it (label
-`ome.io/managed-by: ome-multicluster`). Each exported pool gets an `Exported` condition.
+`ome.io/managed-by: ome-multicluster`). Each exported pool gets an `Exported` condition, which
+goes again when the pool stops being exported.
 
 Public API: `EXPORT_ANNOTATION`, `EXPORT_CLUSTERSET`, `CONTROLLER_NAME`, `MANAGED_BY_LABEL`,
 `MANAGED_BY`, `is_exported`, `exporters`, `ImportPlan`, `plan_imports`, `exported_conditions`.
@@ -156,10 +157,14 @@ def plan_imports(
 
 
 def exported_conditions(pool: Mapping[str, Any], now: datetime) -> list[dict[str, Any]] | None:
-    """The pool's `status.conditions` with `Exported` set, or None when already so."""
+    """The pool's `status.conditions` with `Exported` set (removed once the pool is no longer
+    exported), or None when they are already so."""
     current = list((pool.get("status") or {}).get("conditions") or [])
     namespace, name = _key(pool)
     previous = _find(current, "type", EXPORTED)
+    others = [c for c in current if not (isinstance(c, Mapping) and c.get("type") == EXPORTED)]
+    if not is_exported(pool):
+        return None if previous is None else others
     wanted = _condition(
         EXPORTED,
         EXPORTED,
@@ -169,4 +174,4 @@ def exported_conditions(pool: Mapping[str, Any], now: datetime) -> list[dict[str
     )
     if previous == wanted:
         return None
-    return [*(c for c in current if not (isinstance(c, Mapping) and c.get("type") == EXPORTED)), wanted]
+    return [*others, wanted]

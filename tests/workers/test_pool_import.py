@@ -122,3 +122,6 @@ async def test_an_exported_pool_is_imported_and_unimported(kubesim: KubeSim, wor
             {"metadata": {"annotations": {EXPORT_ANNOTATION: None}}},
         )
         await eventually(lambda: the_import() is None)
+        await eventually(lambda: not (remote_objects.get_namespaced_custom_object(
+            "inference.networking.k8s.io", "v1", "llm", "inferencepools", "pool-a"
+        ).get("status") or {}).get("conditions"))

@@ -6,7 +6,7 @@ cluster, and on the control plane the InferencePoolImports
 (`inference.networking.x-k8s.io/v1alpha1`); `planning.clusters.pool_import`
 decides the writes: create the namespace and the import of each newly exported pool, set our
 controller's entry in `status.controllers`, delete imports we created whose last exporter is
-gone, and put an `Exported` condition on each exported pool. Either CRD may be absent (404):
+gone, and put an `Exported` condition on each exported pool (removed when the export goes). Either CRD may be absent (404):
 a cluster without InferencePools exports nothing, a control plane without the import CRD
 imports nothing (logged once). A cluster that cannot be listed this pass (unreachable, an API
 error) keeps its last listing, so a blip does not delete imports.
@@ -30,7 +30,6 @@ from planning.clusters.pool_import import (
     Key,
     exported_conditions,
     exporters,
-    is_exported,
     plan_imports,
 )
 
@@ -134,8 +133,6 @@ class PoolImporter:
     def _mark_exported(self, cluster: str, api_client: ApiClient, now: datetime) -> None:
         rest = KubeRest(api_client)
         for pool in self._pools.get(cluster, []):
-            if not is_exported(pool):
-                continue
             conditions = exported_conditions(pool, now)
             if conditions is None:
                 continue

@@ -95,3 +95,10 @@ def test_exported_condition_is_added_once() -> None:
          "message": "imported on the control plane as InferencePoolImport llm/p", "lastTransitionTime": STAMP},
     ]
     assert exported_conditions(pool("llm", "p", conditions=conditions), NOW) is None
+
+
+def test_exported_condition_goes_with_the_export() -> None:
+    ready = {"type": "Ready", "status": "True"}
+    exported = {"type": "Exported", "status": "True", "reason": "Exported"}
+    assert exported_conditions(pool("llm", "p", export=None, conditions=[ready, exported]), NOW) == [ready]
+    assert exported_conditions(pool("llm", "p", export=None, conditions=[ready]), NOW) is None
