@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.fixtures.temporal",
     "tests.fixtures.kubesim",
     "tests.fixtures.prometheus",
+    "tests.fixtures.workload",
 ]
 
 

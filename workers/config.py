@@ -204,6 +204,42 @@ class MigrationSettings(_Group):
         )
 
 
+class ClustersSettings(_Group):
+    """Reaching workload clusters (reference §16): how often WorkloadClusters and their kubeconfig
+    Secrets are re-read and probed (GET /version), and how long a failing probe is forgiven."""
+
+    connection_grace: str = "2m"
+    """Go duration a reachable cluster's failing GET /version stays `Ready` True
+    (`ProbeFailedRetrying`) before it turns `ConnectionFailed`: OME's `connectionGrace`."""
+
+    refresh_interval: str = "15s"
+    """Go duration between two passes over the WorkloadClusters: new, removed and changed ones
+    (and their Secrets) are picked up, every cluster is probed, and exported InferencePools are
+    imported."""
+
+    @model_validator(mode="after")
+    def _durations(self) -> ClustersSettings:
+        for name in ("connection_grace", "refresh_interval"):
+            value = getattr(self, name)
+            try:
+                seconds = parse_duration(value)
+            except ValueError as error:
+                raise SettingsError(
+                    f"OME_CLUSTERS__{name.upper()}={value!r} is not a Go duration ({error}); set it like 2m or 15s"
+                ) from error
+            if seconds <= 0 and name == "refresh_interval":
+                raise SettingsError(f"OME_CLUSTERS__REFRESH_INTERVAL={value!r} must be above zero; set it like 15s")
+        return self
+
+    @property
+    def connection_grace_seconds(self) -> float:
+        return parse_duration(self.connection_grace)
+
+    @property
+    def refresh_interval_seconds(self) -> float:
+        return parse_duration(self.refresh_interval)
+
+
 class OtelSettings(_Group):
     """OpenTelemetry export of workflow and activity spans."""
 
@@ -339,6 +375,9 @@ class Settings(BaseSettings):
 
     migration: MigrationSettings = MigrationSettings()
     """Migration caps (`lifecycle.audit`)."""
+
+    clusters: ClustersSettings = ClustersSettings()
+    """Workload clusters: refresh interval and connection grace."""
 
     otel: OtelSettings = OtelSettings()
     """OpenTelemetry tracing export."""

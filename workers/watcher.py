@@ -2,7 +2,16 @@
 
 Runs the pod watcher (`workers.watch.pods`: pods, nodes and EndpointSlices to `pods_changed`
 signals to Instances) and the Deployment watcher (`workers.watch.deployments`: the product's
-Deployments to `deployment_changed` signals to InferenceServices) until SIGTERM or SIGINT.
+Deployments to `deployment_changed` signals to InferenceServices) on the control plane until
+SIGTERM or SIGINT.
+
+Workload clusters (reference §16): every refresh interval `workers.clusters.ClusterDirectory`
+re-reads the WorkloadClusters and probes them, and this process writes each one's `Ready`
+condition. Each reachable workload cluster gets its own pod and Deployment watchers, built
+with that cluster's client and `cluster=<name>`, whose signals go to the home's workflows
+(`instance/...@{cluster}`, `isvc/{ns}/{name}@{cluster}`); `cluster_watchers` starts them as
+clusters appear and stops them as they go. After each pass `workers.watch.pool_import` imports
+the InferencePools the workload clusters export.
 """
 
 from __future__ import annotations
@@ -11,12 +20,63 @@ import asyncio
 import logging
 import signal
 
+from kubernetes.client import ApiClient
+from temporalio.client import Client
+
 from workers.client import connect, exit_process
+from workers.clusters import ClusterDirectory, PerCluster
 from workers.config import Settings, kube_api_client
-from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
-from workers.watch.pods import PodWatcher, TemporalSignalSink
+from workers.watch.deployments import DeploymentSink, DeploymentWatcher, TemporalDeploymentSink
+from workers.watch.loop import WatchLoop
+from workers.watch.pods import PodWatcher, SignalSink, TemporalSignalSink
+from workers.watch.pool_import import PoolImporter
 
 logger = logging.getLogger("workers.watcher")
+
+
+def cluster_watchers(pod_sink: SignalSink, deployment_sink: DeploymentSink) -> PerCluster[list[WatchLoop]]:
+    """A pod watcher and a Deployment watcher per reachable workload cluster, signalling the
+    home's workflows (`cluster=<name>`)."""
+
+    async def start(name: str, api_client: ApiClient) -> list[WatchLoop]:
+        loops: list[WatchLoop] = [
+            PodWatcher(api_client, pod_sink, cluster=name),
+            DeploymentWatcher(api_client, deployment_sink, cluster=name),
+        ]
+        for loop in loops:
+            await loop.start()
+        logger.info("watching workload cluster %s", name)
+        return loops
+
+    async def stop(name: str, loops: list[WatchLoop]) -> None:
+        logger.info("no longer watching workload cluster %s", name)
+        await asyncio.gather(*(loop.stop() for loop in loops))
+
+    return PerCluster(start, stop)
+
+
+async def watch_clusters(settings: Settings, client: Client, stop: asyncio.Event) -> None:
+    """Workload clusters until `stop`: Ready conditions, per-cluster watchers, pool imports."""
+    control_plane = kube_api_client(settings)
+    directory = ClusterDirectory(
+        control_plane,
+        connection_grace_seconds=settings.clusters.connection_grace_seconds,
+        refresh_interval_seconds=settings.clusters.refresh_interval_seconds,
+    )
+    watchers = cluster_watchers(TemporalSignalSink(client), TemporalDeploymentSink(client))
+    importer = PoolImporter(control_plane)
+
+    async def after_pass(found: ClusterDirectory) -> None:
+        clients = found.clients()
+        await watchers.reconcile(clients)
+        await asyncio.to_thread(importer.reconcile, clients, found.conditions())
+
+    try:
+        await directory.run(stop, after_pass, write_status=True)
+    finally:
+        await watchers.stop_all()
+        directory.close()
+        control_plane.close()  # type: ignore[no-untyped-call]
 
 
 async def main() -> None:
@@ -32,7 +92,7 @@ async def main() -> None:
     # Deployment-mode components' Deployments, for their `<Component>Ready` conditions.
     deployments = DeploymentWatcher(kube_api_client(settings), TemporalDeploymentSink(client))
     logger.info("watcher starting temporal=%s", settings.temporal.address)
-    await asyncio.gather(watcher.run(stop), deployments.run(stop))
+    await asyncio.gather(watcher.run(stop), deployments.run(stop), watch_clusters(settings, client, stop))
     logger.info("watcher stopped")
     # Exit from inside the loop, before `asyncio.run`'s teardown, where the SDK's runtime
     # threads can still crash the interpreter (`workers.client.exit_process`).

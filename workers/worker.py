@@ -1,5 +1,14 @@
 """The worker process: registers every workflow and activity and polls the product's task queue.
 
+Besides the main worker (the control plane's API), it runs one worker per reachable workload
+cluster (reference §16) on `cluster_task_queue(task_queue, name)` (`ome-lifecycle@worker-a`),
+with the same workflows and activities built around that cluster's `ApiClient`: a workflow
+started on `ome-lifecycle@worker-a` (and its children, which inherit the queue) acts on
+worker-a. `workers.clusters.ClusterDirectory` finds the clusters every refresh interval;
+`cluster_workers` starts a worker for each new reachable one, restarts it when its client
+changes (a new kubeconfig) and stops it gracefully when the cluster goes or becomes
+unreachable (`cluster_workers`, a `workers.clusters.PerCluster`). With no WorkloadCluster (or no CRD) only the main worker runs.
+
 `python -m workers` runs it. On SIGTERM or SIGINT it stops polling, lets in-flight activities
 finish for `GRACEFUL_SHUTDOWN` (those still running after that are cancelled, which a
 heartbeating activity sees at its next heartbeat), then exits 0; Temporal retries whatever did
@@ -27,7 +36,9 @@ from activities.registry import build_activities
 from models.canary_analysis import CanarySettingsResult
 from models.migration import MigrationAudit
 from workers.client import connect, exit_process, metrics_runtime
+from workers.clusters import ClusterDirectory, PerCluster
 from workers.config import Settings, SettingsError, WorkerSettings, kube_api_client
+from workflows.names import cluster_task_queue
 from workflows.registry import WORKFLOWS
 
 logger = logging.getLogger(__name__)
@@ -130,6 +141,33 @@ async def run(
     logger.info("worker stopped")
 
 
+def cluster_workers(task_queue: str, make: Callable[[str, Any, Executor], Worker]) -> PerCluster[Worker]:
+    """One worker per reachable workload cluster on `cluster_task_queue(task_queue, name)`,
+    built by `make(queue, cluster's ApiClient, executor)`; each has its own activity threads."""
+    executors: dict[str, ThreadPoolExecutor] = {}
+    tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def start(name: str, api_client: Any) -> Worker:
+        queue = cluster_task_queue(task_queue, name)
+        executors[name] = ThreadPoolExecutor(
+            max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix=f"activity-{name}"
+        )
+        worker = make(queue, api_client, executors[name])
+        tasks[name] = asyncio.create_task(worker.run(), name=f"worker-{name}")
+        logger.info("polling task queue %r for workload cluster %s", queue, name)
+        return worker
+
+    async def stop(name: str, worker: Worker) -> None:
+        logger.info("stopping the worker of workload cluster %s (graceful)", name)
+        try:
+            await worker.shutdown()
+            await tasks.pop(name)
+        finally:
+            executors.pop(name).shutdown(wait=False)
+
+    return PerCluster(start, stop)
+
+
 async def _poll_until_stopped(
     client: Client,
     settings: Settings,
@@ -138,21 +176,37 @@ async def _poll_until_stopped(
     extra_workflows: Sequence[type[Any]],
     activities: Sequence[Callable[..., Any]] | None,
 ) -> None:
-    with ThreadPoolExecutor(max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity") as pool:
-        worker = build_worker(
+    canary = CanarySettingsResult(
+        analysis=settings.canary.analysis_config(settings.prometheus.url),
+        default_ready_timeout=settings.canary.default_ready_timeout or None,
+    )
+    migration_audit = settings.migration.audit()
+
+    def make(task_queue: str, kube: Any, executor: Executor) -> Worker:
+        return build_worker(
             client,
-            settings.temporal.task_queue,
-            api_client,
-            activity_executor=pool,
+            task_queue,
+            kube,
+            activity_executor=executor,
             extra_workflows=extra_workflows,
             activities=activities,
             max_cached_workflows=settings.worker.max_cached_workflows,
-            canary=CanarySettingsResult(
-                analysis=settings.canary.analysis_config(settings.prometheus.url),
-                default_ready_timeout=settings.canary.default_ready_timeout or None,
-            ),
-            migration_audit=settings.migration.audit(),
+            canary=canary,
+            migration_audit=migration_audit,
         )
+
+    directory = ClusterDirectory(
+        api_client,
+        connection_grace_seconds=settings.clusters.connection_grace_seconds,
+        refresh_interval_seconds=settings.clusters.refresh_interval_seconds,
+    )
+    per_cluster = cluster_workers(settings.temporal.task_queue, make)
+
+    async def after_pass(found: ClusterDirectory) -> None:
+        await per_cluster.reconcile(found.clients())
+
+    with ThreadPoolExecutor(max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity") as pool:
+        worker = make(settings.temporal.task_queue, api_client, pool)
         async with worker:
             logger.info(
                 "worker %s@%s polling task queue %r on %s (namespace %r) with %d workflow types",
@@ -167,11 +221,18 @@ async def _poll_until_stopped(
                 logger.info(
                     "serving SDK metrics at http://%s/metrics", settings.prometheus.worker_metrics_address
                 )
-            await stop.wait()
-            logger.info(
-                "stop signal received: no new tasks; in-flight activities get %.0f s to finish",
-                GRACEFUL_SHUTDOWN.total_seconds(),
-            )
+            clusters = asyncio.create_task(directory.run(stop, after_pass), name="workload-clusters")
+            try:
+                await stop.wait()
+                logger.info(
+                    "stop signal received: no new tasks; in-flight activities get %.0f s to finish",
+                    GRACEFUL_SHUTDOWN.total_seconds(),
+                )
+                await clusters
+            finally:
+                clusters.cancel()
+                await per_cluster.stop_all()
+                directory.close()
         # Leaving `async with` ran worker.shutdown(), which waited for the activities.
 
 

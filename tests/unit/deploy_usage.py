@@ -6,8 +6,9 @@ example InferenceService and runtime in `deploy/examples/`: the InferenceService
 its status, the component's Service, PodDisruptionBudget, Deployment (RawDeployment) and
 InferenceReplica with its status, an Instance's headless Service, PodGroup and pods (created
 twice, patched in place, put in rotation, listed, deleted), the runtime lookups, the PodGroup
-CRD check and aggregated Events, and a canary analysis sample reading its bearer-token Secret.
-Then it reads kubesim's request counters.
+CRD check and aggregated Events, a canary analysis sample reading its bearer-token Secret, and
+the watcher's pass over a WorkloadCluster (listed, its kubeconfig Secret read, its `Ready`
+condition written). Then it reads kubesim's request counters.
 
 The counters name a request by verb and resource (`patch pods/status`) but not by API group,
 so the API client is wrapped to log each request's path too; the group of every counted
@@ -18,6 +19,7 @@ user would apply) happens before the counters are reset.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import socket
@@ -79,6 +81,7 @@ from planning.service.deployment import DeploymentObserved
 from planning.service.objects import render_deployment, render_pdb, render_service
 from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.kubesim.activity_objects import WAIT_SECONDS, wait_for
+from workers.clusters import ClusterDirectory
 from workers.watch.deployments import DeploymentWatcher
 from workers.watch.pods import PodWatcher
 
@@ -375,6 +378,44 @@ def exercise_migration_audit(migration: MigrationActivities, namespace: str) -> 
         assert written.rows == 1, written
 
 
+def register_unreachable_cluster(sim: KubeSim, namespace: str) -> None:
+    """A WorkloadCluster whose kubeconfig is valid but points at a closed port (set-up)."""
+    pem = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+    kubeconfig = yaml.safe_dump(
+        {
+            "clusters": [{"name": "w", "cluster": {"server": "https://127.0.0.1:1", "certificate-authority-data": pem}}],
+            "users": [{"name": "w", "user": {"token": "t"}}],
+            "contexts": [{"name": "w", "context": {"cluster": "w", "user": "w"}}],
+            "current-context": "w",
+        }
+    )
+    kubernetes.client.CoreV1Api(sim.api_client()).create_namespaced_secret(
+        namespace,
+        {"metadata": {"name": "worker-a-kubeconfig"}, "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()}},
+    )
+    kubernetes.client.CustomObjectsApi(sim.api_client()).create_cluster_custom_object(
+        "ome.io",
+        "v1beta1",
+        "workloadclusters",
+        {
+            "apiVersion": "ome.io/v1beta1",
+            "kind": "WorkloadCluster",
+            "metadata": {"name": "worker-a"},
+            "spec": {"clusterSource": {"kubeConfig": {"secretRef": {"name": "worker-a-kubeconfig", "namespace": namespace}}}},
+        },
+    )
+
+
+def exercise_clusters(control_plane: Any) -> None:
+    """The watcher's pass over the WorkloadClusters: list, read the Secret, write `Ready`."""
+    directory = ClusterDirectory(control_plane, probe_timeout_seconds=1.0)
+    try:
+        directory.refresh()
+        assert directory.write_status() == 1, directory.conditions()
+    finally:
+        directory.close()
+
+
 def _scheduled(sim: KubeSim, namespace: str, name: str) -> bool:
     pods = {p["metadata"]["name"]: p for p in sim.objects("", "pods", namespace)}
     return bool((pods.get(name, {}).get("spec") or {}).get("nodeName"))
@@ -398,6 +439,7 @@ async def product_requests() -> Usage:
         core.create_namespaced_secret(
             isvc["metadata"]["namespace"], analysis_token_secret(isvc["metadata"]["namespace"])
         )
+        register_unreachable_cluster(sim, isvc["metadata"]["namespace"])
         sim.reset_counters()
         log: set[tuple[str, str, str]] = set()
         summaries: list[InstancePods] = []
@@ -428,6 +470,7 @@ async def product_requests() -> Usage:
             await asyncio.to_thread(
                 exercise_migration_audit, MigrationActivities(logged_client(sim, log)), isvc["metadata"]["namespace"]
             )
+            await asyncio.to_thread(exercise_clusters, logged_client(sim, log))
         finally:
             await watcher.stop()
             await deployments.stop()

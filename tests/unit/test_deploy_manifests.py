@@ -58,13 +58,14 @@ GRANTED_AHEAD: dict[Request, str] = {
         "setting blockOwnerDeletion on owned objects, where OwnerReferencesPermissionEnforcement runs; "
         "an authorization check, never a request"
     ),
+    Request("ome.io", "workloadclusters", "get"): "multi-cluster placement reads the workload clusters",
     **{
         Request("ome.io", "workloadclusters", verb): "multi-cluster placement reads the workload clusters"
-        for verb in ("get", "list", "watch")
+        for verb in ("watch",)
     },
     **{
         Request("ome.io", "workloadclusters/status", verb): "each WorkloadCluster's Ready condition"
-        for verb in ("update", "patch")
+        for verb in ("update",)
     },
     **{
         Request("gateway.networking.k8s.io", "httproutes", verb): "the TrafficMap publisher's global HTTPRoute"
@@ -84,6 +85,12 @@ GRANTED_AHEAD: dict[Request, str] = {
         Request("inference.networking.x-k8s.io", "inferencepoolimports/status", verb): "InferencePoolImport status"
         for verb in ("get", "update", "patch")
     },
+    Request("inference.networking.x-k8s.io", "inferencepoolimports/status", "patch"): (
+        "the watcher's InferencePoolImport status.controllers entry (workers/watch/pool_import.py)"
+    ),
+    Request("", "namespaces", "create"): (
+        "the watcher creates an InferencePoolImport's namespace on the control plane when missing"
+    ),
 }
 """Grants no activity exercises yet, each with the reason it is there."""
 

@@ -6,7 +6,8 @@ the InferenceService comes from the Deployment's status (`planning.service.deplo
 The Deployment controller writes that status, so this watcher lists, then watches, the
 product's Deployments (label `ome.io/inferenceservice`) and signals
 `isvc/{ns}/{isvc}` with the Deployment's `DeploymentObserved` whenever it differs from the
-last one sent. It runs next to the pod watcher in `python -m workers.watcher`.
+last one sent (`isvc/{ns}/{isvc}@{cluster}` for a workload cluster's watcher). It runs next to
+the pod watcher in `python -m workers.watcher`.
 
 Level-triggered like the pod watcher: each signal carries the whole current state, so a
 lost signal is repaired by the next one (and by the workflow's own back-off re-reads), a
@@ -79,10 +80,14 @@ class DeploymentWatcher(WatchLoop):
         api_client: ApiClient,
         sink: DeploymentSink,
         *,
+        cluster: str = "",
         coalesce_seconds: float = 0.05,
         read_timeout_seconds: float = 90.0,
     ) -> None:
         self.sink = sink
+        self.cluster = cluster
+        """The workload cluster watched ("" for the control plane): its signals go to
+        `isvc/{ns}/{name}@{cluster}`, the home's member InferenceService workflow."""
         self.signals_sent = 0
         self.signal_failures = 0
         watch = KindWatch(
@@ -144,7 +149,7 @@ class DeploymentWatcher(WatchLoop):
 
     async def _send(self, key: Key, observed: DeploymentObserved) -> bool:
         """Signal one InferenceService; True when handled (delivered or no such workflow)."""
-        workflow_id = isvc_workflow_id(observed.namespace, observed.isvc)
+        workflow_id = isvc_workflow_id(observed.namespace, observed.isvc, self.cluster or None)
         try:
             delivered = await self.sink(workflow_id, observed)
         except Exception as error:  # a Temporal outage must not end the watcher

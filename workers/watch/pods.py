@@ -297,7 +297,8 @@ class PodWatcher(WatchLoop):
 
     async def _send(self, key: InstanceKey, summary: InstancePods) -> bool:
         """Signal one Instance; True when handled (delivered or no such workflow)."""
-        workflow_id = instance_workflow_id(*key)
+        # A workload cluster's Instances are its home's workflows: `instance/...@{cluster}`.
+        workflow_id = instance_workflow_id(*key, self.cluster or None)
         async with self._semaphore:
             try:
                 delivered = await self.sink(workflow_id, summary)
