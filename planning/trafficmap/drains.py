@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -136,7 +137,7 @@ def remove(signalled: Mapping[str, Drain], in_force: Mapping[str, Drain],
     return {k: v for k, v in signalled.items() if k != override_id}, row
 
 
-def override_condition(in_force: Mapping[str, Drain], homes: set[str]) -> tuple[str, str, str]:
+def override_condition(in_force: Mapping[str, Drain], homes: set[str]) -> tuple[Literal["True", "False"], str, str]:
     """`OverrideActive` (status, reason, message): pending while a drain names no current home."""
     if not in_force:
         return "False", texts.NO_OVERRIDES, "no traffic drain is set"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from models.inferencereplica import Condition
 from models.trafficmap import EntryCapacity, EntryProbe, TrafficMapEntry, TrafficMapSpec
@@ -106,7 +107,7 @@ def _probe_block(state: ProbeState | None, last: datetime | None) -> EntryProbe 
     )
 
 
-def _capacity_condition(resolved: Resolved, fallbacks: list[str | None]) -> tuple[str, str, str]:
+def _capacity_condition(resolved: Resolved, fallbacks: list[str | None]) -> tuple[Literal["True", "False"], str, str]:
     if resolved.capacity is None:
         return "False", "CapacityPollingDisabled", "routing capacity polling is not configured for this service"
     return fallback_condition(fallbacks)

@@ -69,6 +69,8 @@ class Publication(BaseModel):
     """The backend host by cluster after the last success."""
     route_conditions: dict[str, str] = Field(default_factory=dict)
     """The route's `Accepted` / `ResolvedRefs` statuses as its gateway last reported them."""
+    plan_key: str | None = None
+    """What the last publication wrote (or why not), to publish again only when it changes."""
     at: datetime | None = None
 
 
@@ -96,6 +98,7 @@ class TrafficMapState(BaseModel):
     """The errors that stop the map now (each logged once, when it appears)."""
     written: str | None = None
     """The TrafficMap object last written (canonical JSON), so an unchanged map is not rewritten."""
+    status_written: str | None = None
     map_generation: int | None = None
     publication: Publication = Field(default_factory=Publication)
     next_probe_at: datetime | None = None
