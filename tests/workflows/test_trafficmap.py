@@ -113,3 +113,134 @@ async def test_weights_from_homes_are_written_and_published_with_the_same_weight
         await handle.signal(SIGNAL_DELETE)
         await handle.result()
         assert harness.route() is None and harness.backends() == [] and harness.trafficmap() is None
+
+
+async def test_a_failing_probe_gates_a_home_then_passing_lifts_it(harness: TrafficMapHarness) -> None:
+    async with worker(harness, routing_settings(probe=PROBE)):
+        handle = await harness.start()
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (2, 2), B: (2, 2)}))
+        await harness.until(handle, weights_are({A: 1, B: 1}))
+        assert harness.gateways.home(A).requests[0] == "GET /prod/chat/healthz"
+
+        harness.gateways.home(B).probe_status = 503
+        view = await harness.until(handle, weights_are({A: 1, B: 0}))
+        entry = {e.cluster: e for e in view.entries}[B]
+        assert entry.probe is not None and entry.probe.gated and entry.probe.message == "HTTP 503"
+        assert entry.probe.consecutive_failures >= PROBE["failureThreshold"] and not entry.healthy
+        assert harness.route_weights() == {A: 1, B: 0}
+
+        # Every home gated under Drain: all weights 0, Routable False AllHomesProbeFailed.
+        harness.gateways.home(A).probe_status = 503
+        view = await harness.until(handle, weights_are({A: 0, B: 0}))
+        routable = view.conditions[0]
+        assert (routable.status, routable.reason, routable.message) == (
+            "False", "AllHomesProbeFailed", "2 home(s) have conclusive probe failures; all route weights are zero"
+        )
+
+        # A 3xx is Unknown: counters and gate unchanged.
+        harness.gateways.home(A).probe_status = 301
+        view = await harness.until(handle, lambda v: {e.cluster: e for e in v.entries}[A].probe.result == "Unknown")
+        assert {e.cluster: e for e in view.entries}[A].probe.message == "HTTP 301 (not in accept or gate list)"
+        assert view.weights == {A: 0, B: 0}
+
+        harness.gateways.home(A).probe_status = 200
+        harness.gateways.home(B).probe_status = 200
+        await harness.until(handle, weights_are({A: 1, B: 1}))
+
+        # A service's own `disabled: true` replaces the chart's probe: no probe blocks.
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (2, 2), B: (2, 2)}, generation=2,
+                                                                 routing={"probe": {"disabled": True}}))
+        view = await harness.until(handle, lambda v: v.observed_isvc_generation == 2)
+        assert all(e.probe is None for e in view.entries)
+
+
+async def test_capacity_reports_lower_allocated_and_failures_fall_back(harness: TrafficMapHarness) -> None:
+    async with worker(harness, routing_settings(capacity=CAPACITY)):
+        harness.gateways.home(A).servable = 1
+        harness.gateways.home(B).servable = 5
+        handle = await harness.start()
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (4, 4), B: (2, 2)}))
+        view = await harness.until(handle, weights_are({A: 1, B: 2}))
+        a, b = view.entries
+        assert (a.capacity.allocated, a.capacity.source, a.capacity.reported) == (1, "Endpoint", 1)
+        assert (b.capacity.allocated, b.capacity.source, b.capacity.reported) == (2, "ControlPlane", 5)
+        fallback = {c.type: c for c in view.conditions}[texts.CAPACITY_FALLBACK]
+        assert (fallback.status, fallback.reason, fallback.message) == (
+            "False", "EndpointCapacityAvailable", "endpoint capacity is available for all 2 home(s)"
+        )
+
+        # A failed poll: no ceiling (fail-open to admitted), and why.
+        harness.gateways.home(A).servable = None
+        view = await harness.until(handle, weights_are({A: 2, B: 1}))
+        a = view.entries[0]
+        assert a.capacity.fallback_reason == "capacity endpoint returned HTTP 404" and a.capacity.source == "ControlPlane"
+        fallback = {c.type: c for c in view.conditions}[texts.CAPACITY_FALLBACK]
+        assert (fallback.status, fallback.reason, fallback.message) == (
+            "True", "EndpointCapacityUnavailable",
+            "1 of 2 home(s) are using control-plane capacity; inspect spec.entries[].capacity.fallbackReason",
+        )
+        harness.gateways.home(A).capacity_body = '{"observedAt": "2026-01-01T00:00:00Z"}'
+        view = await harness.until(
+            handle, lambda v: v.entries[0].capacity.fallback_reason == "capacity report has no servable count"
+        )
+        harness.gateways.home(A).capacity_body = '{"servable": -1, "observedAt": "2026-01-01T00:00:00Z"}'
+        await harness.until(handle, lambda v: v.entries[0].capacity.fallback_reason == "capacity report is negative (-1)")
+
+        # A ceiling of 0 removes the home's traffic.
+        harness.gateways.home(A).capacity_body = None
+        harness.gateways.home(A).servable = 0
+        view = await harness.until(handle, weights_are({A: 0, B: 1}))
+        assert view.entries[0].capacity.allocated == 0 and view.entries[0].capacity.source == "Endpoint"
+
+
+async def test_drains_by_id_hold_a_cluster_at_zero_and_refusals_quote_the_spec(harness: TrafficMapHarness) -> None:
+    async with worker(harness, routing_settings()):
+        handle = await harness.start()
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (4, 4), B: (2, 2)},
+                                                                 routing={"capacityFactors": {B: "3"}}))
+        await harness.until(handle, weights_are({A: 2, B: 3}))
+
+        result = await handle.execute_update(DRAIN_CLUSTER, DrainRequest(id="upgrade-1", cluster=B, reason="upgrade"),
+                                             result_type=DrainResult)
+        assert [(r.override_id, r.cluster, r.overrides) for r in result.rows] == [("upgrade-1", B, "0 -> 1")]
+        view = await harness.until(handle, weights_are({A: 2, B: 0}))
+        assert {e.cluster: e for e in view.entries}[B].drain_refs == ["upgrade-1"]
+        override = {c.type: c for c in view.conditions}[texts.OVERRIDE_ACTIVE]
+        assert (override.status, override.reason) == ("True", "OverridesApplied")
+
+        refusals = [
+            (DRAIN_CLUSTER, DrainRequest(id="upgrade-1", cluster=A), texts.DRAIN_ID_EXISTS),
+            (DRAIN_CLUSTER, DrainRequest(id="x"), texts.DRAIN_NEEDS_CLUSTER),
+            (UNDRAIN_CLUSTER, UndrainRequest(id="nope"), texts.UNDRAIN_ID_MISSING),
+        ]
+        for name, request, text in refusals:
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update(name, request, result_type=DrainResult)
+            assert refused.value.cause.message == text  # type: ignore[union-attr]
+
+        # Another drain on the same cluster; one on a cluster that is not a home is pending.
+        second = await handle.execute_update(DRAIN_CLUSTER, DrainRequest(id="rack-7", cluster=B), result_type=DrainResult)
+        assert second.rows[0].overrides == "1 -> 2"
+        await handle.execute_update(DRAIN_CLUSTER, DrainRequest(id="later", cluster="worker-c"), result_type=DrainResult)
+        view = await harness.until(handle, lambda v: {c.type: c for c in v.conditions}[texts.OVERRIDE_ACTIVE].reason
+                                   == texts.OVERRIDES_PENDING)
+        undone = await handle.execute_update(UNDRAIN_CLUSTER, UndrainRequest(id="upgrade-1"), result_type=DrainResult)
+        assert undone.rows[0].overrides == "2 -> 1"
+        await handle.execute_update(UNDRAIN_CLUSTER, UndrainRequest(id="rack-7"), result_type=DrainResult)
+        await harness.until(handle, weights_are({A: 2, B: 3}))
+
+        # The annotation's drains merge with the signalled ones; a malformed one stops the map.
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report(
+            {A: (4, 4), B: (2, 2)}, generation=2, routing={"capacityFactors": {B: "3"}},
+            annotations={texts.TRAFFIC_DRAIN_ANNOTATION: '{"maint": {"cluster": "worker-a", "reason": "maint"}}'}))
+        await harness.until(handle, weights_are({A: 0, B: 3}))
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report(
+            {A: (4, 4), B: (2, 2)}, generation=3, annotations={texts.TRAFFIC_DRAIN_ANNOTATION: "{not json"}))
+        view = await harness.until(handle, lambda v: bool(v.errors))
+        assert view.errors[0].startswith("parse ome.io/traffic-drain: ")
+        assert view.weights == {A: 0, B: 3} and view.observed_isvc_generation == 2
+
+        # The drain signal is the fire-and-forget form: a refusal shows in status.
+        await handle.signal(UNDRAIN_CLUSTER, UndrainRequest(id="missing"))
+        view = await harness.until(handle, lambda v: bool(v.refusals))
+        assert view.refusals == [f"undrain missing: {texts.UNDRAIN_ID_MISSING}"]
