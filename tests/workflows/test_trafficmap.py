@@ -59,8 +59,9 @@ async def harness(workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queu
 
 
 @asynccontextmanager
-async def worker(h: TrafficMapHarness, settings: RoutingSettingsResult) -> AsyncIterator[Worker]:
-    async with build_worker(h.env.client, h.task_queue, h.sim.api_client(), routing=settings) as running:
+async def worker(h: TrafficMapHarness, settings: RoutingSettingsResult, cached: int = 100) -> AsyncIterator[Worker]:
+    async with build_worker(h.env.client, h.task_queue, h.sim.api_client(), routing=settings,
+                            max_cached_workflows=cached) as running:
         yield running
 
 
@@ -244,3 +245,93 @@ async def test_drains_by_id_hold_a_cluster_at_zero_and_refusals_quote_the_spec(h
         await handle.signal(UNDRAIN_CLUSTER, UndrainRequest(id="missing"))
         view = await harness.until(handle, lambda v: bool(v.refusals))
         assert view.refusals == [f"undrain missing: {texts.UNDRAIN_ID_MISSING}"]
+
+
+async def test_a_zero_factor_freezes_the_map_until_the_spec_is_fixed(
+    harness: TrafficMapHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with worker(harness, routing_settings()):
+        handle = await harness.start()
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (4, 4), B: (2, 2)}, generation=5,
+                                                                 routing={"capacityFactors": {B: "3"}}))
+        await harness.until(handle, weights_are({A: 2, B: 3}))
+
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (4, 4), B: (2, 2)}, generation=6,
+                                                                 routing={"capacityFactors": {B: "0"}}))
+        error = 'validate routing policy: spec.routing.capacityFactors["worker-b"] must be positive, got "0"'
+        view = await harness.until(handle, lambda v: v.errors == [error])
+        # The last weights are kept, in the map and on the route; the map says it is behind.
+        assert view.weights == {A: 2, B: 3} and view.observed_isvc_generation == 5
+        assert harness.route_weights() == {A: 2, B: 3}
+        tm = harness.trafficmap()
+        assert tm is not None and tm["spec"]["observedISVCGeneration"] == 5
+        published = {c["type"]: c for c in tm["status"]["conditions"]}[texts.PUBLISHED]
+        assert (published["status"], published["reason"]) == ("False", "InvalidOwner")
+        assert any(r.getMessage().startswith(error) for r in caplog.records)
+
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (4, 4), B: (2, 2)}, generation=7,
+                                                                 routing={"capacityFactors": {B: "1.5"}}))
+        view = await harness.until(handle, lambda v: v.observed_isvc_generation == 7 and weights_are({A: 4, B: 3})(v))
+        assert view.errors == [] and {e.cluster: e for e in view.entries}[B].capacity.factor == "1500m"
+        tm = harness.trafficmap()
+        assert tm is not None
+        published = {c["type"]: c for c in tm["status"]["conditions"]}[texts.PUBLISHED]
+        assert (published["status"], published["reason"]) == ("True", "Published")
+
+
+async def test_without_a_gateway_the_map_is_withdrawn(harness: TrafficMapHarness) -> None:
+    async with worker(harness, routing_settings(global_gateway="")):
+        handle = await harness.start()
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (1, 1), B: (1, 1)}))
+        view = await harness.until(handle, lambda v: v.publication.reason == texts.WITHDRAWN)
+        assert view.weights == {A: 1, B: 1} and not view.publication.published
+        assert harness.route() is None and harness.backends() == []
+        tm = harness.trafficmap()
+        assert tm is not None and tm["status"]["published"] is False
+        published = {c["type"]: c for c in tm["status"]["conditions"]}[texts.PUBLISHED]
+        assert (published["status"], published["reason"]) == ("False", "Withdrawn")
+
+
+async def test_another_route_with_the_hostname_is_claim_rejected(harness: TrafficMapHarness) -> None:
+    harness.custom.create_namespaced_custom_object(
+        "gateway.networking.k8s.io", "v1", "prod", "httproutes",
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "squatter"},
+         "spec": {"parentRefs": [{"namespace": "gateways", "name": "global"}],
+                  "hostnames": ["chat.prod.global.example.com"]}},
+    )
+    async with worker(harness, routing_settings()):
+        handle = await harness.start()
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (1, 1)}))
+        view = await harness.until(handle, lambda v: v.publication.reason == texts.CLAIM_REJECTED)
+        assert "HTTPRoute prod/squatter already has hostname" in view.publication.message
+        assert harness.route() is None
+
+
+async def test_a_worker_restart_keeps_the_state_and_publishes_only_the_current_map(harness: TrafficMapHarness) -> None:
+    settings = routing_settings(probe=PROBE)
+    # No sticky cache: the test server would route the next tasks to the stopped worker's
+    # sticky queue for a while, as a real server does only after an unclean stop.
+    async with worker(harness, settings, cached=0):
+        handle = await harness.start()
+        await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (2, 2), B: (2, 2)}))
+        harness.gateways.home(B).probe_status = 503
+        await harness.until(handle, weights_are({A: 1, B: 0}))
+        await handle.execute_update(DRAIN_CLUSTER, DrainRequest(id="maint", cluster=A), result_type=DrainResult)
+        await harness.until(handle, weights_are({A: 0, B: 0}))
+
+    # While no worker runs, the homes change; nothing is written until one comes back.
+    await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (2, 2), B: (4, 4)}, generation=2))
+    assert harness.route_weights() == {A: 0, B: 0}
+
+    harness.gateways.home(B).probe_status = 200
+    async with worker(harness, settings):
+        # 2 and 4 reduce to 1 and 2 before the drain zeroes worker-a (§17: not renormalised).
+        view = await harness.until(handle, lambda v: v.observed_isvc_generation == 2 and weights_are({A: 0, B: 2})(v))
+        # The drain survived the restart; the gate was lifted by a passing probe, not forgotten.
+        assert [d.id for d in view.drains] == ["maint"]
+        assert harness.route_weights() == {A: 0, B: 2}
+        tm = harness.trafficmap()
+        assert tm is not None and tm["status"]["observedTrafficMapGeneration"] == tm["metadata"]["generation"]
+        assert tm["spec"]["observedISVCGeneration"] == 2
+        await handle.signal(SIGNAL_DELETE)
+        await handle.result()
