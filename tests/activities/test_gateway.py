@@ -108,3 +108,15 @@ def test_report_bodies(body: bytes, failure: str) -> None:
 def test_a_negative_count_is_passed_on_for_the_planning_to_name() -> None:
     # `planning.trafficmap.capacity.observe` turns it into `capacity report is negative (-1)`.
     assert parse_report("a", b'{"servable": -1, "observedAt": "2026-12-02T05:00:00Z"}').servable == -1
+
+
+def test_the_routing_activities_are_registered_with_the_wrappers_models() -> None:
+    from temporalio import activity
+
+    from activities.registry import build_activities
+    from models.routing_ops import ROUTING_OBSERVE_HOMES, ROUTING_SETTINGS, RoutingSettingsResult
+
+    registered = {d.name: d for d in (activity._Definition.must_from_callable(fn) for fn in build_activities(None))}
+    assert registered[ROUTING_OBSERVE_HOMES].arg_types == [ObserveHomesInput]
+    assert registered[ROUTING_OBSERVE_HOMES].ret_type is ObserveHomesResult
+    assert registered[ROUTING_SETTINGS].arg_types == [] and registered[ROUTING_SETTINGS].ret_type is RoutingSettingsResult

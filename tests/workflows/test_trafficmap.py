@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 from kubesim.handle import KubeSim
 from models.routing_ops import RoutingSettingsResult
 from planning.trafficmap import texts
+from tests.kubesim.helpers import raw_request
 from tests.workflows.trafficmap_harness import (
     CAPACITY,
     PROBE,
@@ -102,6 +103,14 @@ async def test_weights_from_homes_are_written_and_published_with_the_same_weight
         assert {s["metadata"]["labels"]["ome.io/placement-endpoint-isvc"] for s in backends} == {"chat"}
         assert all(s["spec"]["ports"][0]["port"] == 8080 and s["spec"]["type"] == "ExternalName" for s in backends)
         assert view.conditions[0].type == texts.ROUTABLE and view.conditions[0].status == "True"
+        # `kubectl get trafficmap`: NAME MODE PUBLISHED ROUTABLE OVERRIDE REASON AGE.
+        code, table = raw_request(harness.sim, "GET", "/apis/ome.io/v1beta1/namespaces/prod/trafficmaps",
+                                  accept="application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+        assert code == 200
+        assert [c["name"] for c in table["columnDefinitions"]] == [
+            "Name", "MODE", "PUBLISHED", "ROUTABLE", "OVERRIDE", "REASON", "AGE"
+        ]
+        assert table["rows"][0]["cells"][:6] == ["chat", "All", "True", "True", "False", "Routable"]
 
         # "2" and "6" give the same weights as "3" alone; a home that leaves takes its backend along.
         await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (4, 4), B: (2, 2)}, generation=7,
