@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from models.routing_ops import HttpTarget, ObserveHomesInput, ObserveHomesResult
 from planning.trafficmap.capacity import Reading, Readings, observe
-from planning.trafficmap.policy import Resolved
+from planning.trafficmap.policy import CapacitySettings, ProbeSettings, Resolved
 from planning.trafficmap.probes import ProbeState, classify, record
 from planning.trafficmap.state import TrafficMapState
 
@@ -49,24 +49,23 @@ def settle(state: TrafficMapState, resolved: Resolved) -> TrafficMapState:
 
 def due(state: TrafficMapState, resolved: Resolved, now: datetime) -> ObserveHomesInput:
     """This period's requests (empty when nothing is due)."""
-    endpoints = _endpoints(state)
-    probes: list[HttpTarget] = []
-    capacity: list[HttpTarget] = []
-    if resolved.probe is not None and (state.next_probe_at is None or now >= state.next_probe_at):
-        probe = resolved.probe
-        probes = [
-            HttpTarget(cluster=c, url=f"{e.rstrip('/')}{probe.path}", method=probe.method,
-                       timeout_seconds=probe.timeout_seconds)
-            for c, e in sorted(endpoints.items())
-        ]
-    if resolved.capacity is not None and (state.next_capacity_at is None or now >= state.next_capacity_at):
-        poll = resolved.capacity
-        capacity = [
-            HttpTarget(cluster=c, url=f"{e.rstrip('/')}{poll.path}", method=poll.method,
-                       timeout_seconds=poll.timeout_seconds)
-            for c, e in sorted(endpoints.items())
-        ]
-    return ObserveHomesInput(probes=probes, capacity=capacity)
+    endpoints = sorted(_endpoints(state).items())
+    probe, poll = resolved.probe, resolved.capacity
+    probe_due = probe is not None and (state.next_probe_at is None or now >= state.next_probe_at)
+    poll_due = poll is not None and (state.next_capacity_at is None or now >= state.next_capacity_at)
+    return ObserveHomesInput(
+        probes=_targets(endpoints, probe) if probe is not None and probe_due else [],
+        capacity=_targets(endpoints, poll) if poll is not None and poll_due else [],
+    )
+
+
+def _targets(endpoints: list[tuple[str, str]], settings: ProbeSettings | CapacitySettings) -> list[HttpTarget]:
+    """One request per home: `<entry.endpoint><path>`."""
+    return [
+        HttpTarget(cluster=cluster, url=f"{endpoint.rstrip('/')}{settings.path}",
+                   method=settings.method, timeout_seconds=settings.timeout_seconds)
+        for cluster, endpoint in endpoints
+    ]
 
 
 def fold(state: TrafficMapState, asked: ObserveHomesInput, answers: ObserveHomesResult | None, resolved: Resolved,

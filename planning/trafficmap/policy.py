@@ -68,11 +68,6 @@ class Resolved:
     """The lines OME logs for an error that stops the map; empty: the map may be built."""
 
 
-def _finding_messages(findings: Findings) -> list[str]:
-    suffix = f" ({REASON})"
-    return [f.message.removesuffix(suffix) for f in findings.denials]
-
-
 def _key(block: Mapping[str, Any]) -> str:
     return json.dumps(block, sort_keys=True, separators=(",", ":"))
 
@@ -134,26 +129,14 @@ def resolve(routing: Mapping[str, Any], annotations: Mapping[str, str],
     errors += factor_problems(factors)
 
     probe_block = spec.probe if spec.probe is not None else _chart_block(RoutingProbe, chart_probe)
-    probe: ProbeSettings | None = None
-    if probe_block is not None and not probe_block.disabled:
-        findings = Findings()
-        check_probe(probe_block, findings)
-        problems = _finding_messages(findings)
-        errors += [f"{texts.VALIDATE_PREFIX}{p}" for p in problems]
-        if not problems:
-            probe = _probe(probe_block)
-
     capacity_block = spec.capacity if spec.capacity is not None else _chart_block(RoutingCapacity, chart_capacity)
-    capacity: CapacitySettings | None = None
-    if capacity_block is not None and not capacity_block.disabled:
-        findings = Findings()
-        check_capacity_poll(capacity_block, findings)
-        problems = _finding_messages(findings)
-        errors += [
-            ("resolve capacity policy: " if "is not registered" in p else texts.VALIDATE_PREFIX) + p for p in problems
-        ]
-        if not problems:
-            capacity = _capacity(capacity_block)
+    probe_problems = _problems(probe_block, "spec.routing.probe")
+    capacity_problems = _problems(capacity_block, "spec.routing.capacity")
+    errors += [_late_error(problem) for problem in [*probe_problems, *capacity_problems]]
+    probe = _probe(probe_block) if probe_block and not probe_block.disabled and not probe_problems else None
+    capacity = (
+        _capacity(capacity_block) if capacity_block and not capacity_block.disabled and not capacity_problems else None
+    )
 
     try:
         drains = parse_annotation(annotations.get(texts.TRAFFIC_DRAIN_ANNOTATION))
@@ -167,6 +150,25 @@ def resolve(routing: Mapping[str, Any], annotations: Mapping[str, str],
         except ValueError:
             canonical[cluster] = text
     return Resolved(canonical, probe, capacity, drains, annotations.get(texts.GLOBAL_HOST_ANNOTATION) or None, errors)
+
+
+def _problems(block: RoutingProbe | RoutingCapacity | None, where: str) -> list[str]:
+    """The block's errors as admission words them, `where` naming it; none when off."""
+    if block is None or block.disabled:
+        return []
+    findings = Findings()
+    if isinstance(block, RoutingProbe):
+        check_probe(block, findings, where)
+    else:
+        check_capacity_poll(block, findings, where)
+    suffix = f" ({REASON})"
+    return [f.message.removesuffix(suffix) for f in findings.denials]
+
+
+def _late_error(problem: str) -> str:
+    """The line OME logs: a capacity format it does not know fails resolving, not validating."""
+    prefix = "resolve capacity policy: " if "is not registered in this build" in problem else texts.VALIDATE_PREFIX
+    return prefix + problem
 
 
 def _chart_block(model: type[Block], block: Mapping[str, Any] | None) -> Block | None:
@@ -198,10 +200,5 @@ def chart_problems(probe: Mapping[str, Any] | None, capacity: Mapping[str, Any] 
         except ValidationError as error:
             found += [f"{where}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()]
             continue
-        findings = Findings()
-        if isinstance(parsed, RoutingProbe):
-            check_probe(parsed, findings, where)
-        else:
-            check_capacity_poll(parsed, findings, where)
-        found += _finding_messages(findings)
+        found += _problems(parsed, where)
     return [f"{texts.INVALID_CONFIGURATION}: {problem}" for problem in found]

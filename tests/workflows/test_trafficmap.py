@@ -24,9 +24,8 @@ from kubesim.handle import KubeSim
 from models.routing_ops import RoutingSettingsResult
 from planning.trafficmap import texts
 from tests.kubesim.helpers import raw_request
+from tests.unit.planning.trafficmap.routing_blocks import CAPACITY, PROBE
 from tests.workflows.trafficmap_harness import (
-    CAPACITY,
-    PROBE,
     Gateways,
     TrafficMapHarness,
     routing_settings,

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
+import yaml
 from aiohttp import web
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from kubesim.cluster import CRD_DIR
 from kubesim.handle import KubeSim
 from models.routing_ops import RoutingSettingsResult
 from workflows.names import TRAFFIC_MAP, trafficmap_workflow_id
@@ -29,28 +31,7 @@ NAMESPACE = "prod"
 ISVC = "chat"
 GATEWAY = "gateways/global"
 HOST_TEMPLATE = "{{ .Name }}.{{ .Namespace }}.global.example.com"
-PROBE = {
-    "path": "/healthz", "method": "GET", "acceptStatuses": [200], "gateStatuses": [503], "period": "10s",
-    "timeout": "2s", "failureThreshold": 2, "successThreshold": 1, "allFailedPolicy": "Drain",
-}
-CAPACITY = {
-    "path": "/capacity", "method": "GET", "format": "Report", "samples": 2, "quorum": 1, "period": "10s",
-    "timeout": "2s", "maxAge": "1m",
-}
-HTTPROUTE_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
-    "spec": {
-        "group": "gateway.networking.k8s.io",
-        "names": {"plural": "httproutes", "singular": "httproute", "kind": "HTTPRoute", "listKind": "HTTPRouteList"},
-        "scope": "Namespaced",
-        "versions": [{
-            "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-        }],
-    },
-}
+HTTPROUTE_CRD = CRD_DIR / "optional" / "httproutes.gateway.networking.k8s.io.yaml"
 
 
 def routing_settings(**fields: Any) -> RoutingSettingsResult:
@@ -124,7 +105,8 @@ class TrafficMapHarness:
         self.isvc_uid = ""
 
     def prepare(self) -> None:
-        kubernetes.client.ApiextensionsV1Api(self.api).create_custom_resource_definition(HTTPROUTE_CRD)
+        crd = yaml.safe_load(HTTPROUTE_CRD.read_text())
+        kubernetes.client.ApiextensionsV1Api(self.api).create_custom_resource_definition(crd)
         self.core.create_namespace({"metadata": {"name": NAMESPACE}})
         isvc = self.custom.create_namespaced_custom_object(
             "ome.io", "v1beta1", NAMESPACE, "inferenceservices",

@@ -3,7 +3,7 @@ troubleshooting case of the capacity factors page (spec 000) as a test."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,18 +17,10 @@ from planning.trafficmap.objects import published_condition
 from planning.trafficmap.policy import resolve
 from planning.trafficmap.probes import ProbeState
 from planning.trafficmap.state import HomeReport, HomesReport, Publication
+from tests.unit.planning.trafficmap.routing_blocks import CAPACITY, NOW, PROBE
 
 pytestmark = pytest.mark.unit
 
-NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
-PROBE = {
-    "path": "/healthz", "method": "GET", "acceptStatuses": [200], "gateStatuses": [503], "period": "10s",
-    "timeout": "2s", "failureThreshold": 2, "successThreshold": 1, "allFailedPolicy": "Drain",
-}
-CAPACITY = {
-    "path": "/capacity", "method": "GET", "format": "Report", "samples": 1, "quorum": 1, "period": "10s",
-    "timeout": "2s", "maxAge": "1m",
-}
 
 
 def report(homes: dict[str, tuple[int, int]], routing: dict[str, Any] | None = None, generation: int = 6,

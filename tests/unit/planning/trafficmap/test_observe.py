@@ -3,7 +3,7 @@ the periods, folding answers, and what continue-as-new carries."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -13,18 +13,12 @@ from planning.trafficmap.observe import due, fold, settle
 from planning.trafficmap.policy import resolve
 from planning.trafficmap.probes import ProbeState
 from planning.trafficmap.state import HomeReport, HomesReport, TrafficMapState
+from tests.unit.planning.trafficmap.routing_blocks import CAPACITY, NOW, PROBE
 
 pytestmark = pytest.mark.unit
 
-NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
-PROBE = {
-    "path": "/healthz", "method": "GET", "acceptStatuses": [200], "gateStatuses": [503], "period": "10s",
-    "timeout": "2s", "failureThreshold": 1, "successThreshold": 1, "allFailedPolicy": "Drain",
-}
-CAPACITY = {
-    "path": "/capacity", "method": "POST", "format": "Report", "samples": 1, "quorum": 1, "period": "30s",
-    "timeout": "2s", "maxAge": "1m",
-}
+FAST_GATE = PROBE | {"failureThreshold": 1}
+POSTED = CAPACITY | {"method": "POST", "period": "30s"}
 GATED = ProbeState("Failing", "HTTP 503", True, 1)
 READ = Readings((Reading(2, NOW),), None, True)
 
@@ -36,12 +30,12 @@ def state(endpoint_b: str = "http://b.example/prod/chat", **fields: object) -> T
 
 
 def settled(routing: dict[str, object] | None = None) -> TrafficMapState:
-    resolved = resolve(routing or {}, {}, PROBE, CAPACITY)
+    resolved = resolve(routing or {}, {}, FAST_GATE, POSTED)
     return settle(state(), resolved)
 
 
 def test_unchanged_settings_keep_gates_and_readings() -> None:
-    resolved = resolve({}, {}, PROBE, CAPACITY)
+    resolved = resolve({}, {}, FAST_GATE, POSTED)
     first = settle(state(), resolved).model_copy(update={"probes": {"b": GATED}, "readings": {"b": READ}})
     again = settle(first, resolved)
     assert again.probes == {"b": GATED} and again.readings == {"b": READ}
@@ -49,13 +43,13 @@ def test_unchanged_settings_keep_gates_and_readings() -> None:
 
 def test_a_probe_setting_change_lifts_gates_and_a_capacity_change_resets_readings() -> None:
     first = settled().model_copy(update={"probes": {"b": GATED}, "readings": {"b": READ}})
-    changed = settle(first, resolve({"probe": PROBE | {"failureThreshold": 3}, "capacity": CAPACITY | {"samples": 2}},
-                                    {}, PROBE, CAPACITY))
+    changed = settle(first, resolve({"probe": FAST_GATE | {"failureThreshold": 3}, "capacity": POSTED | {"samples": 2}},
+                                    {}, FAST_GATE, POSTED))
     assert changed.probes == {} and changed.readings == {}
 
 
 def test_an_endpoint_change_resets_that_homes_readings_only() -> None:
-    resolved = resolve({}, {}, PROBE, CAPACITY)
+    resolved = resolve({}, {}, FAST_GATE, POSTED)
     first = settle(state(), resolved).model_copy(update={"readings": {"a": READ, "b": READ}})
     moved = settle(first.model_copy(update={"report": state("http://b2.example/prod/chat").report}), resolved)
     assert set(moved.readings) == {"a"}
@@ -68,7 +62,7 @@ def test_continue_as_new_resets_readings_and_keeps_gates() -> None:
 
 
 def test_due_requests_and_their_periods() -> None:
-    resolved = resolve({}, {}, PROBE, CAPACITY)
+    resolved = resolve({}, {}, FAST_GATE, POSTED)
     s = settle(state(), resolved)
     asked = due(s, resolved, NOW)
     assert [(t.cluster, t.url, t.method) for t in asked.probes] == [
@@ -92,7 +86,7 @@ def test_due_requests_and_their_periods() -> None:
 
 
 def test_a_failed_batch_learns_nothing_but_schedules_the_next() -> None:
-    resolved = resolve({}, {}, PROBE, None)
+    resolved = resolve({}, {}, FAST_GATE, None)
     s = settle(state(), resolved)
     asked = due(s, resolved, NOW)
     after = fold(s, asked, None, resolved, NOW)

@@ -8,17 +8,10 @@ from typing import Any
 import pytest
 
 from planning.trafficmap.policy import chart_problems, resolve
+from tests.unit.planning.trafficmap.routing_blocks import CAPACITY, PROBE
 
 pytestmark = pytest.mark.unit
 
-PROBE = {
-    "path": "/healthz", "method": "GET", "acceptStatuses": [200], "gateStatuses": [503], "period": "10s",
-    "timeout": "2s", "failureThreshold": 2, "successThreshold": 1, "allFailedPolicy": "Drain",
-}
-CAPACITY = {
-    "path": "/capacity", "method": "GET", "format": "Report", "samples": 3, "quorum": 2, "period": "10s",
-    "timeout": "2s", "maxAge": "1m",
-}
 
 
 @pytest.mark.parametrize(
@@ -33,7 +26,7 @@ CAPACITY = {
         pytest.param({"probe": PROBE | {"gateStatuses": [200, 503]}}, {},
                      ["validate routing policy: spec.routing.probe status 200 is in both acceptStatuses and "
                       "gateStatuses"], id="probe overlap"),
-        pytest.param({"capacity": CAPACITY | {"maxAge": "20s", "quorum": 3}}, {},
+        pytest.param({"capacity": CAPACITY | {"maxAge": "20s", "samples": 3, "quorum": 3}}, {},
                      ["validate routing policy: spec.routing.capacity.maxAge (20s) must span at least quorum (3) "
                       "period intervals"], id="maxAge too short"),
         pytest.param({"capacity": CAPACITY | {"format": "report"}}, {},
@@ -73,7 +66,7 @@ def test_a_service_probe_replaces_the_charts_wholesale(routing: dict[str, Any], 
 def test_a_probe_or_capacity_setting_change_changes_its_key() -> None:
     first = resolve({}, {}, PROBE, CAPACITY)
     again = resolve({}, {}, dict(PROBE), dict(CAPACITY))
-    other = resolve({"probe": PROBE | {"failureThreshold": 3}, "capacity": CAPACITY | {"samples": 4}}, {}, PROBE,
+    other = resolve({"probe": PROBE | {"failureThreshold": 3}, "capacity": CAPACITY | {"samples": 4, "quorum": 2}}, {}, PROBE,
                     CAPACITY)
     assert first.probe is not None and first.capacity is not None and other.probe is not None
     assert first.probe.key == again.probe.key and first.probe.key != other.probe.key  # type: ignore[union-attr]
