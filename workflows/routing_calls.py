@@ -9,13 +9,7 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from models.routing_ops import (
-    ROUTING_OBSERVE_HOMES,
-    ROUTING_SETTINGS,
-    ObserveHomesInput,
-    ObserveHomesResult,
-    RoutingSettingsResult,
-)
+from models import routing_ops
 
 SETTINGS_TIMEOUT = timedelta(seconds=10)
 OBSERVE_MARGIN = timedelta(seconds=10)
@@ -24,22 +18,22 @@ OBSERVE_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(secon
 """One retry for a lost worker; a period's observation that fails is skipped, the next comes."""
 
 
-async def routing_settings() -> RoutingSettingsResult:
-    result: RoutingSettingsResult = await workflow.execute_local_activity(
-        ROUTING_SETTINGS,
-        result_type=RoutingSettingsResult,
+async def routing_settings() -> routing_ops.RoutingSettingsResult:
+    result: routing_ops.RoutingSettingsResult = await workflow.execute_local_activity(
+        routing_ops.ROUTING_SETTINGS,
+        result_type=routing_ops.RoutingSettingsResult,
         start_to_close_timeout=SETTINGS_TIMEOUT,
         summary="read the worker's routing settings (OME_ROUTING__*)",
     )
     return result
 
 
-async def observe_homes(arg: ObserveHomesInput, *, summary: str) -> ObserveHomesResult:
+async def observe_homes(arg: routing_ops.ObserveHomesInput, *, summary: str) -> routing_ops.ObserveHomesResult:
     longest = max((t.timeout_seconds for t in [*arg.probes, *arg.capacity]), default=1.0)
-    result: ObserveHomesResult = await workflow.execute_activity(
-        ROUTING_OBSERVE_HOMES,
+    result: routing_ops.ObserveHomesResult = await workflow.execute_activity(
+        routing_ops.ROUTING_OBSERVE_HOMES,
         arg,
-        result_type=ObserveHomesResult,
+        result_type=routing_ops.ObserveHomesResult,
         start_to_close_timeout=timedelta(seconds=longest) + OBSERVE_MARGIN,
         retry_policy=OBSERVE_RETRY,
         summary=summary,

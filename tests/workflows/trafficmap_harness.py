@@ -141,17 +141,14 @@ class TrafficMapHarness:
         """Skip `step` seconds of workflow time at a time (probes and polls come on timers),
         with a moment of real time between for the HTTP requests and kubesim."""
         deadline = time.monotonic() + within
-        view = await self.status(handle)
-        while not test(view):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not reached within {within:.0f}s; last status:\n{view.model_dump_json(indent=1)}")
-            await asyncio.sleep(0.3)
+        while True:
             view = await self.status(handle)
             if test(view):
-                break
+                return view
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not reached within {within:.0f}s; last status:\n{view.model_dump_json(indent=1)}")
             await self.env.sleep(step)
-            view = await self.status(handle)
-        return view
+            await asyncio.sleep(0.3)
 
     def trafficmap(self) -> dict[str, Any] | None:
         found = [o for o in self.sim.objects("ome.io", "trafficmaps", NAMESPACE) if o["metadata"]["name"] == ISVC]

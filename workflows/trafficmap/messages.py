@@ -1,22 +1,20 @@
 """The `TrafficMap` workflow's contract: its input, its messages, and what it answers.
 
 Started by the control-plane InferenceService workflow (a child with parent close policy
-ABANDON) on the control-plane task queue, for a routed multi-cluster service:
+ABANDON) on the control-plane task queue, for a routed multi-cluster service, with input
+`{"namespace": "prod", "isvc": "chat", "isvc_uid": "<the InferenceService's uid>"}` and the
+ID `trafficmap/prod/chat`. The InferenceService then sends the whole picture each time it
+changes (signal `homes_changed`):
 
-    temporal workflow start --type TrafficMap --task-queue ome-lifecycle \\
-        --workflow-id trafficmap/prod/chat \\
-        --input '{"namespace": "prod", "isvc": "chat", "isvc_uid": "5f0c..."}'
-    temporal workflow signal --workflow-id trafficmap/prod/chat --name homes_changed \\
-        --input '{"generation": 6, "isvc_uid": "5f0c...", "mode": "All", "placed": true,
-                  "routing": {"capacityFactors": {"worker-b": "3"}},
-                  "homes": [{"cluster": "worker-a", "endpoint": "http://10.0.0.1/prod/chat",
-                             "allocated": 4, "ready": 4}, ...]}'
+    {"generation": 6, "isvc_uid": "...", "mode": "All", "placed": true,
+     "routing": {"capacityFactors": {"worker-b": "3"}},
+     "homes": [{"cluster": "worker-a", "endpoint": "http://10.0.0.1/prod/chat", "allocated": 4, "ready": 4}]}
+
+An operator drains a workload cluster, and reads why the weights are what they are:
+
     temporal workflow update execute --workflow-id trafficmap/prod/chat --name drain_cluster \\
         --input '{"id": "upgrade-42", "cluster": "worker-b", "reason": "node pool upgrade"}'
-    temporal workflow update execute --workflow-id trafficmap/prod/chat --name undrain_cluster \\
-        --input '{"id": "upgrade-42"}'
-    temporal workflow query  --workflow-id trafficmap/prod/chat --name status
-    temporal workflow signal --workflow-id trafficmap/prod/chat --name delete
+    temporal workflow query --workflow-id trafficmap/prod/chat --name status
 
 `drain_cluster` / `undrain_cluster` are both Updates (answered with the result rows, or
 refused with §20's texts) and signals (fire and forget; a refusal is logged and shown in

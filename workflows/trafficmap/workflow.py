@@ -51,17 +51,8 @@ with workflow.unsafe.imports_passed_through():
     from planning.trafficmap.view import TrafficMapView, view_of
     from workflows import kube_calls, routing_calls, waiting
     from workflows.names import TRAFFIC_MAP
-    from workflows.trafficmap.messages import (
-        DRAIN_CLUSTER,
-        QUERY_STATUS,
-        SIGNAL_DELETE,
-        SIGNAL_HOMES_CHANGED,
-        UNDRAIN_CLUSTER,
-        DrainRequest,
-        DrainResult,
-        TrafficMapInput,
-        UndrainRequest,
-    )
+    from workflows.trafficmap import messages
+    from workflows.trafficmap.messages import DrainRequest, DrainResult, TrafficMapInput, UndrainRequest
 
 SAFETY_RECHECK = timedelta(minutes=10)
 """With nothing scheduled, the map is rebuilt and rewritten at least this often (reverts hand edits)."""
@@ -87,7 +78,7 @@ class TrafficMapWorkflow:
 
     # --- messages ----------------------------------------------------------------------------
 
-    @workflow.signal(name=SIGNAL_HOMES_CHANGED)
+    @workflow.signal(name=messages.SIGNAL_HOMES_CHANGED)
     def homes_changed(self, report: HomesReport) -> None:
         update: dict[str, object] = {"report": report}
         if report.isvc_uid:
@@ -95,46 +86,36 @@ class TrafficMapWorkflow:
         self.state = self.state.model_copy(update=update)
         self.seq += 1
 
-    @workflow.signal(name=SIGNAL_DELETE)
+    @workflow.signal(name=messages.SIGNAL_DELETE)
     def delete(self) -> None:
         self.state = self.state.model_copy(update={"deleting": True})
         self.seq += 1
 
-    @workflow.signal(name=DRAIN_CLUSTER)
+    @workflow.signal(name=messages.DRAIN_CLUSTER)
     def drain_signal(self, request: DrainRequest) -> None:
-        refusal = self.drain_refusal(request)
-        if refusal is not None:
-            self.refuse(f"drain {request.id}: {refusal}")
-            return
-        self.apply_drain(request)
+        if not self.refused_signal(f"drain {request.id}", self.drain_refusal(request)):
+            self.apply_drain(request)
 
-    @workflow.signal(name=UNDRAIN_CLUSTER)
+    @workflow.signal(name=messages.UNDRAIN_CLUSTER)
     def undrain_signal(self, request: UndrainRequest) -> None:
-        refusal = self.undrain_refusal(request)
-        if refusal is not None:
-            self.refuse(f"undrain {request.id}: {refusal}")
-            return
-        self.apply_undrain(request)
+        if not self.refused_signal(f"undrain {request.id}", self.undrain_refusal(request)):
+            self.apply_undrain(request)
 
-    @workflow.update(name=DRAIN_CLUSTER)
+    @workflow.update(name=messages.DRAIN_CLUSTER)
     def drain(self, request: DrainRequest) -> DrainResult:
         return DrainResult(rows=[self.apply_drain(request)])
 
     @drain.validator
     def check_drain(self, request: DrainRequest) -> None:
-        refusal = self.drain_refusal(request)
-        if refusal is not None:
-            raise ApplicationError(refusal, type=texts.REFUSED, non_retryable=True)
+        refuse_update(self.drain_refusal(request))
 
-    @workflow.update(name=UNDRAIN_CLUSTER)
+    @workflow.update(name=messages.UNDRAIN_CLUSTER)
     def undrain(self, request: UndrainRequest) -> DrainResult:
         return DrainResult(rows=[self.apply_undrain(request)])
 
     @undrain.validator
     def check_undrain(self, request: UndrainRequest) -> None:
-        refusal = self.undrain_refusal(request)
-        if refusal is not None:
-            raise ApplicationError(refusal, type=texts.REFUSED, non_retryable=True)
+        refuse_update(self.undrain_refusal(request))
 
     def apply_drain(self, request: DrainRequest) -> DrainRow:
         drains, row = drain_rules.add(
@@ -150,7 +131,7 @@ class TrafficMapWorkflow:
         self.seq += 1
         return row
 
-    @workflow.query(name=QUERY_STATUS)
+    @workflow.query(name=messages.QUERY_STATUS)
     def status(self) -> TrafficMapView:
         return view_of(self.state, self.annotated(), self.refusals)
 
@@ -177,9 +158,13 @@ class TrafficMapWorkflow:
     def undrain_refusal(self, request: UndrainRequest) -> str | None:
         return drain_rules.undrain_refusal(self.state.drains, self.annotated(), request.id, self.eligible())
 
-    def refuse(self, text: str) -> None:
-        workflow.logger.warning("traffic action refused: %s", text)
-        self.refusals = [*self.refusals, text][-10:]
+    def refused_signal(self, action: str, refusal: str | None) -> bool:
+        """A refused signal is logged and shown in `status.refusals` (an Update is answered)."""
+        if refusal is None:
+            return False
+        workflow.logger.warning("%s refused: %s", action, refusal)
+        self.refusals = [*self.refusals, f"{action}: {refusal}"][-10:]
+        return True
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -432,6 +417,12 @@ class TrafficMapWorkflow:
 
     def show(self) -> None:
         workflow.set_current_details(self.status().message)
+
+
+def refuse_update(refusal: str | None) -> None:
+    """Refuse a drain or undrain Update with §20's text: nothing enters the history."""
+    if refusal is not None:
+        raise ApplicationError(refusal, type=texts.REFUSED, non_retryable=True)
 
 
 def plan_key(plan: publication.Plan) -> dict[str, object]:
