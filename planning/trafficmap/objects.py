@@ -33,6 +33,17 @@ def map_manifest(namespace: str, isvc: str, isvc_uid: str, spec: TrafficMapSpec)
     return manifest
 
 
+def owner_problem(existing: dict[str, Any] | None, namespace: str, isvc: str, isvc_uid: str) -> str | None:
+    """The §17 error when a TrafficMap of this name exists under another controller."""
+    if existing is None or not isvc_uid:
+        return None
+    owners = (existing.get("metadata") or {}).get("ownerReferences") or []
+    controller = next((o for o in owners if o.get("controller")), None)
+    if controller is None or controller.get("uid") == isvc_uid:
+        return None
+    return f"TrafficMap {namespace}/{isvc} exists but is not controlled by InferenceService UID {isvc_uid}"
+
+
 def published_condition(publication: Publication, frozen: list[str]) -> tuple[Literal["True", "False"], str, str]:
     """`Published` (status, reason, message): `InvalidOwner` while an error stops the map."""
     if frozen:

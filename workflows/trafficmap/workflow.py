@@ -30,15 +30,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from models.kube_ops import (
-        ApplyObjectInput,
-        DeleteObjectInput,
-        ListObjectsInput,
-        ObjectRef,
-        PatchObjectInput,
-        PatchStatusInput,
-        ReadObjectInput,
-    )
+    from models import kube_ops
+    from models.kube_ops import ObjectRef
     from models.routing_ops import ObserveHomesInput, ObserveHomesResult, RoutingSettingsResult
     from planning.replica.conditions import PlannedCondition
     from planning.trafficmap import drains as drain_rules
@@ -46,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.trafficmap.drains import Drain, DrainRow
     from planning.trafficmap.map import build, conditions_now
     from planning.trafficmap.observe import due, fold, settle
-    from planning.trafficmap.policy import Resolved, resolve
+    from planning.trafficmap.policy import resolve
     from planning.trafficmap.state import HomesReport, TrafficMapState
     from planning.trafficmap.view import TrafficMapView, view_of
     from workflows import kube_calls, routing_calls, waiting
@@ -196,8 +189,17 @@ class TrafficMapWorkflow:
         resolved = resolve(report.routing, report.annotations, self.settings.probe, self.settings.capacity)
         now = workflow.now()
         if resolved.errors:
-            await self.stop(resolved)
+            await self.stop(resolved.errors, write_status=self.state.spec is not None)
             return
+        if self.state.written is None:
+            # Before the first write: a TrafficMap of that name that another InferenceService
+            # controls is not ours to overwrite (§17).
+            found = await kube_calls.read_object(kube_ops.ReadObjectInput(ref=self.map_ref()),
+                                                 summary="read the TrafficMap before first writing it")
+            problem = objects.owner_problem(found.object, self.state.namespace, self.state.isvc, self.state.isvc_uid)
+            if problem is not None:
+                await self.stop([problem], write_status=False)
+                return
         self.state = settle(self.state.model_copy(update={"errors": []}), resolved)
         asked = due(self.state, resolved, now)
         if asked.probes or asked.capacity:
@@ -223,17 +225,17 @@ class TrafficMapWorkflow:
             self.state = self.state.model_copy(update={"publication": current})
         await self.write_status()
 
-    async def stop(self, resolved: Resolved) -> None:
+    async def stop(self, errors: list[str], write_status: bool) -> None:
         """An error stops the map: log it once in OME's words, keep the last table, say so."""
-        for error in resolved.errors:
+        for error in errors:
             if error not in self.state.errors:
                 workflow.logger.error(error)
         self.state = self.state.model_copy(update={
-            "errors": resolved.errors, "next_probe_at": None, "next_capacity_at": None, "next_publish_at": None,
+            "errors": errors, "next_probe_at": None, "next_capacity_at": None, "next_publish_at": None,
             # Publish again once fixed, whatever the table then holds.
             "publication": self.state.publication.model_copy(update={"plan_key": None}),
         })
-        if self.state.spec is not None:
+        if write_status:
             await self.write_status()
 
     async def observe(self, asked: ObserveHomesInput) -> ObserveHomesResult | None:
@@ -258,7 +260,7 @@ class TrafficMapWorkflow:
         if key == self.state.written and not force:
             return
         result = await kube_calls.apply_object(
-            ApplyObjectInput(manifest=manifest, plural=objects.PLURAL),
+            kube_ops.ApplyObjectInput(manifest=manifest, plural=objects.PLURAL),
             summary=f"write TrafficMap {self.state.namespace}/{self.state.isvc}: "
             + ", ".join(f"{e.cluster}={e.weight}" for e in self.state.spec.entries),
         )
@@ -276,7 +278,7 @@ class TrafficMapWorkflow:
         if key == self.state.status_written:
             return
         await kube_calls.patch_status(
-            PatchStatusInput(ref=self.map_ref(), status=status, missing_ok=True),
+            kube_ops.PatchStatusInput(ref=self.map_ref(), status=status, missing_ok=True),
             summary=f"TrafficMap status: Published={published[0]} {published[1]}",
         )
         self.state = self.state.model_copy(update={"status_written": key})
@@ -324,11 +326,11 @@ class TrafficMapWorkflow:
                               plural=publication.ROUTE_PLURAL)
         try:
             existing = await kube_calls.read_object(
-                ReadObjectInput(ref=route_ref), summary=f"read HTTPRoute {route_ref.namespace}/{route_ref.name}",
+                kube_ops.ReadObjectInput(ref=route_ref), summary=f"read HTTPRoute {route_ref.namespace}/{route_ref.name}",
                 schedule_to_close=PUBLISH_BUDGET,
             )
             routes = await kube_calls.list_objects(
-                ListObjectsInput(api_version=publication.ROUTE_API_VERSION, kind=publication.ROUTE_KIND,
+                kube_ops.ListObjectsInput(api_version=publication.ROUTE_API_VERSION, kind=publication.ROUTE_KIND,
                                  plural=publication.ROUTE_PLURAL),
                 summary=f"list HTTPRoutes: is hostname {plan.hostname} free on the gateway?",
                 schedule_to_close=PUBLISH_BUDGET,
@@ -342,13 +344,13 @@ class TrafficMapWorkflow:
         try:
             for service in plan.services:
                 await kube_calls.apply_object(
-                    ApplyObjectInput(manifest=service),
+                    kube_ops.ApplyObjectInput(manifest=service),
                     summary=f"backend Service {service['metadata']['name']} -> {service['spec']['externalName']} "
                     f"({service['metadata']['labels'][texts.CLUSTER_LABEL]})",
                     schedule_to_close=PUBLISH_BUDGET,
                 )
             await kube_calls.apply_object(
-                ApplyObjectInput(manifest=plan.route, plural=publication.ROUTE_PLURAL),
+                kube_ops.ApplyObjectInput(manifest=plan.route, plural=publication.ROUTE_PLURAL),
                 summary=f"HTTPRoute {route_ref.name} for {plan.hostname}: "
                 + ", ".join(f"{c}={w}" for c, w in plan.weights.items()),
                 schedule_to_close=PUBLISH_BUDGET,
@@ -365,13 +367,13 @@ class TrafficMapWorkflow:
     async def remove_backends(self, plan: publication.Plan | None) -> None:
         """Delete this map's backend Services the plan no longer has (all of them without a plan)."""
         listed = await kube_calls.list_objects(
-            ListObjectsInput(api_version="v1", kind="Service", namespace=self.state.namespace,
+            kube_ops.ListObjectsInput(api_version="v1", kind="Service", namespace=self.state.namespace,
                              label_selector=publication.backend_selector(self.state.isvc)),
             summary=f"list the backend Services of {self.state.isvc}", schedule_to_close=PUBLISH_BUDGET,
         )
         for name in publication.stale_services(listed.items, plan):
             await kube_calls.delete_object(
-                DeleteObjectInput(ref=ObjectRef(api_version="v1", kind="Service", name=name,
+                kube_ops.DeleteObjectInput(ref=ObjectRef(api_version="v1", kind="Service", name=name,
                                                 namespace=self.state.namespace)),
                 summary=f"delete backend Service {name} (no longer in the map)", schedule_to_close=PUBLISH_BUDGET,
             )
@@ -383,12 +385,12 @@ class TrafficMapWorkflow:
                               plural=publication.ROUTE_PLURAL)
         try:
             existing = await kube_calls.read_object(
-                ReadObjectInput(ref=route_ref), summary=f"read HTTPRoute {route_ref.name} before withdrawing it",
+                kube_ops.ReadObjectInput(ref=route_ref), summary=f"read HTTPRoute {route_ref.name} before withdrawing it",
                 schedule_to_close=PUBLISH_BUDGET,
             )
             labels = ((existing.object or {}).get("metadata") or {}).get("labels") or {}
             if existing.found and labels.get(texts.ENDPOINT_ISVC_LABEL) == self.state.isvc:
-                await kube_calls.delete_object(DeleteObjectInput(ref=route_ref),
+                await kube_calls.delete_object(kube_ops.DeleteObjectInput(ref=route_ref),
                                                summary=f"withdraw HTTPRoute {route_ref.name}",
                                                schedule_to_close=PUBLISH_BUDGET)
         except ActivityError as error:
@@ -403,12 +405,12 @@ class TrafficMapWorkflow:
         self.show()
         await self.withdraw()
         ref = self.map_ref()
-        await kube_calls.delete_object(DeleteObjectInput(ref=ref), summary=f"delete TrafficMap {ref.namespace}/{ref.name}")
-        current = await kube_calls.read_object(ReadObjectInput(ref=ref), summary="read the TrafficMap's finalizers")
+        await kube_calls.delete_object(kube_ops.DeleteObjectInput(ref=ref), summary=f"delete TrafficMap {ref.namespace}/{ref.name}")
+        current = await kube_calls.read_object(kube_ops.ReadObjectInput(ref=ref), summary="read the TrafficMap's finalizers")
         finalizers = ((current.object or {}).get("metadata") or {}).get("finalizers") or []
         if current.found and texts.FINALIZER in finalizers:
             await kube_calls.patch_object(
-                PatchObjectInput(ref=ref, patch={"metadata": {"finalizers": [f for f in finalizers if f != texts.FINALIZER]}},
+                kube_ops.PatchObjectInput(ref=ref, patch={"metadata": {"finalizers": [f for f in finalizers if f != texts.FINALIZER]}},
                                  resource_version=(current.object or {}).get("metadata", {}).get("resourceVersion"),
                                  missing_ok=True),
                 summary=f"release finalizer {texts.FINALIZER}: the route is removed",
