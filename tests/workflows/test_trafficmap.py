@@ -114,7 +114,11 @@ async def test_weights_from_homes_are_written_and_published_with_the_same_weight
         # "2" and "6" give the same weights as "3" alone; a home that leaves takes its backend along.
         await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (4, 4), B: (2, 2)}, generation=7,
                                                                  routing={"capacityFactors": {A: "2", B: "6"}}))
-        await harness.until(handle, lambda v: v.observed_isvc_generation == 7 and weights_are({A: 2, B: 3})(v))
+        later = await harness.until(handle, lambda v: v.observed_isvc_generation == 7 and weights_are({A: 2, B: 3})(v))
+        # Conditions keep their transition time while their status holds.
+        assert {c.type: c.last_transition_time for c in later.conditions} == {
+            c.type: c.last_transition_time for c in view.conditions
+        }
         await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (4, 4)}, generation=8))
         await harness.until(handle, weights_are({A: 1}))
         assert len(harness.backends()) == 1

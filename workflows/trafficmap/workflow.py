@@ -208,10 +208,7 @@ class TrafficMapWorkflow:
             self.state = fold(self.state, asked, answers, resolved, now)
         built = build(self.state.isvc, report, resolved, drain_rules.merged(self.state.drains, resolved.annotated_drains),
                       self.state.probes, self.state.probe_times, self.state.readings, now)
-        self.state = self.state.model_copy(update={
-            "spec": built.spec,
-            "conditions": conditions_now(self.state.conditions, built.conditions, now, None),
-        })
+        self.state = self.state.model_copy(update={"spec": built.spec})
         resync = self.state.next_publish_at is None or now >= self.state.next_publish_at
         await self.write_map(force=resync)
         plan = publication.plan(self.state.namespace, self.state.isvc, built.spec.entries, self.endpoint_settings(),
@@ -223,7 +220,7 @@ class TrafficMapWorkflow:
             # is current for this generation too.
             current = self.state.publication.model_copy(update={"observed_generation": self.state.map_generation})
             self.state = self.state.model_copy(update={"publication": current})
-        await self.write_status()
+        await self.write_status(built.conditions)
 
     async def stop(self, errors: list[str], write_status: bool) -> None:
         """An error stops the map: log it once in OME's words, keep the last table, say so."""
@@ -236,7 +233,7 @@ class TrafficMapWorkflow:
             "publication": self.state.publication.model_copy(update={"plan_key": None}),
         })
         if write_status:
-            await self.write_status()
+            await self.write_status(None)
 
     async def observe(self, asked: ObserveHomesInput) -> ObserveHomesResult | None:
         kinds = " and ".join(k for k, v in (("probe", asked.probes), ("poll capacity of", asked.capacity)) if v)
@@ -267,9 +264,12 @@ class TrafficMapWorkflow:
         generation = result.generation if result.generation is not None else (self.state.map_generation or 0) + 1
         self.state = self.state.model_copy(update={"written": key, "map_generation": generation})
 
-    async def write_status(self) -> None:
+    async def write_status(self, planned_map: list[PlannedCondition] | None) -> None:
+        """Status with the map's conditions (`planned_map`; None: the last ones, the map being
+        stopped) and `Published`; `lastTransitionTime` kept while a status holds."""
         published = objects.published_condition(self.state.publication, self.state.errors)
-        planned = [*self.planned_conditions(), PlannedCondition(texts.PUBLISHED, *published)]
+        kept = planned_map if planned_map is not None else self.planned_conditions()
+        planned = [*kept, PlannedCondition(texts.PUBLISHED, *published)]
         conditions = conditions_now(self.state.conditions, planned, workflow.now(),
                                     self.state.map_generation)
         self.state = self.state.model_copy(update={"conditions": conditions})
