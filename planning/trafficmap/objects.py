@@ -64,6 +64,17 @@ def map_status(isvc_uid: str, publication: Publication, conditions: list[Conditi
     return status.to_manifest()
 
 
+def change_key(manifest: dict[str, Any]) -> str:
+    """What makes a map worth writing: everything but the probes' `lastProbeTime`, which the
+    publisher's resync refreshes (a write per probe period would only say "still probing")."""
+    entries = [
+        {**entry, "probe": {k: v for k, v in entry["probe"].items() if k != "lastProbeTime"}} if "probe" in entry
+        else entry
+        for entry in manifest.get("spec", {}).get("entries", [])
+    ]
+    return canonical({**manifest, "spec": {**manifest.get("spec", {}), "entries": entries}})
+
+
 def canonical(value: Any) -> str:
     """A stable text of a manifest, to write only what changed."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)

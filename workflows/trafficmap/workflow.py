@@ -253,7 +253,7 @@ class TrafficMapWorkflow:
     async def write_map(self, force: bool) -> None:
         assert self.state.spec is not None
         manifest = objects.map_manifest(self.state.namespace, self.state.isvc, self.state.isvc_uid, self.state.spec)
-        key = objects.canonical(manifest)
+        key = objects.change_key(manifest)
         if key == self.state.written and not force:
             return
         result = await kube_calls.apply_object(

@@ -3,11 +3,19 @@ that stops the map (§17)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from models.trafficmap import TrafficMapSpec
+from models.trafficmap import EntryProbe, TrafficMapEntry, TrafficMapSpec
 from planning.trafficmap import texts
-from planning.trafficmap.objects import map_manifest, map_status, owner_problem, published_condition
+from planning.trafficmap.objects import (
+    change_key,
+    map_manifest,
+    map_status,
+    owner_problem,
+    published_condition,
+)
 from planning.trafficmap.state import Publication
 
 pytestmark = pytest.mark.unit
@@ -63,3 +71,13 @@ def test_published_condition(publication: Publication, frozen: list[str], expect
 def test_owner_check(owners: list[dict[str, object]] | None, problem: str | None) -> None:
     existing = None if owners is None else {"metadata": {"ownerReferences": owners}}
     assert owner_problem(existing, "prod", "chat", "uid-1") == problem
+
+
+def test_a_new_probe_time_alone_is_no_change_worth_writing() -> None:
+    def manifest(second: int, gated: bool = False) -> dict[str, object]:
+        probe = EntryProbe(result="Passing", gated=gated, last_probe_time=datetime(2026, 1, 1, 0, 0, second, tzinfo=UTC))
+        spec = TrafficMapSpec(service="chat", entries=[TrafficMapEntry(cluster="a", probe=probe)])
+        return map_manifest("prod", "chat", "uid-1", spec)
+
+    assert change_key(manifest(1)) == change_key(manifest(2))
+    assert change_key(manifest(1)) != change_key(manifest(1, gated=True))
