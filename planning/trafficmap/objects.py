@@ -51,6 +51,13 @@ def published_condition(publication: Publication, frozen: list[str]) -> tuple[Li
     return ("True" if publication.reason == texts.REASON_PUBLISHED else "False"), publication.reason, publication.message
 
 
+def publication_fallback_condition(publication: Publication) -> tuple[Literal["False", "Unknown"], str, str]:
+    """`PublicationFallback`: the built-in publisher has none; Unknown until it has published."""
+    if publication.reason == texts.REASON_PUBLISHED:
+        return "False", "Unsupported", f'publisher "{texts.PUBLISHER}" has no fallback publication'
+    return "Unknown", publication.reason, publication.message
+
+
 def map_status(isvc_uid: str, publication: Publication, conditions: list[Condition]) -> dict[str, Any]:
     gateway = (
         GatewayRef(namespace=publication.gateway_namespace, name=publication.gateway_name)

@@ -9,6 +9,7 @@ ROUTABLE = "Routable"
 OVERRIDE_ACTIVE = "OverrideActive"
 CAPACITY_FALLBACK = "CapacityFallback"
 PUBLISHED = "Published"
+PUBLICATION_FALLBACK = "PublicationFallback"
 
 OVERRIDES_APPLIED = "OverridesApplied"
 OVERRIDES_PENDING = "OverridesPending"
@@ -16,6 +17,7 @@ NO_OVERRIDES = "NoOverrides"
 
 # --- Published reasons (§17, §21) ---------------------------------------------------------
 REASON_PUBLISHED = "Published"
+PUBLICATION_FALLBACK = "PublicationFallback"
 WITHDRAWN = "Withdrawn"
 INVALID_PLAN = "InvalidPlan"
 CLAIM_REJECTED = "ClaimRejected"

@@ -269,7 +269,9 @@ class TrafficMapWorkflow:
         stopped) and `Published`; `lastTransitionTime` kept while a status holds."""
         published = objects.published_condition(self.state.publication, self.state.errors)
         kept = planned_map if planned_map is not None else self.planned_conditions()
-        planned = [*kept, PlannedCondition(texts.PUBLISHED, *published)]
+        fallback = objects.publication_fallback_condition(self.state.publication)
+        planned = [*kept, PlannedCondition(texts.PUBLISHED, *published),
+                   PlannedCondition(texts.PUBLICATION_FALLBACK, *fallback)]
         conditions = conditions_now(self.state.conditions, planned, workflow.now(),
                                     self.state.map_generation)
         self.state = self.state.model_copy(update={"conditions": conditions})
@@ -285,7 +287,7 @@ class TrafficMapWorkflow:
 
     def planned_conditions(self) -> list[PlannedCondition]:
         return [PlannedCondition(c.type, c.status, c.reason, c.message)
-                for c in self.state.conditions if c.type != texts.PUBLISHED]
+                for c in self.state.conditions if c.type not in (texts.PUBLISHED, texts.PUBLICATION_FALLBACK)]
 
     # --- publication ----------------------------------------------------------------------------
 

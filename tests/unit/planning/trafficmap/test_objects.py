@@ -14,6 +14,7 @@ from planning.trafficmap.objects import (
     map_manifest,
     map_status,
     owner_problem,
+    publication_fallback_condition,
     published_condition,
 )
 from planning.trafficmap.state import Publication
@@ -81,3 +82,15 @@ def test_a_new_probe_time_alone_is_no_change_worth_writing() -> None:
 
     assert change_key(manifest(1)) == change_key(manifest(2))
     assert change_key(manifest(1)) != change_key(manifest(1, gated=True))
+
+
+@pytest.mark.parametrize(
+    ("publication", "expected"),
+    [
+        pytest.param(Publication(reason="Published", published=True), ("False", "Unsupported"), id="after success"),
+        pytest.param(Publication(reason="ApplyFailed", message="x"), ("Unknown", "ApplyFailed"), id="failing"),
+        pytest.param(Publication(), ("Unknown", "Transitioning"), id="publishing"),
+    ],
+)
+def test_publication_fallback(publication: Publication, expected: tuple[str, str]) -> None:
+    assert publication_fallback_condition(publication)[:2] == expected
