@@ -335,8 +335,12 @@ async def test_a_worker_restart_keeps_the_state_and_publishes_only_the_current_m
     await handle.signal(SIGNAL_HOMES_CHANGED, harness.report({A: (2, 2), B: (4, 4)}, generation=2))
     assert harness.route_weights() == {A: 0, B: 0}
 
-    harness.gateways.home(B).probe_status = 200
     async with worker(harness, settings):
+        # The new report is built on the surviving state: worker-b's gate is still shut.
+        view = await harness.until(handle, lambda v: v.observed_isvc_generation == 2 and v.publication.published)
+        assert {e.cluster: e.probe.gated for e in view.entries if e.probe} == {A: False, B: True}
+        assert view.weights == {A: 0, B: 0} and harness.route_weights() == {A: 0, B: 0}
+        harness.gateways.home(B).probe_status = 200
         # 2 and 4 reduce to 1 and 2 before the drain zeroes worker-a (§17: not renormalised).
         view = await harness.until(handle, lambda v: v.observed_isvc_generation == 2 and weights_are({A: 0, B: 2})(v))
         # The drain survived the restart; the gate was lifted by a passing probe, not forgotten.
