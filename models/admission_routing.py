@@ -23,8 +23,8 @@ MIN_PROBE_PERIOD_SECONDS = 1.0
 CAPACITY_FORMATS = ("Report",)
 
 
-def check_probe(probe: RoutingProbe, findings: Findings) -> None:
-    where = "spec.routing.probe"
+def check_probe(probe: RoutingProbe, findings: Findings, where: str = "spec.routing.probe") -> None:
+    """`where` names the block in messages: the InferenceService's, or the chart's `routing.probe`."""
     if probe.disabled:
         return
     values = probe.model_dump(by_alias=True)
@@ -57,8 +57,8 @@ def check_probe(probe: RoutingProbe, findings: Findings) -> None:
             findings.deny(REASON, f"{where}.{name}", f"{where}.{name} must be at least 1, got {value}")
 
 
-def check_capacity_poll(capacity: RoutingCapacity, findings: Findings) -> None:
-    where = "spec.routing.capacity"
+def check_capacity_poll(capacity: RoutingCapacity, findings: Findings, where: str = "spec.routing.capacity") -> None:
+    """`where` names the block in messages: the InferenceService's, or the chart's `routing.capacity`."""
     if capacity.disabled:
         return
     if capacity.options is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -20,6 +20,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from models.canary_analysis import CanaryAnalysisConfig, MetricProviderBinding
 from models.duration import parse_duration
 from models.migration import MigrationAudit
+from models.routing_ops import RoutingSettingsResult
+from planning.trafficmap.policy import chart_problems
 from workflows.names import TASK_QUEUE
 
 if TYPE_CHECKING:
@@ -238,6 +240,66 @@ class ClustersSettings(_Group):
     @property
     def refresh_interval_seconds(self) -> float:
         return parse_duration(self.refresh_interval)
+class RoutingSettings(_Group):
+    """Multi-cluster routing on the control plane (spec reference §17-§21): the chart's
+    `ome.multicluster.config.endpoint`, its probe and capacity defaults and the publisher's
+    resync. Checked when the worker starts: a bad value stops it with OME's
+    `invalid multi-cluster configuration` text."""
+
+    global_gateway: str = ""
+    """Gateway the global HTTPRoutes attach to, `ns/name` or `name` (in the route's namespace).
+    Empty (the chart's default): no global endpoint; maps are `Withdrawn`."""
+
+    backend_port: int = 0
+    """Port of each home gateway that the ExternalName backends point at. Required, 1-65535,
+    with a gateway; 0 (the chart's default) withdraws the route."""
+
+    global_host_template: str = ""
+    """Go template of the global hostname with only `{{ .Name }}` and `{{ .Namespace }}`, e.g.
+    `{{ .Name }}.{{ .Namespace }}.global.example.com`. Empty: only InferenceServices with the
+    `ome.io/global-host` annotation are published."""
+
+    resync_interval: str = "1m"
+    """Go duration: how often a published route is written again (reverting hand edits and
+    retrying a failed publication) when nothing changed. OME's `routing.publisher.resyncInterval`."""
+
+    probe: dict[str, Any] | None = None
+    """JSON of the chart's routing health probe (`spec.routing.probe`'s nine fields: path,
+    method, acceptStatuses, gateStatuses, period, timeout, failureThreshold, successThreshold,
+    allFailedPolicy). Unset (the chart sets none): no probes unless a service sets its own."""
+
+    capacity: dict[str, Any] | None = None
+    """JSON of the chart's routing capacity poll (`spec.routing.capacity`: path, method, format,
+    samples, quorum, period, timeout, maxAge). Unset: no polling unless a service sets its own."""
+
+    @model_validator(mode="after")
+    def _valid(self) -> RoutingSettings:
+        problems = chart_problems(self.probe, self.capacity)
+        try:
+            interval = parse_duration(self.resync_interval)
+            if interval <= 0:
+                problems.append(f'invalid multi-cluster configuration: routing.publisher.resyncInterval: '
+                                f'"{self.resync_interval}" must be positive')
+        except ValueError:
+            problems.append(f'invalid multi-cluster configuration: routing.publisher.resyncInterval: '
+                            f'"{self.resync_interval}" is not a duration (use forms like "30s", "5m")')
+        if self.global_gateway and not 1 <= self.backend_port <= 65535:
+            problems.append(f"invalid multi-cluster configuration: OME_ROUTING__BACKEND_PORT must be from 1 to 65535 "
+                            f"with OME_ROUTING__GLOBAL_GATEWAY set, got {self.backend_port}")
+        if problems:
+            raise SettingsError("; ".join(problems))
+        return self
+
+    def result(self) -> RoutingSettingsResult:
+        """What a TrafficMap reads (through an activity)."""
+        return RoutingSettingsResult(
+            global_gateway=self.global_gateway,
+            backend_port=self.backend_port,
+            global_host_template=self.global_host_template,
+            resync_interval_seconds=parse_duration(self.resync_interval),
+            probe=self.probe,
+            capacity=self.capacity,
+        )
 
 
 class OtelSettings(_Group):
@@ -378,6 +440,8 @@ class Settings(BaseSettings):
 
     clusters: ClustersSettings = ClustersSettings()
     """Workload clusters: refresh interval and connection grace."""
+    routing: RoutingSettings = RoutingSettings()
+    """Multi-cluster routing: global endpoint, probe and capacity defaults."""
 
     otel: OtelSettings = OtelSettings()
     """OpenTelemetry tracing export."""

@@ -35,6 +35,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.registry import build_activities
 from models.canary_analysis import CanarySettingsResult
 from models.migration import MigrationAudit
+from models.routing_ops import RoutingSettingsResult
 from workers.client import connect, exit_process, metrics_runtime
 from workers.clusters import ClusterDirectory, PerCluster
 from workers.config import Settings, SettingsError, WorkerSettings, kube_api_client
@@ -69,6 +70,8 @@ def build_worker(
     max_cached_workflows: int = WorkerSettings().max_cached_workflows,
     canary: CanarySettingsResult | None = None,
     migration_audit: MigrationAudit | None = MigrationAudit(),
+    routing: RoutingSettingsResult | None = None,
+    gateway_transport: Any = None,
 ) -> Worker:
     """A worker with every registered workflow and activity, ready for `async with` or `run()`.
 
@@ -88,7 +91,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[*workflows, *extra_workflows],
-        activities=build_activities(kube_api_client, canary, migration_audit) if activities is None else activities,
+        activities=build_activities(kube_api_client, canary, migration_audit, routing, gateway_transport) if activities is None else activities,
         activity_executor=executor,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
         max_cached_workflows=max_cached_workflows,
@@ -181,6 +184,7 @@ async def _poll_until_stopped(
         default_ready_timeout=settings.canary.default_ready_timeout or None,
     )
     migration_audit = settings.migration.audit()
+    routing = settings.routing.result()
 
     def make(task_queue: str, kube: Any, executor: Executor) -> Worker:
         return build_worker(
@@ -193,6 +197,7 @@ async def _poll_until_stopped(
             max_cached_workflows=settings.worker.max_cached_workflows,
             canary=canary,
             migration_audit=migration_audit,
+            routing=routing,
         )
 
     directory = ClusterDirectory(

@@ -8,6 +8,7 @@ from workflows.migration.workflow import MigrationWorkflow
 from workflows.replica.workflow import InferenceReplicaWorkflow
 from workflows.rollout.workflow import RolloutWorkflow
 from workflows.service.workflow import InferenceServiceWorkflow
+from workflows.trafficmap.workflow import TrafficMapWorkflow
 
 WORKFLOWS: list[type[Any]] = [
     InstanceWorkflow,
@@ -16,4 +17,5 @@ WORKFLOWS: list[type[Any]] = [
     RolloutWorkflow,
     MigrationWorkflow,
     DrainWorkflow,
+    TrafficMapWorkflow,
 ]

@@ -130,7 +130,7 @@ def allocate(admitted: int, found: Ceiling) -> Allocation:
     return Allocation(admitted, "ControlPlane", found.value)
 
 
-def fallback_condition(reasons: Sequence[str | None]) -> tuple[str, str, str]:
+def fallback_condition(reasons: Sequence[str | None]) -> tuple[Literal["True", "False"], str, str]:
     """`CapacityFallback` (status, reason, message) over the homes' fallback reasons."""
     total = len(reasons)
     falling = sum(1 for reason in reasons if reason is not None)

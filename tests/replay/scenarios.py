@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
@@ -44,11 +44,13 @@ from tests.workflows.service_harness import (
     runtime_manifest,
     with_image,
 )
+from tests.workflows.trafficmap_harness import Gateways, TrafficMapHarness, routing_settings
 from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
 from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
 from workflows.names import rollout_workflow_id
 from workflows.service.messages import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
+from workflows.trafficmap.messages import DrainRequest, DrainResult, UndrainRequest
 
 BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
 HOLD_AT_ONCE = {"drain_seconds": 0.2, "stuck_pod_grace_seconds": 1, "update_retry": None}
@@ -621,6 +623,58 @@ async def service_drain(env: WorkflowEnvironment, sim: KubeSim, task_queue: str)
         await _delete_service(s)
 
 
+async def trafficmap_weights_drain_delete(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """A TrafficMap with chart probes and capacity polls against a stand-in of the home gateways:
+    weights 2 and 3 (spec 000), published; a gate on worker-b and its lift; a drain by Update, a
+    refused one, an undrain; a zero factor freezing the map and a fixed one resuming it; delete."""
+    fast_probe = {"path": "/healthz", "method": "GET", "acceptStatuses": [200], "gateStatuses": [503],
+                  "period": "1s", "timeout": "500ms", "failureThreshold": 1, "successThreshold": 1,
+                  "allFailedPolicy": "Drain"}
+    fast_capacity = {"path": "/capacity", "method": "GET", "format": "Report", "samples": 1, "quorum": 1,
+                     "period": "2s", "timeout": "1s", "maxAge": "10s"}
+    gateways = Gateways(env)
+    await gateways.start()
+    h = TrafficMapHarness(env, sim, gateways, task_queue)
+    h.prepare()
+    for cluster, servable in (("worker-a", 4), ("worker-b", 2)):
+        gateways.home(cluster).servable = servable
+    routing = {"capacityFactors": {"worker-b": "3"}}
+    homes = {"worker-a": (4, 4), "worker-b": (2, 2)}
+
+    def published(weights: dict[str, int]) -> Callable[[Any], bool]:
+        return lambda v: v.weights == weights and v.publication.published and v.publication.route == weights
+
+    try:
+        settings = routing_settings(probe=fast_probe, capacity=fast_capacity)
+        async with build_worker(env.client, task_queue, sim.api_client(), routing=settings):
+            handle = await h.start()
+            await handle.signal("homes_changed", h.report(homes, generation=1, routing=routing))
+            await h.until(handle, published({"worker-a": 2, "worker-b": 3}), within=WAIT)
+            gateways.home("worker-b").probe_status = 503
+            await h.until(handle, published({"worker-a": 1, "worker-b": 0}), within=WAIT)
+            gateways.home("worker-b").probe_status = 200
+            await h.until(handle, published({"worker-a": 2, "worker-b": 3}), within=WAIT)
+            await handle.execute_update("drain_cluster", DrainRequest(id="maint", cluster="worker-a"),
+                                        result_type=DrainResult)
+            try:
+                await handle.execute_update("drain_cluster", DrainRequest(id="maint", cluster="worker-a"),
+                                            result_type=DrainResult)
+                raise RuntimeError("a second drain with the same ID was accepted")
+            except WorkflowUpdateFailedError:
+                pass
+            await h.until(handle, published({"worker-a": 0, "worker-b": 3}), within=WAIT)
+            await handle.execute_update("undrain_cluster", UndrainRequest(id="maint"), result_type=DrainResult)
+            await handle.signal("homes_changed", h.report(homes, generation=2,
+                                                          routing={"capacityFactors": {"worker-b": "0"}}))
+            await h.until(handle, lambda v: bool(v.errors), within=WAIT)
+            await handle.signal("homes_changed", h.report(homes, generation=3, routing=routing))
+            await h.until(handle, lambda v: v.observed_isvc_generation == 3 and not v.errors, within=WAIT)
+            await handle.signal("delete")
+            await asyncio.wait_for(handle.result(), WAIT)
+    finally:
+        await gateways.stop()
+
+
 SCENARIOS = [
     Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
     Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
@@ -682,6 +736,12 @@ SCENARIOS = [
         "service_lifecycle_change",
         service_lifecycle_change,
         "restartPolicy changed alone (no new revision), a killed container recreates its Instance, delete",
+    ),
+    Scenario(
+        "trafficmap_weights_drain_delete",
+        trafficmap_weights_drain_delete,
+        "a TrafficMap: weights 2 and 3 published, a probe gate set and lifted, a drain (and a refused one) and "
+        "undrain, a zero factor freezing the map and a fixed one resuming it, delete",
     ),
 ]
 

@@ -26,7 +26,15 @@ from tests.replay.changed_workflows import CHANGED
 from tests.replay.record_histories import REGENERATE, SCENARIOS
 from workers.client import DATA_CONVERTER
 from workers.worker import _SANDBOX_PASSTHROUGH
-from workflows.names import DRAIN, INFERENCE_REPLICA, INFERENCE_SERVICE, INSTANCE, MIGRATION, ROLLOUT
+from workflows.names import (
+    DRAIN,
+    INFERENCE_REPLICA,
+    INFERENCE_SERVICE,
+    INSTANCE,
+    MIGRATION,
+    ROLLOUT,
+    TRAFFIC_MAP,
+)
 from workflows.registry import WORKFLOWS
 
 pytestmark = pytest.mark.workflows
@@ -83,7 +91,7 @@ def test_histories_cover_every_scenario_and_workflow_type() -> None:
     )
     # Every workflow type the worker registers has histories to replay.
     registered = {getattr(cls, "__temporal_workflow_definition").name for cls in WORKFLOWS}
-    expected = {INSTANCE, INFERENCE_REPLICA, INFERENCE_SERVICE, ROLLOUT, MIGRATION, DRAIN}
+    expected = {INSTANCE, INFERENCE_REPLICA, INFERENCE_SERVICE, ROLLOUT, MIGRATION, DRAIN, TRAFFIC_MAP}
     assert {workflow_type(path) for path in FILES} == registered == expected
     for path in FILES:
         events = json.loads(path.read_text())["events"]

@@ -3,7 +3,7 @@
 `product_requests()` runs the worker's Kubernetes activities and the pod watcher against a
 fresh kubesim, the way the workflows use them, on objects the planners render from the
 example InferenceService and runtime in `deploy/examples/`: the InferenceService object and
-its status, the component's Service, PodDisruptionBudget, Deployment (RawDeployment) and
+its status, a TrafficMap and its global route with ExternalName backends, the component's Service, PodDisruptionBudget, Deployment (RawDeployment) and
 InferenceReplica with its status, an Instance's headless Service, PodGroup and pods (created
 twice, patched in place, put in rotation, listed, deleted), the runtime lookups, the PodGroup
 CRD check and aggregated Events, a canary analysis sample reading its bearer-token Secret, and
@@ -67,6 +67,7 @@ from models.migration import AuditRowInput
 from models.pods import InstancePods
 from models.resolution import effective_component, inference_replica_spec
 from models.runtime import ClusterServingRuntime
+from models.trafficmap import TrafficMapEntry, TrafficMapSpec
 from planning.instance.pods import (
     in_place_image_patches,
     render_headless_service,
@@ -79,6 +80,8 @@ from planning.replica.template import ClusterLifecycle, InstanceIdentity, instan
 from planning.service.components import plan_components
 from planning.service.deployment import DeploymentObserved
 from planning.service.objects import render_deployment, render_pdb, render_service
+from planning.trafficmap import objects as map_objects
+from planning.trafficmap import publication
 from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.kubesim.activity_objects import WAIT_SECONDS, wait_for
 from workers.clusters import ClusterDirectory
@@ -333,6 +336,40 @@ def exercise_drain(
     _run(kube.patch_object, PatchObjectInput(ref=node, patch={"spec": {"unschedulable": None}}))
 
 
+def exercise_trafficmap(kube: KubeActivities, namespace: str, isvc: str) -> None:
+    """The TrafficMap workflow's calls: read, write and project its map, publish the route and
+    its ExternalName backends (claim check included), drop a stale backend, then withdraw and
+    release the finalizer."""
+    spec = TrafficMapSpec(service=isvc, entries=[
+        TrafficMapEntry(cluster=c, endpoint=f"http://{c}.example/{namespace}/{isvc}", weight=1)
+        for c in ("worker-a", "worker-b")
+    ])
+    ref = ObjectRef(api_version=map_objects.API_VERSION, kind="TrafficMap", name=isvc, namespace=namespace,
+                    plural=map_objects.PLURAL)
+    _run(kube.read_object, ReadObjectInput(ref=ref))
+    _apply_twice(kube, map_objects.map_manifest(namespace, isvc, "", spec), map_objects.PLURAL)
+    _run(kube.patch_status, PatchStatusInput(ref=ref, status={"published": True}))
+    settings = publication.EndpointSettings("gateways/global", 8080, "{{ .Name }}.example.com")
+    planned = publication.plan(namespace, isvc, spec.entries, settings, None)
+    assert planned.route is not None
+    route = ObjectRef(api_version=publication.ROUTE_API_VERSION, kind=publication.ROUTE_KIND,
+                      name=publication.route_name(isvc), namespace=namespace, plural=publication.ROUTE_PLURAL)
+    _run(kube.list_objects, ListObjectsInput(api_version=publication.ROUTE_API_VERSION, kind=publication.ROUTE_KIND,
+                                             plural=publication.ROUTE_PLURAL))
+    for manifest in planned.services:
+        _apply_twice(kube, manifest)
+    _apply_twice(kube, planned.route, publication.ROUTE_PLURAL)
+    _run(kube.read_object, ReadObjectInput(ref=route))
+    backends = _run(kube.list_objects, ListObjectsInput(api_version="v1", kind="Service", namespace=namespace,
+                                                        label_selector=publication.backend_selector(isvc)))
+    for name in publication.stale_services(backends.items, None):
+        service = ObjectRef(api_version="v1", kind="Service", name=name, namespace=namespace)
+        _run(kube.delete_object, DeleteObjectInput(ref=service))
+    _run(kube.delete_object, DeleteObjectInput(ref=route))
+    _run(kube.delete_object, DeleteObjectInput(ref=ref))
+    _run(kube.patch_object, PatchObjectInput(ref=ref, patch={"metadata": {"finalizers": []}}, missing_ok=True))
+
+
 ANALYSIS_TOKEN_SECRET = "prometheus-token"
 
 
@@ -471,6 +508,10 @@ async def product_requests() -> Usage:
                 exercise_migration_audit, MigrationActivities(logged_client(sim, log)), isvc["metadata"]["namespace"]
             )
             await asyncio.to_thread(exercise_clusters, logged_client(sim, log))
+            await asyncio.to_thread(
+                exercise_trafficmap, KubeActivities(logged_client(sim, log)), isvc["metadata"]["namespace"],
+                isvc["metadata"]["name"],
+            )
         finally:
             await watcher.stop()
             await deployments.stop()

@@ -275,3 +275,50 @@ def test_a_bad_workload_cluster_list_names_the_variable_value_and_fix(
     message = str(raised.value)
     assert f"OME_STACK__WORKLOAD_CLUSTERS={value!r}" in message and problem in message
     assert "use " in message
+
+
+# --- multi-cluster routing (`OME_ROUTING__*`, reference §18, §21) ------------------------------
+
+
+def test_routing_defaults_publish_nothing_and_resync_every_minute() -> None:
+    result = Settings().routing.result()
+    assert (result.global_gateway, result.backend_port, result.global_host_template) == ("", 0, "")
+    assert result.resync_interval_seconds == 60 and result.probe is None and result.capacity is None
+
+
+def test_routing_reads_the_chart_blocks_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OME_ROUTING__GLOBAL_GATEWAY", "gateways/global")
+    monkeypatch.setenv("OME_ROUTING__BACKEND_PORT", "8080")
+    monkeypatch.setenv("OME_ROUTING__CAPACITY", '{"path": "/capacity", "method": "GET", "format": "Report", '
+                       '"samples": 3, "quorum": 2, "period": "10s", "timeout": "2s", "maxAge": "1m"}')
+    result = Settings().routing.result()
+    assert result.global_gateway == "gateways/global" and result.backend_port == 8080
+    assert result.capacity is not None and result.capacity["quorum"] == 2
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        pytest.param("OME_ROUTING__CAPACITY",
+                     '{"path": "/c", "method": "GET", "format": "Report", "samples": 1, "quorum": 1, '
+                     '"period": "10", "timeout": "2s", "maxAge": "1m"}',
+                     'invalid multi-cluster configuration: routing.capacity.period: "10" is not a duration '
+                     '(use forms like "30s", "5m")', id="capacity period without unit"),
+        pytest.param("OME_ROUTING__CAPACITY",
+                     '{"path": "/c", "method": "GET", "format": "Report", "samples": 1, "quorum": 1, '
+                     '"period": "10s", "timeout": "10s", "maxAge": "1m"}',
+                     "invalid multi-cluster configuration: routing.capacity.timeout (10s) must be shorter than "
+                     "routing.capacity.period (10s)", id="capacity timeout not shorter"),
+        pytest.param("OME_ROUTING__RESYNC_INTERVAL", "soon",
+                     'invalid multi-cluster configuration: routing.publisher.resyncInterval: "soon" is not a '
+                     "duration", id="resync interval"),
+        pytest.param("OME_ROUTING__GLOBAL_GATEWAY", "gateways/global",
+                     "OME_ROUTING__BACKEND_PORT must be from 1 to 65535 with OME_ROUTING__GLOBAL_GATEWAY set",
+                     id="gateway without port"),
+    ],
+)
+def test_routing_errors_stop_the_worker_with_omes_words(monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
+                                                       message: str) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        Settings()

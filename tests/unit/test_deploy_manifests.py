@@ -46,11 +46,6 @@ SERVICE_ACCOUNT = "ome-lifecycle"
 
 GRANTED_AHEAD: dict[Request, str] = {
     **{
-        Request("ome.io", "trafficmaps", verb): "the TrafficMap workflow writes the published weights"
-        for verb in ("get", "create", "update", "delete")
-    },
-    Request("ome.io", "trafficmaps/status", "patch"): "the TrafficMap workflow's status projection",
-    **{
         Request("ome.io", "inferencereplicas/scale", verb): "the InferenceReplica scale subresource"
         for verb in ("get", "update", "patch")
     },
@@ -218,7 +213,7 @@ def test_crds_define_the_product_kinds_as_apiextensions_v1() -> None:
             "Cluster" if kind in ("ClusterServingRuntime", "WorkloadCluster") else "Namespaced"
         )
         assert [v["name"] for v in spec["versions"] if v["storage"]] == [
-            "v1alpha1" if kind == "PodGroup" else "v1beta1"
+            {"PodGroup": "v1alpha1", "HTTPRoute": "v1"}.get(kind, "v1beta1")
         ], f"{where}: exactly one storage version"
         for version in spec["versions"]:
             schema = version["schema"]["openAPIV3Schema"]

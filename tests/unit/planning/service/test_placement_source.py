@@ -12,8 +12,8 @@ from models.inferenceservice import InferenceService
 from planning.service.placement_source import (
     CAPACITY_ANNOTATION,
     cluster_row,
-    plan_homes,
     placement_view,
+    plan_homes,
     ready_condition,
     servable_counts,
     source_status,

@@ -1,0 +1,1 @@
+"""The `TrafficMap` workflow: one multi-cluster InferenceService's weights and their publication."""
