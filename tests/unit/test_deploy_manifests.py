@@ -64,7 +64,7 @@ GRANTED_AHEAD: dict[Request, str] = {
     },
     **{
         Request("gateway.networking.k8s.io", "httproutes", verb): "the TrafficMap publisher's global HTTPRoute"
-        for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+        for verb in ("watch", "patch")
     },
     Request("gateway.networking.k8s.io", "gateways", "get"): "the publisher reads the global Gateway's listeners",
     **{

@@ -40,12 +40,14 @@ RUNTIME = "srt-llama-3-1-8b-instruct"
 
 
 def chat_manifest(**spec: Any) -> dict[str, Any]:
-    """Spec 000's `chat`: two engine replicas per home, placed `All` on worker-a and worker-b."""
+    """Spec 000's `chat` as OMENative Instances: two engine replicas per home, placed `All` on
+    worker-a and worker-b."""
     return {
         "apiVersion": "ome.io/v1beta1",
         "kind": "InferenceService",
         "metadata": {"name": NAME, "namespace": NAMESPACE},
         "spec": {
+            "deploymentMode": "OMENative",
             "model": {"name": "llama-3-1-8b-instruct"},
             "runtime": {"name": RUNTIME},
             "engine": {"minReplicas": 2, "maxReplicas": 4},
