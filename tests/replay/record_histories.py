@@ -37,7 +37,9 @@ from kubesim.timing import Timing
 from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.fixtures.temporal import start_dev_server
 from tests.replay.scenarios import SCENARIOS, WAIT, Scenario
+from tests.workflows.multicluster_harness import CLUSTERS
 from workers.client import exit_process
+from workflows.names import cluster_task_queue
 
 HISTORIES = Path(__file__).parent / "histories"
 REGENERATE = ".venv/bin/python -m tests.replay.record_histories"
@@ -60,7 +62,9 @@ async def closed_executions(client: Client, task_queue: str) -> list[WorkflowExe
     deadline = time.monotonic() + WAIT
     previous: list[tuple[str, str]] = []
     while True:
-        listed = [e async for e in client.list_workflows(f"TaskQueue = '{task_queue}'")]
+        # A multi-cluster scenario's homes run on `<queue>@worker-a` and `<queue>@worker-b`.
+        queues = ", ".join(f"'{q}'" for q in (task_queue, *(cluster_task_queue(task_queue, c) for c in CLUSTERS)))
+        listed = [e async for e in client.list_workflows(f"TaskQueue IN ({queues})")]
         keys = sorted((e.id, e.run_id) for e in listed)
         settled = all(e.status != WorkflowExecutionStatus.RUNNING for e in listed)
         # Two equal listings in a row: visibility has caught up with the last close.

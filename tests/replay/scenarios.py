@@ -28,6 +28,7 @@ from models.canary_analysis import CanaryAnalysisConfig, CanarySettingsResult
 from models.instance import QUERY_STATUS, DeleteRequest, InstancePhase, InstanceStatus, UpdateRequest
 from tests.fixtures.prometheus import RunningPrometheus
 from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
+from tests.workflows.multicluster_harness import CLUSTERS, chat_manifest, fleet, weights_are, with_factors
 from tests.workflows.rollout_examples import BLUE_GREEN, pd_manifest, pd_runtime
 from tests.workflows.rollout_examples import NAME as PD_NAME
 from tests.workflows.rollout_examples import NAMESPACE as NAMESPACE_PD
@@ -675,6 +676,22 @@ async def trafficmap_weights_drain_delete(env: WorkflowEnvironment, sim: KubeSim
         await gateways.stop()
 
 
+async def service_multicluster_all(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """Spec 000's `chat` placed All on worker-a and worker-b (three kubesims of its own): two
+    members on their clusters' queues, a TrafficMap weighing them 1:1, then 1:3 with worker-b's
+    factor "3"; delete drains both homes and ends the map."""
+    async with fleet(env.client, task_queue) as f:
+        await f.apply(chat_manifest())
+        await until(lambda: weights_are(f, {"worker-a": 1, "worker-b": 1}), "weights 1:1")
+        await f.apply(with_factors(chat_manifest(), {"worker-b": "3"}))
+        await until(lambda: weights_are(f, {"worker-a": 1, "worker-b": 3}), "weights 1:3")
+        await f.handle().signal("delete")
+        await until(lambda: _completed(f.handle()), "the placement source completed")
+        await until(lambda: _completed(f.trafficmap()), "the TrafficMap completed")
+        for cluster in CLUSTERS:
+            await until(lambda c=cluster: _completed(f.handle(c)), f"the {cluster} member completed")
+
+
 SCENARIOS = [
     Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
     Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
@@ -742,6 +759,12 @@ SCENARIOS = [
         trafficmap_weights_drain_delete,
         "a TrafficMap: weights 2 and 3 published, a probe gate set and lifted, a drain (and a refused one) and "
         "undrain, a zero factor freezing the map and a fixed one resuming it, delete",
+    ),
+    Scenario(
+        "service_multicluster_all",
+        service_multicluster_all,
+        "spec 000's chat placed All on two workload clusters: members on their queues, weights 1:1 then 1:3 "
+        "with a factor, delete",
     ),
 ]
 

@@ -137,6 +137,12 @@ class Fleet:
         return {entry["cluster"]: entry.get("weight", 0) for entry in found["spec"].get("entries") or []}
 
 
+async def weights_are(f: Fleet, expected: dict[str, int]) -> dict[str, int] | None:
+    """The TrafficMap object's weights once they are `expected`."""
+    weights = f.weights()
+    return weights if weights == expected else None
+
+
 def register(control: KubeSim, name: str, ready: bool = True) -> None:
     """A WorkloadCluster on the control plane, its `Ready` as the watcher would write it."""
     custom = kubernetes.client.CustomObjectsApi(control.api_client())
@@ -167,7 +173,7 @@ def prepare_home(sim: KubeSim) -> None:
 
 
 @asynccontextmanager
-async def fleet(client: Client, task_queue: str, *, routing_settings: Any = None) -> AsyncIterator[Fleet]:
+async def fleet(client: Client, task_queue: str) -> AsyncIterator[Fleet]:
     """The control plane, worker-a and worker-b, a worker per cluster and a relay per home."""
     async with AsyncExitStack() as stack:
         control = stack.enter_context(KubeSim(topology=TOPOLOGY, crds="product", timing=Timing.fast()))

@@ -23,6 +23,7 @@ from tests.workflows.multicluster_harness import (
     Fleet,
     chat_manifest,
     fleet,
+    weights_are,
     with_factors,
 )
 from tests.workflows.service_harness import eventually
@@ -34,11 +35,6 @@ from workflows.trafficmap.workflow import TrafficMapWorkflow
 
 async def homes_serving(f: Fleet, counts: dict[str, int]) -> bool:
     return all(len(f.serving_pods(cluster)) == n for cluster, n in counts.items())
-
-
-async def weights_are(f: Fleet, expected: dict[str, int]) -> dict[str, int] | None:
-    weights = f.weights()
-    return weights if weights == expected else None
 
 
 async def source_ready(f: Fleet) -> Any:
