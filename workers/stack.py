@@ -64,6 +64,14 @@ from workers.prometheus import (
 )
 from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
 
+ROUTING_DEFAULTS = {
+    "GLOBAL_GATEWAY": "ome/global-gateway",
+    "BACKEND_PORT": "80",
+    "GLOBAL_HOST_TEMPLATE": "{{ .Name }}.{{ .Namespace }}.global.example.com",
+}
+"""With workload clusters, what the worker publishes to (`OME_ROUTING__*`, unless set): the
+global Gateway `workers.workload_clusters` creates, whose listener takes `*.global.example.com`."""
+
 READY_BANNER = "Local stack is up."
 """First line of the banner; tests and scripts wait for it."""
 
@@ -148,6 +156,10 @@ class Stack:
             env[f"{ENV_PREFIX}PROMETHEUS__URL"] = self.prometheus_url
         if self.worker_metrics_address:
             env[f"{ENV_PREFIX}PROMETHEUS__WORKER_METRICS_ADDRESS"] = self.worker_metrics_address
+        if self.workload_clusters:
+            # The TrafficMaps publish to the global Gateway this stack created, unless told otherwise.
+            for name, value in ROUTING_DEFAULTS.items():
+                env.setdefault(f"{ENV_PREFIX}ROUTING__{name}", value)
         return env
 
     async def _launch(self, child: Child) -> Child:

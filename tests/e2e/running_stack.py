@@ -53,8 +53,12 @@ def free_ports(count: int) -> list[int]:
 class RunningStack:
     """One `python -m workers.stack` process and helpers to talk to what it runs."""
 
-    def __init__(self, data_dir: Path, log_file: Path, *, kubeconfig: Path | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, log_file: Path, *, kubeconfig: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.data_dir = data_dir
+        self.extra_env = dict(env or {})
+        """`OME_*` settings of this stack (`OME_STACK__WORKLOAD_CLUSTERS`, ...)."""
         self.log_file = log_file
         self.kubeconfig_override = kubeconfig
         (
@@ -95,6 +99,7 @@ class RunningStack:
             del env[name]
         if self.kubeconfig_override is not None:
             env[f"{ENV_PREFIX}KUBE__KUBECONFIG"] = str(self.kubeconfig_override)
+        env.update(self.extra_env)
         with self.log_file.open("ab") as log:
             log.write(b"\n=== starting the stack\n")
             log.flush()
