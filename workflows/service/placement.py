@@ -146,8 +146,10 @@ class ServicePlacement(ServiceComponents):
             return False
         state.source_generation = copy.source_generation
         if json.dumps(copy.manifest, sort_keys=True) != json.dumps(state.manifest, sort_keys=True):
+            # As `apply`: a new spec ends a transient `scale` of this home.
             state.manifest = copy.manifest
             state.generation += 1
+            state.transient, state.scale_requests = {}, []
         return True
 
     def admit_manifest(self, manifest: dict[str, Any]) -> Any:
