@@ -146,6 +146,8 @@ class Server:
                 return web.Response(body=exposition.render(self.traffic.series()).encode(),
                                     headers={"Content-Type": exposition.CONTENT_TYPE})
             if path == "/version":
+                # A cluster whose API is made to fail fails its reachability probe too.
+                await self.faults.before("get", "version")
                 return respond(VERSION_INFO)
             if path.startswith("/openapi/"):
                 return self._openapi(request, path)

@@ -16,8 +16,7 @@ The story:
    is told to `scale` the engine to 4 while the worker is SIGKILLed three times (2-4 s apart,
    restarted each time); the map ends at worker-a=2, worker-b=3 (4 x 1 : 2 x 3).
 3. worker-b's API is lost for a minute: first every API request answers 503 (kubesim's
-   injected faults, which spare `GET /version`, so the cluster still probes Reachable), then
-   the relay cuts every connection (the probe fails too). The WorkloadCluster stays `Ready`
+   injected faults, `GET /version` included), then the relay cuts every connection. The WorkloadCluster stays `Ready`
    (`ProbeFailedRetrying` inside the 2-minute connection grace); once the API is back the map
    is at 2:3 again and worker-b's member workflow still runs.
 
@@ -89,7 +88,7 @@ SEED = 14_2026
 FAULT_SECONDS = 20.0
 """The first part of the minute: every API request of worker-b answers 503."""
 CUT_SECONDS = 40.0
-"""The rest of the minute: worker-b's API connections are cut (GET /version fails too)."""
+"""The rest of the minute: worker-b's API connections are cut."""
 SAMPLE_SECONDS = 0.3
 FIRST_WEIGHTS_WITHIN = 120.0
 CONVERGE_WITHIN = 150.0

@@ -49,7 +49,7 @@ async def running(
 ) -> AsyncIterator[None]:
     """A worker with every workflow and the real activities, and the watcher, both on k3s."""
     await register_search_attributes(workflow_env)
-    watcher = PodWatcher(client, TemporalSignalSink(workflow_env.client), cluster="k3s")
+    watcher = PodWatcher(client, TemporalSignalSink(workflow_env.client))
     await watcher.start()
     try:
         async with build_worker(workflow_env.client, task_queue, client):

@@ -70,7 +70,7 @@ def namespace(client: ApiClient) -> Iterator[str]:
 @pytest_asyncio.fixture
 async def sink(client: ApiClient) -> AsyncIterator[RecordingSink]:
     recording = RecordingSink()
-    watcher = PodWatcher(client, recording, cluster="k3s")
+    watcher = PodWatcher(client, recording)
     await watcher.start()
     try:
         async with asyncio.timeout(WAIT_SECONDS):
@@ -83,7 +83,7 @@ async def sink(client: ApiClient) -> AsyncIterator[RecordingSink]:
 async def test_ready_pod_is_signalled_to_its_instance(
     client: ApiClient, namespace: str, sink: RecordingSink
 ) -> None:
-    kube = KubeActivities(client, cluster="k3s")
+    kube = KubeActivities(client)
     spec = instance_spec(namespace)
     workflow_id = instance_workflow_id(namespace, spec.isvc, spec.component, spec.index)
     (pod,) = render_pods(spec, incarnation=1)
@@ -99,7 +99,7 @@ async def test_ready_pod_is_signalled_to_its_instance(
         "the node's readiness comes from the node watch"
     )
     assert summary.has_serving_gate and ready.serving_count == 0, "nobody has put it in rotation yet"
-    assert ready.cluster == "k3s" and ready.resource_version
+    assert ready.cluster == "" and ready.resource_version
 
     serve = SetServingInput(namespace=namespace, pods=[name], serving=True, reason="InstanceReady")
     await asyncio.to_thread(run, kube.set_serving_condition, serve)

@@ -112,7 +112,8 @@ async def watcher(kubesim: Any, sink: RecordingSink) -> AsyncIterator[PodWatcher
 
 
 def wid(namespace: str, index: int = 0) -> str:
-    return f"instance/{namespace}/chat-engine-{index}"
+    """The watcher here watches workload cluster `sim`: its Instances' IDs end in `@sim`."""
+    return f"instance/{namespace}/chat-engine-{index}@sim"
 
 
 def is_ready(summary: InstancePods) -> bool:

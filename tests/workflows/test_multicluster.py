@@ -121,3 +121,36 @@ async def test_chat_placed_all_on_two_clusters_is_weighted_by_serving_replicas_a
         assert final["deleting"] is True
         with pytest.raises(kubernetes.client.ApiException):
             f.custom().get_namespaced_custom_object("ome.io", "v1beta1", NAMESPACE, "inferenceservices", NAME)
+
+
+async def placed(f: Fleet) -> Any:
+    view = await f.status()
+    placement = view.status.placement
+    return view if placement is not None and placement.phase == "Placed" and view.phase == "Ready" else None
+
+
+async def test_split_shares_the_floor_and_single_takes_one_home(dev_client: Client, task_queue: str) -> None:
+    """`Split` puts `split.replicas` across the homes (3 -> 2 on worker-a, 1 on worker-b, the
+    remainder to the first by name); `Single` takes one home, shown as `status.placement.cluster`
+    with its endpoint; moving from one to the other drains the home placement no longer keeps."""
+    async with fleet(dev_client, task_queue) as f:
+        split = chat_manifest()
+        split["spec"]["placement"].update({"mode": "Split", "split": {"replicas": 3}})
+        await f.apply(split)
+        await eventually(lambda: homes_serving(f, {"worker-a": 2, "worker-b": 1}), "2 + 1 serving", 90)
+        view = await eventually(lambda: placed(f), "Split placed and ready", 60)
+        homes = {home.cluster: home.replicas for home in view.status.placement.homes}
+        assert homes == {"worker-a": 2, "worker-b": 1}
+        assert view.status.placement.cluster is None
+        await eventually(lambda: weights_are(f, {"worker-a": 2, "worker-b": 1}), "weights 2:1", 60)
+
+        single = chat_manifest()
+        single["spec"]["placement"]["mode"] = "Single"
+        await f.apply(single)
+        await eventually(lambda: homes_serving(f, {"worker-a": 2, "worker-b": 0}), "worker-a alone serves", 90)
+        view = await eventually(lambda: placed(f), "Single placed and ready", 60)
+        assert view.status.placement.cluster == "worker-a"
+        assert view.status.placement.endpoint == f"{f.homes['worker-a'].gateway_url}/{NAMESPACE}/{NAME}"
+        await eventually(lambda: weights_are(f, {"worker-a": 1}), "worker-a alone in the map", 60)
+        await f.handle().signal("delete")
+        await eventually(lambda: homes_serving(f, {"worker-a": 0}), "worker-a drained", 90)
