@@ -65,8 +65,11 @@ from workflows.trafficmap.messages import (
     TrafficMapInput,
 )
 
+RELIST_PENDING = timedelta(seconds=10)
+"""WorkloadClusters are re-listed this often while no cluster is a home (none registered or
+Ready yet: a cluster whose `Ready` the watcher just wrote is found within 10 s)..."""
 RELIST_PLACING = timedelta(seconds=30)
-"""WorkloadClusters are re-listed this often while placement has not converged..."""
+"""...this often while placement has not converged..."""
 RELIST_PLACED = timedelta(minutes=5)
 """...and this often once it has (a new cluster matching the affinity joins an `All` service)."""
 
@@ -164,8 +167,10 @@ class ServicePlacement(ServiceComponents):
 
     def relist_interval(self) -> timedelta:
         tracking = self.state.placement
-        placed = tracking is not None and tracking.status.get("phase") == "Placed"
-        return RELIST_PLACED if placed else RELIST_PLACING
+        phase = tracking.status.get("phase") if tracking is not None else None
+        if phase == "Placed":
+            return RELIST_PLACED
+        return RELIST_PENDING if tracking is None or not tracking.homes else RELIST_PLACING
 
     async def list_clusters(self) -> None:
         tracking = self.placement_tracking()
