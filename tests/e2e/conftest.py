@@ -11,17 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.running_stack import RunningStack
+from tests.e2e.running_stack import RunningStack, stack_running
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     """The local stack on free ports with a fresh data directory, stopped after the session."""
-    root = tmp_path_factory.mktemp("stack")
-    running = RunningStack(root / "data", root / "stack.log")
-    running.start()
-    try:
+    with stack_running(tmp_path_factory.mktemp("stack")) as running:
         yield running
-    finally:
-        code = running.stop()
-    assert code == 0, f"the stack exited with code {code} on Ctrl-C:\n{running.log()}"

@@ -12,6 +12,7 @@ through the venv's `temporal` CLI.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +179,16 @@ class RunningStack:
     async def client(self) -> Client:
         """A Temporal client built by the product's factory, pointed at this stack."""
         return await connect(TemporalSettings(address=self.address))
+
+
+@contextlib.contextmanager
+def stack_running(root: Path, env: dict[str, str] | None = None) -> Iterator[RunningStack]:
+    """A stack on free ports with a fresh data directory under `root`, stopped (Ctrl-C) after,
+    which must then exit 0: what the e2e fixtures yield."""
+    running = RunningStack(root / "data", root / "stack.log", env=env)
+    running.start()
+    try:
+        yield running
+    finally:
+        code = running.stop()
+    assert code == 0, f"the stack exited with code {code} on Ctrl-C:\n{running.log()}"

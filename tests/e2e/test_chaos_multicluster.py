@@ -42,7 +42,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -402,6 +402,13 @@ async def test_worker_kills_and_a_lost_cluster_api_end_at_the_right_weights_neve
     def logs() -> str:
         return f"\n--- worker ---\n{worker.tail()}\n--- watcher ---\n{watcher.tail(2000)}"
 
+    async def awaited(what: str, probe: Callable[[], Any], within: float) -> None:
+        """`poll_until`, failing with the worker's and watcher's last words."""
+        try:
+            await poll_until(what, probe, within, 0.5)
+        except TimeoutError as error:
+            raise AssertionError(f"{error}{logs()}") from error
+
     started = time.monotonic()
     sampler = Sampler(fleet.control, started)
     stop = asyncio.Event()
@@ -412,15 +419,11 @@ async def test_worker_kills_and_a_lost_cluster_api_end_at_the_right_weights_neve
         # 1. chat placed All on both clusters: 2 replicas each, same factor.
         result = await apply(client, task_queue, json.loads(CHAT.read_text()))
         assert result.accepted, f"chat.json was rejected: {result}"
-        try:
-            await poll_until(
-                "the TrafficMap prod/chat at worker-a=1, worker-b=1",
-                weights_are({"worker-a": 1, "worker-b": 1}),
-                FIRST_WEIGHTS_WITHIN,
-                0.5,
-            )
-        except TimeoutError as error:
-            raise AssertionError(f"{error}{logs()}") from error
+        await awaited(
+            "the TrafficMap prod/chat at worker-a=1, worker-b=1",
+            weights_are({"worker-a": 1, "worker-b": 1}),
+            FIRST_WEIGHTS_WITHIN,
+        )
         first_at = time.monotonic() - started
         print(f"\nweights 1:1 at {first_at:.1f} s")
 
@@ -439,15 +442,11 @@ async def test_worker_kills_and_a_lost_cluster_api_end_at_the_right_weights_neve
             moments.append(round(time.monotonic() - changed_at, 1))
             await asyncio.sleep(rng.uniform(*DOWN_SECONDS))
             await asyncio.to_thread(worker.start)
-        try:
-            await poll_until(
-                "the TrafficMap prod/chat at worker-a=2, worker-b=3 after the kills",
-                weights_are({"worker-a": 2, "worker-b": 3}),
-                CONVERGE_WITHIN,
-                0.5,
-            )
-        except TimeoutError as error:
-            raise AssertionError(f"{error}{logs()}") from error
+        await awaited(
+            "the TrafficMap prod/chat at worker-a=2, worker-b=3 after the kills",
+            weights_are({"worker-a": 2, "worker-b": 3}),
+            CONVERGE_WITHIN,
+        )
         converged = time.monotonic() - changed_at
         offset = changed_at - started
         changes = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.running_stack import RunningStack
+from tests.e2e.running_stack import RunningStack, stack_running
 from tests.e2e.test_walkthrough import README, output_of, run_walkthrough, walkthrough_commands
 
 HEADING = "Walkthrough: one InferenceService across two workload clusters"
@@ -22,13 +22,8 @@ HEADING = "Walkthrough: one InferenceService across two workload clusters"
 @pytest.fixture(scope="module")
 def multicluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     root = tmp_path_factory.mktemp("multicluster-stack")
-    running = RunningStack(root / "data", root / "stack.log", env={"OME_STACK__WORKLOAD_CLUSTERS": "2"})
-    running.start()
-    try:
+    with stack_running(root, {"OME_STACK__WORKLOAD_CLUSTERS": "2"}) as running:
         yield running
-    finally:
-        code = running.stop()
-    assert code == 0, f"the stack exited with code {code} on Ctrl-C:\n{running.log()}"
 
 
 def rows(text: str) -> list[str]:
