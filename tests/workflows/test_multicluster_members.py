@@ -65,3 +65,12 @@ async def test_unrouting_a_service_deletes_its_trafficmap(dev_client: Client, ta
             return described.status == WorkflowExecutionStatus.COMPLETED and f.trafficmap_object() is None
 
         await eventually(map_gone, "the TrafficMap workflow ended and its object deleted", 60)
+
+        # Routed again: a new map.
+        await f.apply(chat_manifest())
+
+        async def map_back() -> bool:
+            described = await f.trafficmap().describe()
+            return described.status == WorkflowExecutionStatus.RUNNING and f.trafficmap_object() is not None
+
+        await eventually(map_back, "a new TrafficMap once routed again", 60)

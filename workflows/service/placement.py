@@ -309,6 +309,9 @@ class ServicePlacement(ServiceComponents):
             ],
             placed=placed,
         )
+        if tracking.trafficmap_deleted and workflow.patched(TRAFFICMAP_UNROUTED):
+            # Routed again after `spec.routing.enabled: false` deleted the map: a new one.
+            tracking.trafficmap_started, tracking.trafficmap_deleted, tracking.trafficmap_sent = False, False, ""
         fingerprint = report.model_dump_json()
         if fingerprint == tracking.trafficmap_sent:
             return
@@ -327,6 +330,10 @@ class ServicePlacement(ServiceComponents):
             tracking.trafficmap_started = True
         if await deliver(workflow_id, SIGNAL_HOMES_CHANGED, report):
             tracking.trafficmap_sent = fingerprint
+        elif workflow.patched(TRAFFICMAP_UNROUTED):
+            # The map's workflow is gone (it ended after an un-route, or was terminated): the
+            # next pass starts it again.
+            tracking.trafficmap_started = False
 
     async def tear_down_homes(self) -> bool:
         """Delete every home (each drains its Instances), then the TrafficMap, then the object."""
