@@ -10,8 +10,10 @@ watcher its per-cluster watchers. `write_status()` (the watcher only) writes eac
 `Ready` condition with a merge patch on the status subresource.
 
 The official client reads CA and client certificates from files: the inline PEMs are written
-under a private temporary directory (mode 0700), one set per client, removed when the client
-is replaced (a changed kubeconfig) or the cluster goes, and the directory with `close()`.
+under a private temporary directory (mode 0700), one set per client. A client replaced (a
+changed kubeconfig) or dropped (the cluster goes) is closed, and its files removed, only after
+the pass's callback has stopped what ran on it (`release_retired`); the directory goes with
+`close()`.
 
 Without the WorkloadCluster CRD (404 from the list) there are no clusters: it is logged once.
 
@@ -122,6 +124,9 @@ class ClusterDirectory:
         self._states: dict[str, ClusterState] = {}
         self._files_root = Path(tempfile.mkdtemp(prefix="ome-clusters-"))
         self._crd_missing_logged = False
+        self._retired: list[tuple[str, ApiClient, Path | None]] = []
+        """Clients replaced or dropped in a pass: what runs on them (a cluster's worker, its
+        watchers) is stopped after the pass, so they are closed only then (`release_retired`)."""
 
     # --- what consumers read -------------------------------------------------------------------
 
@@ -326,14 +331,25 @@ class ClusterDirectory:
         return None
 
     def _drop_client(self, state: ClusterState) -> None:
+        """Retire the cluster's client: it is closed, and its certificate files removed, by
+        `release_retired` once its consumers stopped using it."""
         if state.api_client is not None:
-            try:
-                state.api_client.close()  # type: ignore[no-untyped-call]
-            except Exception:  # closing a pool must not end a pass
-                logger.debug("closing the client of %s failed", state.name, exc_info=True)
-        if state.files is not None:
+            self._retired.append((state.name, state.api_client, state.files))
+        elif state.files is not None:
             shutil.rmtree(state.files, ignore_errors=True)
         state.api_client, state.files, state.fingerprint = None, None, None
+
+    def release_retired(self) -> None:
+        """Close the clients retired since the last call and remove their certificate files.
+        `run` calls it after `after_pass` has stopped what ran on them."""
+        retired, self._retired = self._retired, []
+        for name, api_client, files in retired:
+            try:
+                api_client.close()  # type: ignore[no-untyped-call]
+            except Exception:  # closing a pool must not end a pass
+                logger.debug("closing the client of %s failed", name, exc_info=True)
+            if files is not None:
+                shutil.rmtree(files, ignore_errors=True)
 
     # --- status writer (the watcher) --------------------------------------------------------------
 
@@ -376,6 +392,8 @@ class ClusterDirectory:
                     await asyncio.to_thread(self.write_status)
                 if after_pass is not None:
                     await after_pass(self)
+                # Only now that what ran on a replaced or dropped client has stopped.
+                self.release_retired()
             except Exception:  # one failed pass must not end the loop
                 logger.exception("workload cluster pass failed")
             try:
@@ -388,6 +406,7 @@ class ClusterDirectory:
         for state in self._states.values():
             self._drop_client(state)
         self._states.clear()
+        self.release_retired()
         shutil.rmtree(self._files_root, ignore_errors=True)
 
 

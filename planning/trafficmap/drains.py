@@ -90,12 +90,16 @@ def count_on(drains: Mapping[str, Drain], cluster: str) -> int:
     return sum(1 for drain in drains.values() if drain.cluster == cluster)
 
 
-def drain_refusal(in_force: Mapping[str, Drain], override_id: str, cluster: str, eligible: bool) -> str | None:
-    """Why `drain_cluster` is refused (§20's texts), or None."""
+def drain_refusal(in_force: Mapping[str, Drain], override_id: str, cluster: str, eligible: bool,
+                  malformed: bool = False) -> str | None:
+    """Why `drain_cluster` is refused (§20's texts), or None. `malformed`: the service's
+    `ome.io/traffic-drain` annotation does not parse (the map is stopped on it)."""
     if not eligible:
         return texts.NOT_ELIGIBLE
     if not cluster:
         return texts.DRAIN_NEEDS_CLUSTER
+    if malformed:
+        return texts.ANNOTATION_MALFORMED
     problem = id_problem(override_id)
     if problem is not None:
         return problem
@@ -105,11 +109,14 @@ def drain_refusal(in_force: Mapping[str, Drain], override_id: str, cluster: str,
 
 
 def undrain_refusal(signalled: Mapping[str, Drain], annotated: Mapping[str, Drain], override_id: str,
-                    eligible: bool) -> str | None:
+                    eligible: bool, malformed: bool = False) -> str | None:
     """Why `undrain_cluster` is refused, or None. A drain set by the annotation is removed by
-    editing the annotation: this workflow never writes the InferenceService."""
+    editing the annotation: this workflow never writes the InferenceService. `malformed`: as
+    for `drain_refusal`."""
     if not eligible:
         return texts.NOT_ELIGIBLE
+    if malformed:
+        return texts.ANNOTATION_MALFORMED
     if override_id not in signalled:
         if override_id in annotated:
             return (

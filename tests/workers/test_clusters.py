@@ -3,6 +3,7 @@ clusters behind HTTPS with their kubeconfig Secrets (reference §16)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -148,13 +149,19 @@ def test_a_changed_kubeconfig_rebuilds_the_client_and_a_removed_cluster_cleans_u
     put_secret(control_plane, "worker-a-kubeconfig", {"kubeconfig": workload.front.kubeconfig_text(token="t2")})
     directory.refresh()
     second = directory.clients()["worker-a"]
-    assert second is not first and not files.exists()
+    # The old client stays usable until what runs on it (the cluster's worker, its watchers)
+    # has been stopped after the pass; only then is it closed and its CA file removed.
+    assert second is not first and files.is_file()
+    assert kubernetes.client.VersionApi(first).get_code().git_version
+    directory.release_retired()
+    assert not files.exists()
     assert second.configuration.auth_settings()["BearerToken"]["value"] == "Bearer t2"
     kubernetes.client.CustomObjectsApi(control_plane).delete_cluster_custom_object(
         "ome.io", "v1beta1", "workloadclusters", "worker-a"
     )
     directory.refresh()
     assert directory.clients() == {} and directory.conditions() == {}
+    directory.release_retired()
     assert not Path(second.configuration.ssl_ca_cert).exists()
 
 
@@ -181,3 +188,27 @@ def test_a_server_certificate_from_another_ca_is_refused(
     status, reason, message = ready(directory, "impostor")
     assert (status, reason) == ("False", "ConnectionFailed")
     assert "never succeeded" in message and "CERTIFICATE_VERIFY_FAILED" in message
+
+
+async def test_run_closes_a_replaced_client_only_after_its_consumers_were_told(
+    kubesim: KubeSim, workload: Workload, directory: ClusterDirectory
+) -> None:
+    """`after_pass` (which stops the cluster's worker and watchers) still finds the client it
+    replaces open, its CA file in place; the next pass finds it closed."""
+    control_plane = kubesim.api_client()
+    register(control_plane, "worker-a", workload.front.kubeconfig_text())
+    directory.refresh()
+    first = directory.clients()["worker-a"]
+    ca = Path(first.configuration.ssl_ca_cert)
+    put_secret(control_plane, "worker-a-kubeconfig", {"kubeconfig": workload.front.kubeconfig_text(token="t2")})
+    seen: list[bool] = []
+    stop = asyncio.Event()
+
+    async def after_pass(found: ClusterDirectory) -> None:
+        seen.append(await asyncio.to_thread(ca.is_file))
+        if len(seen) == 2:
+            stop.set()
+
+    directory.refresh_interval_seconds = 0.01
+    await asyncio.wait_for(directory.run(stop, after_pass), 30)
+    assert seen == [True, False]

@@ -202,3 +202,8 @@ async def fleet(client: Client, task_queue: str) -> AsyncIterator[Fleet]:
         finally:
             for queue, _ in queues:
                 await terminate_leftovers(client, queue)
+
+
+async def homes_serving_counts(f: Fleet, counts: dict[str, int]) -> bool:
+    """Each named home serves exactly that many pods."""
+    return all(len(f.serving_pods(cluster)) == n for cluster, n in counts.items())

@@ -253,10 +253,15 @@ async def test_drains_by_id_hold_a_cluster_at_zero_and_refusals_quote_the_spec(h
         assert view.errors[0].startswith("parse ome.io/traffic-drain: ")
         assert view.weights == {A: 0, B: 3} and view.observed_isvc_generation == 2
 
+        # While the annotation is malformed, drains and undrains are refused (§20).
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(DRAIN_CLUSTER, DrainRequest(id="hotfix", cluster=B), result_type=DrainResult)
+        assert refused.value.cause.message == texts.ANNOTATION_MALFORMED  # type: ignore[union-attr]
+
         # The drain signal is the fire-and-forget form: a refusal shows in status.
         await handle.signal(UNDRAIN_CLUSTER, UndrainRequest(id="missing"))
         view = await harness.until(handle, lambda v: bool(v.refusals))
-        assert view.refusals == [f"undrain missing: {texts.UNDRAIN_ID_MISSING}"]
+        assert view.refusals == [f"undrain missing: {texts.ANNOTATION_MALFORMED}"]
 
 
 async def test_a_zero_factor_freezes_the_map_until_the_spec_is_fixed(

@@ -72,6 +72,13 @@ RELIST_PLACING = timedelta(seconds=30)
 """...this often while placement has not converged..."""
 RELIST_PLACED = timedelta(minutes=5)
 """...and this often once it has (a new cluster matching the affinity joins an `All` service)."""
+MEMBER_GONE = "placement-member-gone"
+"""`workflow.patched` id: a member that can no longer be signalled (terminated, failed, or
+deleted on its own) is started again while its home stays, and counts as deleted once its home
+is dropped, instead of being waited for forever."""
+TRAFFICMAP_UNROUTED = "placement-trafficmap-unrouted"
+"""`workflow.patched` id: `spec.routing.enabled: false` applied to a routed service deletes its
+TrafficMap (§17 "Deleted when un-routed"); routing it again starts a new one."""
 
 
 def placed_by_clusters(isvc: InferenceService) -> bool:
@@ -201,7 +208,8 @@ class ServicePlacement(ServiceComponents):
             for cluster, home_tracking in tracking.homes.items():
                 if cluster not in chosen and not home_tracking.removing:
                     home_tracking.removing = True
-                    await deliver(isvc_workflow_id(isvc.namespace, isvc.name, cluster), SIGNAL_DELETE, None)
+                    await self.tell_member_to_delete(isvc_workflow_id(isvc.namespace, isvc.name, cluster),
+                                                     home_tracking)
         for cluster in [c for c, t in tracking.homes.items() if t.removing and t.report and t.report.deleted]:
             del tracking.homes[cluster]
         await self.pass_on_pause()
@@ -213,12 +221,20 @@ class ServicePlacement(ServiceComponents):
         state.applied_generation = state.generation
         if routed(isvc):
             await self.tell_trafficmap(isvc, placed=status.get("phase") == "Placed")
+        elif tracking.trafficmap_started and not tracking.trafficmap_deleted and workflow.patched(TRAFFICMAP_UNROUTED):
+            # Un-routed (`spec.routing.enabled: false`): the map withdraws its route and goes.
+            await deliver(trafficmap_workflow_id(isvc.namespace, isvc.name), SIGNAL_TRAFFICMAP_DELETE, None)
+            tracking.trafficmap_deleted = True
 
     async def keep_home(self, isvc: InferenceService, cluster: str, replicas: int | None) -> None:
         state = self.state
         tracking = self.placement_tracking()
         home = tracking.homes.setdefault(cluster, HomeTracking(cluster=cluster))
         home.replicas = replicas
+        if home.started and home.report is not None and home.report.deleted and workflow.patched(MEMBER_GONE):
+            # The member deleted itself (a `delete` sent to it directly) while placement keeps
+            # its home: start it again.
+            home.started, home.report, home.pause_sent, home.sent, home.removing = False, None, "", "", False
         copy = MemberApply(
             manifest=planner.member_manifest(state.manifest, cluster, replicas, state.isvc_uid),
             source_generation=state.generation,
@@ -227,6 +243,16 @@ class ServicePlacement(ServiceComponents):
         if home.sent == fingerprint:
             return
         workflow_id = isvc_workflow_id(isvc.namespace, isvc.name, cluster)
+        if home.started:
+            if await deliver(workflow_id, SIGNAL_MEMBER_APPLY, copy):
+                home.sent = fingerprint
+                return
+            if not workflow.patched(MEMBER_GONE):
+                return
+            # The member can no longer be signalled: it ended (terminated, failed, deleted on
+            # its own) while its home stays. Start it again with this copy.
+            workflow.logger.warning("member %s is gone while its home stays: starting it again", workflow_id)
+            home.started, home.report, home.pause_sent = False, None, ""
         if not home.started:
             try:
                 await workflow.start_child_workflow(
@@ -288,6 +314,9 @@ class ServicePlacement(ServiceComponents):
             ],
             placed=placed,
         )
+        if tracking.trafficmap_deleted and workflow.patched(TRAFFICMAP_UNROUTED):
+            # Routed again after `spec.routing.enabled: false` deleted the map: a new one.
+            tracking.trafficmap_started, tracking.trafficmap_deleted, tracking.trafficmap_sent = False, False, ""
         fingerprint = report.model_dump_json()
         if fingerprint == tracking.trafficmap_sent:
             return
@@ -306,6 +335,10 @@ class ServicePlacement(ServiceComponents):
             tracking.trafficmap_started = True
         if await deliver(workflow_id, SIGNAL_HOMES_CHANGED, report):
             tracking.trafficmap_sent = fingerprint
+        elif workflow.patched(TRAFFICMAP_UNROUTED):
+            # The map's workflow is gone (it ended after an un-route, or was terminated): the
+            # next pass starts it again.
+            tracking.trafficmap_started = False
 
     async def tear_down_homes(self) -> bool:
         """Delete every home (each drains its Instances), then the TrafficMap, then the object."""
@@ -315,7 +348,7 @@ class ServicePlacement(ServiceComponents):
         for cluster, home in tracking.homes.items():
             if not home.removing:
                 home.removing = True
-                await deliver(isvc_workflow_id(namespace, name, cluster), SIGNAL_DELETE, None)
+                await self.tell_member_to_delete(isvc_workflow_id(namespace, name, cluster), home)
         if any(not (h.report and h.report.deleted) for h in tracking.homes.values() if h.started):
             await self.write_status()
             return False
@@ -323,6 +356,16 @@ class ServicePlacement(ServiceComponents):
             await deliver(trafficmap_workflow_id(namespace, name), SIGNAL_TRAFFICMAP_DELETE, None)
             tracking.trafficmap_deleted = True
         return True
+
+    async def tell_member_to_delete(self, workflow_id: str, home: HomeTracking) -> None:
+        """Signal `delete` to a dropped home's member; one that can no longer be signalled has
+        ended and will never report its deletion, so it counts as deleted."""
+        if not home.started or await deliver(workflow_id, SIGNAL_DELETE, None):
+            return
+        if workflow.patched(MEMBER_GONE):
+            workflow.logger.warning("member %s is gone: its home counts as deleted", workflow_id)
+            base = home.report or MemberReport(cluster=home.cluster, generation=0)
+            home.report = base.model_copy(update={"deleted": True})
 
     def status_body(self) -> dict[str, Any]:
         if self.state.placement is None:

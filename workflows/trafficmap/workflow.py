@@ -138,6 +138,18 @@ class TrafficMapWorkflow:
         except ValueError:
             return {}
 
+    def annotation_malformed(self) -> bool:
+        """The report's `ome.io/traffic-drain` annotation does not parse (§20: drains and
+        undrains are refused while it is so)."""
+        report = self.state.report
+        if report is None:
+            return False
+        try:
+            drain_rules.parse_annotation(report.annotations.get(texts.TRAFFIC_DRAIN_ANNOTATION))
+        except ValueError:
+            return True
+        return False
+
     def in_force(self) -> dict[str, Drain]:
         return drain_rules.merged(self.state.drains, self.annotated())
 
@@ -146,10 +158,12 @@ class TrafficMapWorkflow:
         return report is not None and not self.state.deleting and report.routing.get("enabled") is not False
 
     def drain_refusal(self, request: DrainRequest) -> str | None:
-        return drain_rules.drain_refusal(self.in_force(), request.id, request.cluster, self.eligible())
+        return drain_rules.drain_refusal(self.in_force(), request.id, request.cluster, self.eligible(),
+                                         malformed=self.annotation_malformed())
 
     def undrain_refusal(self, request: UndrainRequest) -> str | None:
-        return drain_rules.undrain_refusal(self.state.drains, self.annotated(), request.id, self.eligible())
+        return drain_rules.undrain_refusal(self.state.drains, self.annotated(), request.id, self.eligible(),
+                                           malformed=self.annotation_malformed())
 
     def refused_signal(self, action: str, refusal: str | None) -> bool:
         """A refused signal is logged and shown in `status.refusals` (an Update is answered)."""

@@ -130,3 +130,15 @@ def test_rows_count_the_drains_on_the_cluster() -> None:
 )
 def test_override_condition(in_force: dict[str, Drain], homes: set[str], expected: tuple[str, str]) -> None:
     assert override_condition(in_force, homes)[:2] == expected
+
+
+def test_a_malformed_annotation_refuses_drains_and_undrains() -> None:
+    """§20: `traffic action refused: existing traffic-drain annotation is malformed or unsafe`."""
+    assert texts.ANNOTATION_MALFORMED == (
+        "traffic action refused: existing traffic-drain annotation is malformed or unsafe"
+    )
+    assert drain_refusal({}, "maint", "worker-b", True, malformed=True) == texts.ANNOTATION_MALFORMED
+    assert undrain_refusal({"maint": B}, {}, "maint", True, malformed=True) == texts.ANNOTATION_MALFORMED
+    # Not routed, or no cluster named, is said first.
+    assert drain_refusal({}, "maint", "worker-b", False, malformed=True) == texts.NOT_ELIGIBLE
+    assert drain_refusal({}, "maint", "", True, malformed=True) == texts.DRAIN_NEEDS_CLUSTER
