@@ -205,6 +205,8 @@ class ServiceState(MessageModel):
     """A member's: the source generation of the copy it runs."""
     endpoint: str | None = None
     """A member's endpoint, from its cluster's inference Gateway."""
+    copy_refused: str | None = None
+    """A member's: why it refused the source's latest copy (it runs the one before)."""
     member_sent: str = ""
     """A member's last report to its source (fingerprint)."""
     placement: PlacementTracking | None = None

@@ -115,16 +115,18 @@ class ServicePlacement(ServiceComponents):
             cluster=state.home,
             generation=state.generation,
             source_generation=state.source_generation,
-            message=ready.message if ready is not None and ready.status != "True" else "",
+            admitted=state.copy_refused is None,
+            message=state.copy_refused or (ready.message if ready is not None and ready.status != "True" else ""),
             phase=self.phase(),
             ready=ready is not None and ready.status == "True",
             endpoint=state.endpoint,
             components=components,
         )
 
-    async def read_endpoint(self, isvc: InferenceService) -> None:
-        """The home's endpoint, from its cluster's inference Gateway (read until it has one)."""
-        if self.state.home is None or self.state.endpoint is not None:
+    async def read_endpoint(self, isvc: InferenceService, again: bool = False) -> None:
+        """The home's endpoint, from its cluster's inference Gateway: read until it has one, and
+        again on the safety re-check (`again`), in case the Gateway's address changed."""
+        if self.state.home is None or (self.state.endpoint is not None and not again):
             return
         ref = ObjectRef(
             api_version="gateway.networking.k8s.io/v1", kind="Gateway", name=GATEWAY_NAME,
@@ -151,9 +153,12 @@ class ServicePlacement(ServiceComponents):
         state = self.state
         admitted = self.admit_manifest(copy.manifest)
         if not admitted.allowed:
+            # Told to the source (`admitted: false`); this home goes on serving its last copy.
+            state.copy_refused = admitted.summary
             self.reject(SIGNAL_MEMBER_APPLY, {"generation": copy.source_generation}, "MemberCopyRejected",
                         admitted.summary)
             return False
+        state.copy_refused = None
         state.source_generation = copy.source_generation
         if json.dumps(copy.manifest, sort_keys=True) != json.dumps(state.manifest, sort_keys=True):
             # As `apply`: a new spec ends a transient `scale` of this home.
@@ -310,7 +315,8 @@ class ServicePlacement(ServiceComponents):
             homes=[
                 HomeReport(cluster=cluster, endpoint=r.endpoint, **planner.servable_counts(r.components))
                 for cluster, home in sorted(tracking.homes.items())
-                if not home.removing and (r := home.report) is not None and r.admitted
+                # A home that refused its latest copy still serves the one before: it keeps its entry.
+                if not home.removing and (r := home.report) is not None
             ],
             placed=placed,
         )

@@ -505,7 +505,7 @@ class InferenceServiceWorkflow(ServicePlacement):
             if finished:
                 await self.report_to_source(deleted=True)
             return finished
-        await self.read_endpoint(isvc)
+        await self.read_endpoint(isvc, again=self.recheck)
         if state.applied_generation != state.generation or state.runtime_missing:
             await self.write_object(isvc)
             await self.read_runtime(isvc)
