@@ -357,6 +357,8 @@ class Stack:
         ]
         if self.global_gateway:
             lines.append(f"  Global gateway:     {self.global_gateway} on the control plane")
+        if self.workload_clusters:
+            lines.append("  Multi-cluster:      README, Walkthrough: one InferenceService across two workload clusters")
         return lines
 
     def _prometheus_line(self) -> str:
