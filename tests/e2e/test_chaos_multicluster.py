@@ -58,10 +58,11 @@ from temporalio.testing import WorkflowEnvironment
 from bench.lifecycle_stack import REPO_ROOT, ProductProcess, apply, poll_until, worker_process
 from kubesim.handle import KubeSim, write_kubeconfig
 from kubesim.timing import Timing
+from tests.workflows.service_harness import terminate_leftovers
 from workers import workload_clusters
 from workers.config import ENV_PREFIX
 from workers.stack import ROUTING_DEFAULTS
-from workflows.names import isvc_workflow_id
+from workflows.names import cluster_task_queue, isvc_workflow_id
 from workflows.service.messages import ScaleRequest
 
 pytestmark = pytest.mark.e2e
@@ -538,6 +539,9 @@ async def test_worker_kills_and_a_lost_cluster_api_end_at_the_right_weights_neve
         await sampling
         worker.kill()
         watcher.stop(within=10)
+        # The IDs derive from prod/chat: later tests on this dev server must not meet these runs.
+        for queue in (task_queue, *(cluster_task_queue(task_queue, c) for c in ("worker-a", "worker-b"))):
+            await terminate_leftovers(client, queue)
 
     record = sampler.record
     print(

@@ -172,6 +172,15 @@ def prepare_home(sim: KubeSim) -> None:
     )
 
 
+async def end_earlier_runs(client: Client) -> None:
+    """`prod/chat`'s workflow IDs are fixed: a run another test left on this dev server (on a
+    task queue no worker polls any more) would take this test's update and never answer."""
+    query = f'WorkflowId STARTS_WITH "isvc/{NAMESPACE}/{NAME}" OR WorkflowId = "trafficmap/{NAMESPACE}/{NAME}"'
+    async for execution in client.list_workflows(f'({query}) AND ExecutionStatus = "Running"'):
+        with contextlib.suppress(Exception):  # ended meanwhile
+            await client.get_workflow_handle(execution.id).terminate("a new test starts")
+
+
 @asynccontextmanager
 async def fleet(client: Client, task_queue: str) -> AsyncIterator[Fleet]:
     """The control plane, worker-a and worker-b, a worker per cluster and a relay per home."""
@@ -187,6 +196,7 @@ async def fleet(client: Client, task_queue: str) -> AsyncIterator[Fleet]:
             register(control, name)
             homes[name] = sim
         result = Fleet(client, task_queue, control, homes)
+        await end_earlier_runs(client)
         queues = [(task_queue, control)] + [(cluster_task_queue(task_queue, n), s) for n, s in homes.items()]
         for queue, sim in queues:
             await stack.enter_async_context(
