@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -163,8 +164,42 @@ def test_every_file_under_deploy_parses() -> None:
         assert _documents(path), f"{path.relative_to(ROOT)} holds no document"
 
 
-# The product's own kinds have no upstream schema: its models check the examples below.
-UPSTREAM_OBJECTS = [(path, doc) for path, doc in _objects() if not doc["apiVersion"].startswith("ome.io/")]
+def _crd_kinds() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> the openAPIV3Schema of each CRD under deploy/crds, per served version."""
+    kinds: dict[tuple[str, str], dict[str, Any]] = {}
+    for _, doc in _objects():
+        if doc.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = doc["spec"]
+        for version in spec["versions"]:
+            kinds[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = version["schema"]["openAPIV3Schema"]
+    return kinds
+
+
+CRD_SCHEMAS = _crd_kinds()
+# The product's own kinds have no upstream schema: its models check the examples below. Other
+# custom resources (the examples' InferencePool) are checked against the CRDs kubesim serves.
+UPSTREAM_OBJECTS = [
+    (path, doc)
+    for path, doc in _objects()
+    if not doc["apiVersion"].startswith("ome.io/") and (doc["apiVersion"], doc["kind"]) not in CRD_SCHEMAS
+]
+CUSTOM_OBJECTS = [
+    (path, doc)
+    for path, doc in _objects()
+    if not doc["apiVersion"].startswith("ome.io/") and (doc["apiVersion"], doc["kind"]) in CRD_SCHEMAS
+]
+
+
+@pytest.mark.parametrize("path_and_doc", CUSTOM_OBJECTS, ids=lambda pd: f"{pd[0].name}:{pd[1]['kind']}")
+def test_custom_objects_match_their_crd(path_and_doc: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = path_and_doc
+    errors = list(jsonschema.Draft7Validator(CRD_SCHEMAS[(doc["apiVersion"], doc["kind"])]).iter_errors(doc))
+    assert not errors, f"{path.relative_to(ROOT)}: {[e.message for e in errors]}"
+
+
+def test_the_examples_hold_a_custom_resource_to_check() -> None:
+    assert any(doc["kind"] == "InferencePool" for _, doc in CUSTOM_OBJECTS), CUSTOM_OBJECTS
 
 
 @pytest.mark.parametrize("path_and_doc", UPSTREAM_OBJECTS, ids=lambda pd: f"{pd[0].name}:{pd[1]['kind']}")
