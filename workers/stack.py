@@ -246,8 +246,8 @@ class Stack:
             kubeconfig,
             home / KUBESIM_STATE_FILENAME,
             "--tls",
-            "--token",
-            secrets.token_urlsafe(32),
+            # `--token=...`: a URL-safe token may start with "-", which argparse would take for a flag.
+            f"--token={secrets.token_urlsafe(32)}",
             "--gateway-port",
             "0",
         )
