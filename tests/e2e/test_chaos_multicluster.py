@@ -276,6 +276,10 @@ class Publications:
     timeline: list[tuple[float, int | None, int | None, dict[str, int]]] = field(default_factory=list)
     """(seconds, generation, observed generation, weights) each time the map changed."""
 
+    def since(self, offset: float) -> list[tuple[float, int | None, int | None, dict[str, int]]]:
+        """The map's changes from `offset` s into the test on, timed from there."""
+        return [(round(at - offset, 1), gen, obs, w) for at, gen, obs, w in self.timeline if at >= offset]
+
 
 class Sampler:
     """Every `SAMPLE_SECONDS`: map, route, backend Services, map again (one client of its own)."""
@@ -449,12 +453,7 @@ async def test_worker_kills_and_a_lost_cluster_api_end_at_the_right_weights_neve
             CONVERGE_WITHIN,
         )
         converged = time.monotonic() - changed_at
-        offset = changed_at - started
-        changes = [
-            (round(at - offset, 1), gen, obs, w)
-            for at, gen, obs, w in sampler.record.timeline
-            if at >= offset
-        ]
+        changes = sampler.record.since(changed_at - started)
         print(
             f"worker SIGKILLed at {moments} s after the change; weights 2:3 {converged:.1f} s after it\n"
             f"map since the change (s, generation, observed, weights): {changes}"
@@ -520,12 +519,7 @@ async def test_worker_kills_and_a_lost_cluster_api_end_at_the_right_weights_neve
             )
         except TimeoutError as error:
             raise AssertionError(f"{error}{logs()}") from error
-        offset = lost_at - started
-        during = [
-            (round(at - offset, 1), gen, obs, w)
-            for at, gen, obs, w in sampler.record.timeline
-            if at >= offset
-        ]
+        during = sampler.record.since(lost_at - started)
         print(
             f"after the outage: Reachable and 2:3 published {time.monotonic() - back_at:.1f} s later; "
             f"map since the API was lost: {during}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -64,6 +64,14 @@ from workflows.trafficmap.messages import (
     HomesReport,
     TrafficMapInput,
 )
+
+
+class Admission(Protocol):
+    """What the workflow's admission answers about a copy (`workflow.Admitted`)."""
+
+    allowed: bool
+    summary: str
+
 
 RELIST_PENDING = timedelta(seconds=10)
 """WorkloadClusters are re-listed this often while no cluster is a home (none registered or
@@ -148,10 +156,10 @@ class ServicePlacement(ServiceComponents):
         ):
             state.member_sent = fingerprint
 
-    def take_copy(self, copy: MemberApply) -> bool:
-        """A new copy from the source, admitted here as `apply` would; False if refused."""
+    def take_copy(self, copy: MemberApply, admitted: Admission) -> bool:
+        """A new copy from the source, with this workflow's admission of it (as `apply` would
+        admit it); False if refused."""
         state = self.state
-        admitted = self.admit_manifest(copy.manifest)
         if not admitted.allowed:
             # Told to the source (`admitted: false`); this home goes on serving its last copy.
             state.copy_refused = admitted.summary
@@ -166,9 +174,6 @@ class ServicePlacement(ServiceComponents):
             state.generation += 1
             state.transient, state.scale_requests = {}, []
         return True
-
-    def admit_manifest(self, manifest: dict[str, Any]) -> Any:
-        raise NotImplementedError  # the workflow class admits
 
     # --- the placement source -------------------------------------------------------------
 

@@ -200,9 +200,6 @@ class InferenceServiceWorkflow(ServicePlacement):
             return Admitted(False, message, ("FieldValueInvalid",), warnings)
         return Admitted(admission.allowed, admission.summary(), tuple(admission.reasons), warnings)
 
-    def admit_manifest(self, manifest: dict[str, Any]) -> Admitted:
-        return self._admit(manifest)
-
     @workflow.update(name=UPDATE_APPLY)
     async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
         async with self.lock:
@@ -382,7 +379,7 @@ class InferenceServiceWorkflow(ServicePlacement):
     @workflow.signal(name=SIGNAL_MEMBER_APPLY)
     def member_apply(self, copy: MemberApply) -> None:
         """The placement source's copy of the spec for this home (`workflows.service.homes`)."""
-        if not self.state.deleting and self.take_copy(copy):
+        if not self.state.deleting and self.take_copy(copy, self._admit(copy.manifest)):
             self.seq += 1
 
     @workflow.signal(name=SIGNAL_MEMBER_CHANGED)
