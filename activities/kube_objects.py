@@ -13,6 +13,7 @@ re-read on 409, a few times, before giving up with a retryable `Conflict`.
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -111,11 +112,41 @@ def deep_merge(base: Any, overlay: Any) -> Any:
     return overlay
 
 
-def _replacement(existing: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def last_applied_configuration(manifest: dict[str, Any]) -> str:
+    """The annotation `kubectl apply` keeps: the applied manifest as compact JSON."""
+    metadata = dict(manifest.get("metadata") or {})
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != LAST_APPLIED}
+    if annotations:
+        metadata["annotations"] = annotations
+    else:
+        metadata.pop("annotations", None)
+    metadata.pop("finalizers", None)
+    shown = {k: v for k, v in manifest.items() if k not in ("metadata", "status")}
+    return json.dumps({**shown, "metadata": metadata}, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def _previously_applied(existing: dict[str, Any]) -> dict[str, Any]:
+    """Labels and annotations the last `kubectl apply`-style write named (empty without one)."""
+    text = ((existing.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    try:
+        previous = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return (previous.get("metadata") or {}) if isinstance(previous, dict) else {}
+
+
+def _replacement(
+    existing: dict[str, Any], manifest: dict[str, Any], request: ApplyObjectInput
+) -> dict[str, Any]:
     """The body that brings `existing` to `manifest` while keeping what others own.
 
-    Server-set fields (clusterIP, defaults) survive because maps merge; labels and
-    annotations others added survive; finalizers are united; status is the server's.
+    Server-set fields (clusterIP, defaults) survive because maps merge, except `spec` when
+    `replace_spec` (the user's own fields: one the manifest drops goes); labels and annotations
+    others added survive (with `last_applied`, those the previous apply named and this one drops
+    go, as `kubectl apply` computes it); finalizers are united; status is the server's.
     """
     old_meta = existing.get("metadata") or {}
     new_meta = manifest.get("metadata") or {}
@@ -123,9 +154,19 @@ def _replacement(existing: dict[str, Any], manifest: dict[str, Any]) -> dict[str
         {k: v for k, v in existing.items() if k not in ("metadata", "status")},
         {k: v for k, v in manifest.items() if k not in ("metadata", "status")},
     )
+    if request.replace_spec and "spec" in manifest:
+        body["spec"] = manifest["spec"]
+    dropped: dict[str, set[str]] = {"labels": set(), "annotations": set()}
+    if request.last_applied:
+        previous = _previously_applied(existing)
+        for key in dropped:
+            dropped[key] = set(previous.get(key) or {}) - set(new_meta.get(key) or {})
     metadata = dict(old_meta)
-    metadata["labels"] = {**(old_meta.get("labels") or {}), **(new_meta.get("labels") or {})}
-    metadata["annotations"] = {**(old_meta.get("annotations") or {}), **(new_meta.get("annotations") or {})}
+    for key in ("labels", "annotations"):
+        kept = {k: v for k, v in (old_meta.get(key) or {}).items() if k not in dropped[key]}
+        metadata[key] = {**kept, **(new_meta.get(key) or {})}
+    if request.last_applied:
+        metadata["annotations"][LAST_APPLIED] = last_applied_configuration(manifest)
     if "ownerReferences" in new_meta:
         metadata["ownerReferences"] = new_meta["ownerReferences"]
     finalizers = list(old_meta.get("finalizers") or [])
@@ -136,6 +177,34 @@ def _replacement(existing: dict[str, Any], manifest: dict[str, Any]) -> dict[str
     if "status" in existing:
         body["status"] = existing["status"]
     return body
+
+
+def _superseded(existing: dict[str, Any], manifest: dict[str, Any], request: ApplyObjectInput) -> bool:
+    """Someone wrote another spec after the generation the writer last knew."""
+    if request.expect_generation is None:
+        return False
+    generation = int((existing.get("metadata") or {}).get("generation") or 0)
+    return generation > request.expect_generation and existing.get("spec") != manifest.get("spec")
+
+
+def _unchanged(existing: dict[str, Any], manifest: dict[str, Any], request: ApplyObjectInput) -> bool:
+    if not already_applied(manifest, existing):
+        return False
+    if request.replace_spec and existing.get("spec") != manifest.get("spec"):
+        return False
+    if request.last_applied:
+        annotations = (existing.get("metadata") or {}).get("annotations") or {}
+        return bool(annotations.get(LAST_APPLIED) == last_applied_configuration(manifest))
+    return True
+
+
+def _with_last_applied(manifest: dict[str, Any]) -> dict[str, Any]:
+    metadata = dict(manifest.get("metadata") or {})
+    metadata["annotations"] = {
+        **(metadata.get("annotations") or {}),
+        LAST_APPLIED: last_applied_configuration(manifest),
+    }
+    return {**manifest, "metadata": metadata}
 
 
 def heartbeat(*details: Any) -> None:
@@ -167,6 +236,8 @@ class ObjectActivities:
                 existing = self.rest.get_or_none(object_path(ref))
                 try:
                     if existing is None:
+                        if request.last_applied:
+                            manifest = _with_last_applied(manifest)
                         created = self.rest.request(
                             "POST",
                             collection_path(
@@ -176,13 +247,18 @@ class ObjectActivities:
                             body=manifest,
                         )
                         return self._applied(ref, created, "created")
-                    if already_applied(manifest, existing):
+                    if _superseded(existing, manifest, request):
+                        # A newer spec is the user's: keep it, only make sure of our finalizers.
+                        return self._applied(
+                            ref, self._ensure_finalizers(ref, existing, manifest), "superseded"
+                        )
+                    if _unchanged(existing, manifest, request):
                         return self._applied(ref, existing, "unchanged")
                     replaced = self.rest.request(
                         "PUT",
                         object_path(ref),
                         query=self._write_query(),
-                        body=_replacement(existing, manifest),
+                        body=_replacement(existing, manifest, request),
                     )
                     return self._applied(ref, replaced, "updated")
                 except ApiException as error:
@@ -191,6 +267,19 @@ class ObjectActivities:
                         continue
                     raise
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _ensure_finalizers(
+        self, ref: ObjectRef, existing: dict[str, Any], manifest: dict[str, Any]
+    ) -> dict[str, Any]:
+        """`existing` with the manifest's finalizers too (one conditional PUT when any is missing)."""
+        have = list((existing.get("metadata") or {}).get("finalizers") or [])
+        missing = [
+            item for item in (manifest.get("metadata") or {}).get("finalizers") or [] if item not in have
+        ]
+        if not missing:
+            return existing
+        body = {**existing, "metadata": {**existing["metadata"], "finalizers": have + missing}}
+        return dict(self.rest.request("PUT", object_path(ref), query=self._write_query(), body=body))
 
     def _applied(
         self, ref: ObjectRef, obj: dict[str, Any], action: Literal["created", "updated", "unchanged"]
@@ -275,15 +364,57 @@ class ObjectActivities:
             options["gracePeriodSeconds"] = request.grace_period_seconds
         if ref.uid:
             options["preconditions"] = {"uid": ref.uid}
+        released = request.release_finalizer is not None and self._release_finalizer(
+            ref, request.release_finalizer
+        )
         with api_errors(f"delete {describe(ref)}"):
             try:
                 self.rest.request("DELETE", object_path(ref), body=options)
             except ApiException as error:
                 # Gone already, or the name now belongs to a newer object we must not touch.
                 if error.status == 404 or (error.status == 409 and ref.uid):
-                    return DeleteObjectResult(deleted=False)
+                    return DeleteObjectResult(deleted=released)
                 raise
         return DeleteObjectResult(deleted=True)
+
+    def _release_finalizer(self, ref: ObjectRef, finalizer: str) -> bool:
+        """Take our finalizer off (a JSON patch testing the uid and the entry); True when that
+        removed an object already being deleted."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            heartbeat(attempt)
+            with api_errors(f"release finalizer {finalizer} of {describe(ref)}"):
+                existing = self.rest.get_or_none(object_path(ref))
+                metadata = (existing or {}).get("metadata") or {}
+                finalizers = list(metadata.get("finalizers") or [])
+                if (
+                    existing is None
+                    or finalizer not in finalizers
+                    or (ref.uid and metadata.get("uid") != ref.uid)
+                ):
+                    return False
+                index = finalizers.index(finalizer)
+                patch = [
+                    {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
+                    {"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
+                    {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+                ]
+                try:
+                    patched = self.rest.request(
+                        "PATCH",
+                        object_path(ref),
+                        query=self._write_query(),
+                        body=patch,
+                        content_type=CONTENT_TYPES["json"],
+                    )
+                except ApiException as error:
+                    if error.status == 404:
+                        return False
+                    if error.status in (409, 422) and attempt + 1 < CONFLICT_ATTEMPTS:
+                        continue
+                    raise
+                deleting = bool(metadata.get("deletionTimestamp"))
+                return deleting and not ((patched or {}).get("metadata") or {}).get("finalizers")
+        return False
 
     @activity.defn(name=KUBE_READ_OBJECT)
     def read_object(self, request: ReadObjectInput) -> ReadObjectResult:

@@ -210,11 +210,20 @@ class ApplyObjectInput(_Op):
 
     manifest: dict[str, Any]
     plural: str | None = None
+    replace_spec: bool = False
+    """Replace `spec` as a whole (a field the manifest drops goes), as `kubectl apply` does for
+    the user's own fields; otherwise maps merge, keeping what the server set."""
+    last_applied: bool = False
+    """Also write `kubectl.kubernetes.io/last-applied-configuration` as `kubectl apply` does, and
+    drop the labels and annotations the previous one named that this manifest no longer does."""
+    expect_generation: int | None = None
+    """The object generation the writer last knew: an object with a newer generation and another
+    `spec` was changed by someone since, and its spec is not overwritten (`superseded`)."""
 
 
 class ApplyObjectResult(_Op):
     ref: ObjectRef
-    action: Literal["created", "updated", "unchanged"]
+    action: Literal["created", "updated", "unchanged", "superseded"]
     resource_version: str = ""
     generation: int | None = None
 
@@ -248,6 +257,8 @@ class DeleteObjectInput(_Op):
     ref: ObjectRef
     propagation_policy: Literal["Background", "Foreground", "Orphan"] = "Background"
     grace_period_seconds: int | None = Field(default=None, ge=0)
+    release_finalizer: str | None = None
+    """Remove this finalizer of ours first, so the object goes once the delete is sent."""
 
 
 class DeleteObjectResult(_Op):

@@ -35,6 +35,7 @@ from planning.replica.template import ClusterLifecycle
 from planning.service.components import ComponentPlan, multinode_message, plan_components
 from planning.service.deployment import DeploymentObserved, converged, newer, observe_deployment
 from planning.service.objects import render_deployment, render_pdb, render_service
+from planning.service.relay import ISVC_FINALIZER
 from planning.service.scale import (
     REQUEST_REJECTED,
     SCALE_REJECTED,
@@ -91,14 +92,44 @@ class ServiceComponents(ServiceProjection):
     """Writes the InferenceService's objects and steers its InferenceReplicas."""
 
     async def write_object(self, isvc: InferenceService) -> ApplyObjectResult:
+        """Write the object: the spec is the user's, whichever way it came in. A manifest from
+        the `temporal` CLI is written as `kubectl apply` would write it (spec replaced, the
+        last-applied annotation kept); one relayed from the object is already there. Either
+        way a spec someone wrote after the generation the workflow knows is never overwritten:
+        that write is `superseded`, and the controller brings the newer spec as an `apply`."""
+        state = self.state
+        source = "kubectl" if state.spec_from_object else "temporal"
         result = await kube_calls.apply_object(
             ApplyObjectInput(
-                manifest=isvc_object(self.state.manifest, isvc.namespace), plural="inferenceservices"
+                manifest=isvc_object(state.manifest, isvc.namespace),
+                plural="inferenceservices",
+                replace_spec=True,
+                last_applied=not state.spec_from_object,
+                expect_generation=state.object_generation or None,
             ),
-            summary=f"write InferenceService {isvc.namespace}/{isvc.name} (generation {self.state.generation})",
+            summary=f"write InferenceService {isvc.namespace}/{isvc.name} "
+            f"(generation {state.generation}, spec from {source})",
         )
-        self.state.isvc_uid = result.ref.uid or self.state.isvc_uid
+        state.isvc_uid = result.ref.uid or state.isvc_uid
+        if result.action == "superseded":
+            await self.note_superseded(isvc, result.generation or 0)
+        elif result.generation is not None:
+            state.object_generation = result.generation
         return result
+
+    async def note_superseded(self, isvc: InferenceService, newer: int) -> None:
+        """One Warning Event per newer object generation that stopped the workflow's write."""
+        state = self.state
+        if newer <= state.superseded_at:
+            return
+        state.superseded_at = newer
+        await record_event(
+            self.ref(),
+            "SpecSuperseded",
+            f"the spec applied through Temporal (workflow generation {state.generation}) was not written: "
+            f"the object holds a newer spec (generation {newer}) written since; that spec is applied next",
+            "Warning",
+        )
 
     async def read_runtime(self, isvc: InferenceService) -> None:
         """The ServingRuntime of that name in the namespace, else the ClusterServingRuntime."""
@@ -123,6 +154,16 @@ class ServiceComponents(ServiceProjection):
             f"spec.runtime.name {runtime!r} names no ServingRuntime in namespace {isvc.namespace} and no "
             "ClusterServingRuntime; create the runtime and the InferenceService starts within 5 minutes"
         )
+
+    async def refresh_runtime(self, isvc: InferenceService) -> None:
+        """The controller said the runtime changed: read it again, and when what the service
+        runs with changed, plan the components again (a new revision rolls as any change does)."""
+        state = self.state
+        before = (state.runtime_spec, state.runtime_missing)
+        await self.read_runtime(isvc)
+        state.runtime_stale = False
+        if (state.runtime_spec, state.runtime_missing) != before and state.runtime_missing is None:
+            await self.write_components(isvc)
 
     def plans(self, isvc: InferenceService) -> list[ComponentPlan]:
         return plan_components(isvc, self.runtime())
@@ -404,7 +445,7 @@ class ServiceComponents(ServiceProjection):
         for component, mode in {**state.retiring, **state.modes}.items():
             await self.delete_objects(namespace, name, component, mode)
         await kube_calls.delete_object(
-            DeleteObjectInput(ref=self.ref()),
+            DeleteObjectInput(ref=self.ref(), release_finalizer=ISVC_FINALIZER),
             summary=f"delete InferenceService {namespace}/{name}: every Instance drained, its pods gone",
         )
         workflow.upsert_search_attributes([search_attributes.PHASE.value_set("Deleted")])

@@ -25,6 +25,7 @@ from planning.replica.template import ClusterLifecycle
 from planning.service.deployment import DeploymentObserved
 from planning.service.pause import PauseMode
 from planning.service.pause_signal import PlannedPauseEvent, replica_pause_mode
+from planning.service.relay import ISVC_FINALIZER
 from workflows.replica.messages import ReplicaReport
 from workflows.rollout.messages import CanaryRequest, RolloutReport, RolloutRow
 from workflows.service.homes import PlacementTracking
@@ -58,6 +59,10 @@ QUERY_EXPLAIN = "explain"
 """Why a component waits, and what would release it; input: the component's name."""
 QUERY_PREVIEW = "preview"
 """The plan a manifest would run, without applying it; input: the manifest."""
+QUERY_APPLIED = "applied"
+"""What the workflow holds of the object (`AppliedView`): the controller asks before relaying."""
+SIGNAL_RUNTIME_CHANGED = "runtime_changed"
+"""From the controller: a ServingRuntime or ClusterServingRuntime the service uses changed."""
 SIGNAL_DEPLOYMENT_CHANGED = "deployment_changed"
 """From the watcher (`workers.watch.deployments`): a Deployment-mode component's Deployment changed."""
 
@@ -75,6 +80,30 @@ class ApplyResult(MessageModel):
     generation: int
     changed: bool
     warnings: list[str] = Field(default_factory=list)
+    superseded: bool = False
+    """The manifest came from an object generation older than the one the workflow holds:
+    nothing was done (a relay that arrived late)."""
+
+
+class ApplyOrigin(MessageModel):
+    """`apply`'s second input, from the controller: the InferenceService object the manifest
+    was read from (`kubectl apply`). Without it the manifest came through the `temporal` CLI."""
+
+    object_generation: int
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+class AppliedView(MessageModel):
+    """The `applied` query: the spec the workflow holds, as the controller compares it."""
+
+    generation: int
+    """The workflow's own count of accepted changes."""
+    object_generation: int
+    """`metadata.generation` of the object whose spec the workflow holds (0: not known yet)."""
+    digest: str
+    """`planning.service.relay.manifest_digest` of the manifest it holds."""
+    deleting: bool
 
 
 class ScaleRequest(MessageModel):
@@ -162,6 +191,18 @@ class ServiceState(MessageModel):
     admitted: bool = False
     generation: int = 0
     applied_generation: int = 0
+    object_generation: int = 0
+    """`metadata.generation` of the object holding `manifest`: from the controller's relay, or
+    from the workflow's own write (0: not known yet)."""
+    observed_generation: int = 0
+    """`object_generation` as of the last pass that applied the manifest: `status.observedGeneration`."""
+    spec_from_object: bool = False
+    """The manifest came from the object (`kubectl`); else from the `temporal` CLI, and the
+    workflow writes it to the object as `kubectl apply` would."""
+    superseded_at: int = 0
+    """The object generation whose newer spec stopped the workflow's own write (recorded once)."""
+    runtime_stale: bool = False
+    """The controller said the runtime changed: the next pass re-reads it."""
     isvc_uid: str | None = None
     runtime_spec: dict[str, Any] | None = None
     runtime_missing: str | None = None
@@ -259,13 +300,15 @@ class ServiceStatusView(MessageModel):
 
 
 def isvc_object(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The InferenceService as stored in the cluster: the accepted manifest, without status."""
+    """The InferenceService as stored in the cluster: the accepted manifest, without status,
+    with the product's finalizer (held until the workflow has torn everything down)."""
     metadata = {
         key: value
         for key, value in (manifest.get("metadata") or {}).items()
         if key in ("name", "labels", "annotations")
     }
     metadata["namespace"] = namespace
+    metadata["finalizers"] = [ISVC_FINALIZER]
     return {
         "apiVersion": OME_API_VERSION,
         "kind": "InferenceService",

@@ -204,7 +204,7 @@ class ServicePlacement(ServiceComponents):
         tracking = self.placement_tracking()
         if state.applied_generation != state.generation:
             written = await self.write_object(isvc)
-            tracking.object_generation = written.generation
+            tracking.object_generation = self.state.object_generation or written.generation
             relist = True
         if relist or tracking.listed_at is None:
             await self.list_clusters()
@@ -229,6 +229,7 @@ class ServicePlacement(ServiceComponents):
         )
         tracking.status, tracking.conditions = status, conditions
         state.applied_generation = state.generation
+        state.observed_generation = state.object_generation
         if routed(isvc):
             await self.tell_trafficmap(isvc, placed=status.get("phase") == "Placed")
         elif tracking.trafficmap_started and not tracking.trafficmap_deleted and workflow.patched(TRAFFICMAP_UNROUTED):

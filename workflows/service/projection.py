@@ -131,9 +131,9 @@ class ServiceProjection:
         grouped = bool(isvc.spec.rollout and isvc.spec.rollout.groups)
         run = rollouts.run_seen(state.rollout)
         extra = rollout_conditions(run, isvc.spec.rollout) if grouped or run is not None else []
-        body = isvc_status(
-            state.applied_generation or None, reports, state.conditions, workflow.now(), blocking, extra
-        )
+        # observedGeneration is the object's generation, as Kubernetes means it, once known.
+        observed = state.observed_generation or state.applied_generation or None
+        body = isvc_status(observed, reports, state.conditions, workflow.now(), blocking, extra)
         for component, mode in state.modes.items():
             body["components"].setdefault(component, {})["deploymentMode"] = mode
         shown = rollout_status(run)

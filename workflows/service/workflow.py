@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.replica.template import ClusterLifecycle
     from planning.service.deployment import DeploymentObserved
     from planning.service.pause_signal import discards_pending, on_pause, on_resume
+    from planning.service.relay import ISVC_FINALIZER, manifest_digest
     from workflows import kube_calls, search_attributes, waiting
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
@@ -81,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.service.messages import (
         ADMISSION_DENIED,
         CONTINUED_STATE_KEY,
+        QUERY_APPLIED,
         QUERY_EXPLAIN,
         QUERY_PREVIEW,
         QUERY_ROLLOUT_STATUS,
@@ -95,6 +97,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_RESET_INSTANCES,
         SIGNAL_RESUME,
         SIGNAL_ROLLBACK,
+        SIGNAL_RUNTIME_CHANGED,
         SIGNAL_SCALE,
         UPDATE_APPLY,
         UPDATE_MIGRATE,
@@ -102,6 +105,8 @@ with workflow.unsafe.imports_passed_through():
         UPDATE_REPIN,
         UPDATE_RETRY,
         UPDATE_ROLLBACK,
+        AppliedView,
+        ApplyOrigin,
         ApplyResult,
         ExplainView,
         Forward,
@@ -201,11 +206,23 @@ class InferenceServiceWorkflow(ServicePlacement):
         return Admitted(admission.allowed, admission.summary(), tuple(admission.reasons), warnings)
 
     @workflow.update(name=UPDATE_APPLY)
-    async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
+    async def apply(self, manifest: dict[str, Any], origin: ApplyOrigin | None = None) -> ApplyResult:
+        """`origin` is set by the controller: the object generation the manifest was read from.
+        A relay older than the object generation held is late and changes nothing; one the
+        workflow wrote itself (same digest) neither."""
         async with self.lock:
             state = self.state
             warnings = list(self._admit(manifest).warnings)
+            if origin is not None and origin.object_generation < state.object_generation:
+                return ApplyResult(
+                    accepted=True, generation=state.generation, changed=False, warnings=warnings, superseded=True
+                )
+            if origin is not None:
+                state.object_generation = origin.object_generation
+                state.spec_from_object = True
             changed = not state.admitted or not _same_spec(manifest, state.manifest)
+            if changed and origin is None:
+                state.spec_from_object = False
             if state.transient or state.scale_requests:
                 # A transient scale lasts until the next apply sets the count again; one
                 # received before this apply and not yet taken is overridden by it too.
@@ -220,7 +237,7 @@ class InferenceServiceWorkflow(ServicePlacement):
             return ApplyResult(accepted=True, generation=state.generation, changed=changed, warnings=warnings)
 
     @apply.validator
-    def validate_apply(self, manifest: dict[str, Any]) -> None:
+    def validate_apply(self, manifest: dict[str, Any], origin: ApplyOrigin | None = None) -> None:
         if self.state.deleting:
             raise ApplicationError(
                 "the InferenceService is being deleted; apply again once its workflow has completed",
@@ -371,6 +388,12 @@ class InferenceServiceWorkflow(ServicePlacement):
         )
         self.seq += 1
 
+    @workflow.signal(name=SIGNAL_RUNTIME_CHANGED)
+    def runtime_changed(self) -> None:
+        """From the controller: the runtime this service uses changed; the next pass re-reads it."""
+        self.state.runtime_stale = True
+        self.seq += 1
+
     @workflow.signal(name=SIGNAL_DELETE)
     def delete(self) -> None:
         self.state.deleting = True
@@ -420,6 +443,16 @@ class InferenceServiceWorkflow(ServicePlacement):
             status=InferenceServiceStatus.model_validate(self.status_body()),
             deployments=dict(self.state.deployments),
             last_rejected_request=self.state.last_rejected,
+        )
+
+    @workflow.query(name=QUERY_APPLIED)
+    def applied(self) -> AppliedView:
+        state = self.state
+        return AppliedView(
+            generation=state.generation,
+            object_generation=state.object_generation,
+            digest=manifest_digest(state.manifest),
+            deleting=state.deleting,
         )
 
     @workflow.query(name=QUERY_ROLLOUT_STATUS)
@@ -506,9 +539,13 @@ class InferenceServiceWorkflow(ServicePlacement):
         if state.applied_generation != state.generation or state.runtime_missing:
             await self.write_object(isvc)
             await self.read_runtime(isvc)
+            state.runtime_stale = False
             if state.runtime_missing is None:
                 await self.write_components(isvc)
                 state.applied_generation = state.generation
+                state.observed_generation = state.object_generation
+        elif state.runtime_stale:
+            await self.refresh_runtime(isvc)
         recheck, self.recheck = self.recheck, False
         if state.runtime_missing is None:
             self.take_scale_requests(isvc)
@@ -529,7 +566,7 @@ class InferenceServiceWorkflow(ServicePlacement):
             if not await self.tear_down_homes():
                 return False
             await kube_calls.delete_object(
-                DeleteObjectInput(ref=self.ref()),
+                DeleteObjectInput(ref=self.ref(), release_finalizer=ISVC_FINALIZER),
                 summary=f"delete InferenceService {isvc.namespace}/{isvc.name}: every home drained and gone",
             )
             workflow.upsert_search_attributes([search_attributes.PHASE.value_set("Deleted")])
