@@ -26,6 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from kubesim.handle import KubeSim
 from models.canary_analysis import CanaryAnalysisConfig, CanarySettingsResult
 from models.instance import QUERY_STATUS, DeleteRequest, InstancePhase, InstanceStatus, UpdateRequest
+from planning.service.relay import relayed_manifest
 from tests.fixtures.prometheus import RunningPrometheus
 from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
 from tests.workflows.multicluster_harness import CLUSTERS, chat_manifest, fleet, weights_are, with_factors
@@ -50,7 +51,13 @@ from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
 from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
 from workflows.names import rollout_workflow_id
-from workflows.service.messages import ReleaseHeldRequest, ResetInstancesRequest, ScaleRequest
+from workflows.service.messages import (
+    ApplyOrigin,
+    ApplyResult,
+    ReleaseHeldRequest,
+    ResetInstancesRequest,
+    ScaleRequest,
+)
 from workflows.trafficmap.messages import DrainRequest, DrainResult, UndrainRequest
 
 BAD_IMAGE = "docker.io/lmsysorg/sglang:does-not-exist"
@@ -456,7 +463,9 @@ async def _pd_on(s: Story, image: str, count: int = 1) -> bool:
     serving = [p for p in s.serving_pods() if p.metadata.deletion_timestamp is None]
     by_component: dict[str, list[str]] = {}
     for pod in serving:
-        by_component.setdefault(pod.metadata.labels["ome.io/component"], []).append(pod.spec.containers[0].image)
+        by_component.setdefault(pod.metadata.labels["ome.io/component"], []).append(
+            pod.spec.containers[0].image
+        )
     live = [p for p in s.pods() if p.metadata.deletion_timestamp is None]
     return (
         by_component.get("engine") == [image] * count
@@ -495,7 +504,10 @@ def _canary_rollout() -> dict[str, Any]:
         "threshold": "0.05",
     }
     analysis = {"interval": "2s", "initialDelay": "4s", "failureLimit": 2, "metrics": [error_rate]}
-    steps = [{"capacity": "50%", "traffic": 50, "analysis": analysis}, {"capacity": "100%", "traffic": 100, "pause": {}}]
+    steps = [
+        {"capacity": "50%", "traffic": 50, "analysis": analysis},
+        {"capacity": "100%", "traffic": 100, "pause": {}},
+    ]
     return {"groups": [{"components": ["engine", "decoder"], "canary": {"steps": steps}}]}
 
 
@@ -505,18 +517,31 @@ async def service_canary(env: WorkflowEnvironment, sim: KubeSim, task_queue: str
     completes; then a bad image fails two samples and rolls back; then delete."""
     namespace = f"{NAMESPACE_PD}-canary"
     sim.set_engine_behavior(CANARY_IMAGE_BAD, error_ratio=0.3)
-    with tempfile.TemporaryDirectory() as scratch, RunningPrometheus(
-        Path(scratch), {"kubesim": f"127.0.0.1:{sim.port}"}, interval_seconds=1
-    ) as prometheus:
-        settings = CanarySettingsResult(analysis=CanaryAnalysisConfig(bundled_prometheus_address=prometheus.url))
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        RunningPrometheus(
+            Path(scratch), {"kubesim": f"127.0.0.1:{sim.port}"}, interval_seconds=1
+        ) as prometheus,
+    ):
+        settings = CanarySettingsResult(
+            analysis=CanaryAnalysisConfig(bundled_prometheus_address=prometheus.url)
+        )
         async with service_story(
-            env, sim, task_queue, dict(FAST_CLUSTER), name=PD_NAME, namespace=namespace, runtime=pd_runtime(),
+            env,
+            sim,
+            task_queue,
+            dict(FAST_CLUSTER),
+            name=PD_NAME,
+            namespace=namespace,
+            runtime=pd_runtime(),
             canary=settings,
         ) as s:
             await _accepted(s, pd_manifest(namespace, _canary_rollout(), None, (2, 2)))
             await until(lambda: _pd_on(s, IMAGE_1, 2), "mistral-pd serving", within=WAIT)
             await _accepted(s, pd_manifest(namespace, _canary_rollout(), IMAGE_2, (2, 2)))
-            await until(lambda: _engine_phase(s, "Paused", step=1), "the canary at its manual gate", within=WAIT)
+            await until(
+                lambda: _engine_phase(s, "Paused", step=1), "the canary at its manual gate", within=WAIT
+            )
             await s.handle().signal("promote")
             run = s.client.get_workflow_handle(rollout_workflow_id(namespace, PD_NAME, 2))
             await until(lambda: _completed(run), "canary run 2 to complete", within=WAIT)
@@ -586,12 +611,17 @@ async def service_relocation(env: WorkflowEnvironment, sim: KubeSim, task_queue:
         sim.cordon_node(node)
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         manifest = isvc_manifest(
-            topologySpread=None, topologySpreadKey=None, minReplicas=1, maxReplicas=1,
+            topologySpread=None,
+            topologySpreadKey=None,
+            minReplicas=1,
+            maxReplicas=1,
             lifecycle={"instanceReadyTimeout": "5s"},
         )
         manifest["spec"]["engine"] = {k: v for k, v in manifest["spec"]["engine"].items() if v is not None}
         await _accepted(s, manifest)
-        await until(lambda: [p.spec.node_name for p in _live(s)] == ["gpu-node-1"], "the pod on the wedged node")
+        await until(
+            lambda: [p.spec.node_name for p in _live(s)] == ["gpu-node-1"], "the pod on the wedged node"
+        )
         sim.uncordon_node("gpu-node-2")
         await until(lambda: _ready_on(s, IMAGE_1, [0]), "Instance 0 Ready off the wedged node", within=WAIT)
         if [p.spec.node_name for p in _live(s)] != ["gpu-node-2"]:
@@ -613,7 +643,10 @@ async def service_drain(env: WorkflowEnvironment, sim: KubeSim, task_queue: str)
         await until(lambda: _ready_on(s, IMAGE_1, [0, 1, 2]), "three Ready engine Instances", within=WAIT)
         node = _serving_nodes(s)[0]
         drain = await s.client.start_workflow(
-            "Drain", {"node": node, "reason": "kernel upgrade"}, id=f"drain/node/{node}", task_queue=task_queue
+            "Drain",
+            {"node": node, "reason": "kernel upgrade"},
+            id=f"drain/node/{node}",
+            task_queue=task_queue,
         )
         await until(lambda: _drained(s, drain), "the node drained", within=WAIT)
         moved = _serving_nodes(s)
@@ -628,11 +661,27 @@ async def trafficmap_weights_drain_delete(env: WorkflowEnvironment, sim: KubeSim
     """A TrafficMap with chart probes and capacity polls against a stand-in of the home gateways:
     weights 2 and 3 (spec 000), published; a gate on worker-b and its lift; a drain by Update, a
     refused one, an undrain; a zero factor freezing the map and a fixed one resuming it; delete."""
-    fast_probe = {"path": "/healthz", "method": "GET", "acceptStatuses": [200], "gateStatuses": [503],
-                  "period": "1s", "timeout": "500ms", "failureThreshold": 1, "successThreshold": 1,
-                  "allFailedPolicy": "Drain"}
-    fast_capacity = {"path": "/capacity", "method": "GET", "format": "Report", "samples": 1, "quorum": 1,
-                     "period": "2s", "timeout": "1s", "maxAge": "10s"}
+    fast_probe = {
+        "path": "/healthz",
+        "method": "GET",
+        "acceptStatuses": [200],
+        "gateStatuses": [503],
+        "period": "1s",
+        "timeout": "500ms",
+        "failureThreshold": 1,
+        "successThreshold": 1,
+        "allFailedPolicy": "Drain",
+    }
+    fast_capacity = {
+        "path": "/capacity",
+        "method": "GET",
+        "format": "Report",
+        "samples": 1,
+        "quorum": 1,
+        "period": "2s",
+        "timeout": "1s",
+        "maxAge": "10s",
+    }
     gateways = Gateways(env)
     await gateways.start()
     h = TrafficMapHarness(env, sim, gateways, task_queue)
@@ -655,18 +704,23 @@ async def trafficmap_weights_drain_delete(env: WorkflowEnvironment, sim: KubeSim
             await h.until(handle, published({"worker-a": 1, "worker-b": 0}), within=WAIT)
             gateways.home("worker-b").probe_status = 200
             await h.until(handle, published({"worker-a": 2, "worker-b": 3}), within=WAIT)
-            await handle.execute_update("drain_cluster", DrainRequest(id="maint", cluster="worker-a"),
-                                        result_type=DrainResult)
+            await handle.execute_update(
+                "drain_cluster", DrainRequest(id="maint", cluster="worker-a"), result_type=DrainResult
+            )
             try:
-                await handle.execute_update("drain_cluster", DrainRequest(id="maint", cluster="worker-a"),
-                                            result_type=DrainResult)
+                await handle.execute_update(
+                    "drain_cluster", DrainRequest(id="maint", cluster="worker-a"), result_type=DrainResult
+                )
                 raise RuntimeError("a second drain with the same ID was accepted")
             except WorkflowUpdateFailedError:
                 pass
             await h.until(handle, published({"worker-a": 0, "worker-b": 3}), within=WAIT)
-            await handle.execute_update("undrain_cluster", UndrainRequest(id="maint"), result_type=DrainResult)
-            await handle.signal("homes_changed", h.report(homes, generation=2,
-                                                          routing={"capacityFactors": {"worker-b": "0"}}))
+            await handle.execute_update(
+                "undrain_cluster", UndrainRequest(id="maint"), result_type=DrainResult
+            )
+            await handle.signal(
+                "homes_changed", h.report(homes, generation=2, routing={"capacityFactors": {"worker-b": "0"}})
+            )
             await h.until(handle, lambda v: bool(v.errors), within=WAIT)
             await handle.signal("homes_changed", h.report(homes, generation=3, routing=routing))
             await h.until(handle, lambda v: v.observed_isvc_generation == 3 and not v.errors, within=WAIT)
@@ -690,6 +744,40 @@ async def service_multicluster_all(env: WorkflowEnvironment, sim: KubeSim, task_
         await until(lambda: _completed(f.trafficmap()), "the TrafficMap completed")
         for cluster in CLUSTERS:
             await until(lambda c=cluster: _completed(f.handle(c)), f"the {cluster} member completed")
+
+
+async def service_kubectl_relay(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """The kubectl way in, as the controller relays it (issue 15)."""
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        await _accepted(s, isvc_manifest())
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        written = s.object("inferenceservices", NAME)
+        assert written is not None
+        edited = s.custom.patch_namespaced_custom_object(
+            "ome.io",
+            "v1beta1",
+            NAMESPACE,
+            "inferenceservices",
+            NAME,
+            {"spec": with_image(isvc_manifest(), IMAGE_2)["spec"]},
+        )
+        for obj in (written, edited, edited, written):  # its own write, the edit twice, a late relay
+            origin = ApplyOrigin(object_generation=obj["metadata"]["generation"], uid=obj["metadata"]["uid"])
+            await s.handle().execute_update(
+                "apply", args=[relayed_manifest(obj), origin], result_type=ApplyResult
+            )
+        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the edited image", within=WAIT)
+        s.custom.patch_namespaced_custom_object(
+            "ome.io",
+            "v1beta1",
+            NAMESPACE,
+            "servingruntimes",
+            "srt-qwen3-0-6b",
+            {"spec": {"engineConfig": {"runner": {"image": IMAGE_1}}}},
+        )
+        await s.handle().signal("runtime_changed")
+        s.custom.delete_namespaced_custom_object("ome.io", "v1beta1", NAMESPACE, "inferenceservices", NAME)
+        await _delete_service(s)
 
 
 SCENARIOS = [
@@ -753,6 +841,12 @@ SCENARIOS = [
         "service_lifecycle_change",
         service_lifecycle_change,
         "restartPolicy changed alone (no new revision), a killed container recreates its Instance, delete",
+    ),
+    Scenario(
+        "service_kubectl_relay",
+        service_kubectl_relay,
+        "the kubectl way in: the controller's relays of the object (its own write, an edit twice, a late one), "
+        "runtime_changed, the object deleted (finalizer) then delete",
     ),
     Scenario(
         "trafficmap_weights_drain_delete",
