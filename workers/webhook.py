@@ -93,24 +93,33 @@ class RuntimeReader:
         self.custom = CustomObjectsApi(api_client)
 
     def __call__(self, namespace: str, name: str) -> ServingRuntimeSpec | None:
-        reads = (
-            ("ServingRuntime", lambda: self.custom.get_namespaced_custom_object(
-                "ome.io", "v1beta1", namespace, "servingruntimes", name, _request_timeout=READ_TIMEOUT_SECONDS)),
-            ("ClusterServingRuntime", lambda: self.custom.get_cluster_custom_object(
-                "ome.io", "v1beta1", "clusterservingruntimes", name, _request_timeout=READ_TIMEOUT_SECONDS)),
-        )
-        for kind, read in reads:
-            try:
-                found: dict[str, Any] = read()
-            except ApiException as error:
-                if error.status == 404:
-                    continue
-                raise RuntimeUnavailable(f"reading {kind} {name} failed: {error.status} {error.reason}") from error
-            try:
-                return ServingRuntimeSpec.model_validate(found.get("spec") or {})
-            except ValidationError as error:
-                raise RuntimeUnavailable(f"{kind} {name} does not parse: {str(error)[:500]}") from error
-        return None
+        found = self._read("ServingRuntime", name, namespace)
+        if found is None:
+            found = self._read("ClusterServingRuntime", name, None)
+        if found is None:
+            return None
+        kind, runtime = found
+        try:
+            return ServingRuntimeSpec.model_validate(runtime.get("spec") or {})
+        except ValidationError as error:
+            raise RuntimeUnavailable(f"{kind} {name} does not parse: {str(error)[:500]}") from error
+
+    def _read(self, kind: str, name: str, namespace: str | None) -> tuple[str, dict[str, Any]] | None:
+        found: Any
+        try:
+            if namespace is not None:
+                found = self.custom.get_namespaced_custom_object(
+                    "ome.io", "v1beta1", namespace, "servingruntimes", name, _request_timeout=READ_TIMEOUT_SECONDS
+                )
+            else:
+                found = self.custom.get_cluster_custom_object(
+                    "ome.io", "v1beta1", "clusterservingruntimes", name, _request_timeout=READ_TIMEOUT_SECONDS
+                )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise RuntimeUnavailable(f"reading {kind} {name} failed: {error.status} {error.reason}") from error
+        return kind, found
 
 
 def application(read_runtime: RuntimeReader) -> web.Application:

@@ -131,11 +131,13 @@ def ensure_in_secret(
                 return kept
             logger.info("replacing the webhook certificate in Secret %s/%s: %s", namespace, name, "; ".join(found))
         credentials = _fresh_credentials(hosts)
-        body = _secret_body(credentials, namespace, name)
+        # The client sends a dict as it is; its type hints name only its own models.
+        body: Any = _secret_body(credentials, namespace, name)
         try:
             if secret is None:
                 core.create_namespaced_secret(namespace, body)
             else:
+                assert secret.metadata is not None
                 body["metadata"]["resourceVersion"] = secret.metadata.resource_version
                 core.replace_namespaced_secret(name, namespace, body)
         except ApiException as error:
@@ -146,7 +148,7 @@ def ensure_in_secret(
     raise RuntimeError(f"Secret {namespace}/{name} kept changing while the webhook wrote its certificate")
 
 
-def _from_secret_data(data: dict[str, str]) -> Credentials | None:
+def _from_secret_data(data: dict[str, Any]) -> Credentials | None:
     try:
         return Credentials(*(base64.b64decode(data[key]) for key in (CA_FILE, CERT_FILE, KEY_FILE)))
     except (KeyError, ValueError):

@@ -21,8 +21,6 @@ from typing import Any
 from kubernetes.client import AdmissionregistrationV1Api
 from kubernetes.client.exceptions import ApiException
 
-from workers.webhook_review import WEBHOOK_PATH
-
 logger = logging.getLogger(__name__)
 
 CONFIGURATION_NAME = "ome-validating-webhook-configuration"
@@ -69,7 +67,8 @@ def webhook_configuration(ca_pem: bytes, url: str, failure_policy: str = "Fail")
 
 def register_local(api: AdmissionregistrationV1Api, ca_pem: bytes, url: str, failure_policy: str = "Fail") -> None:
     """Create the configuration pointing at `url`, or replace the one an earlier run wrote."""
-    body = webhook_configuration(ca_pem, url, failure_policy)
+    # The client sends a dict as it is; its type hints name only its own models.
+    body: Any = webhook_configuration(ca_pem, url, failure_policy)
     try:
         current = api.read_validating_webhook_configuration(CONFIGURATION_NAME)
     except ApiException as error:
@@ -78,6 +77,7 @@ def register_local(api: AdmissionregistrationV1Api, ca_pem: bytes, url: str, fai
         api.create_validating_webhook_configuration(body)
         logger.info("created ValidatingWebhookConfiguration %s -> %s", CONFIGURATION_NAME, url)
         return
+    assert current.metadata is not None
     body["metadata"]["resourceVersion"] = current.metadata.resource_version
     api.replace_validating_webhook_configuration(CONFIGURATION_NAME, body)
     logger.info("replaced ValidatingWebhookConfiguration %s -> %s", CONFIGURATION_NAME, url)
@@ -94,7 +94,8 @@ def patch_ca_bundle(api: AdmissionregistrationV1Api, ca_pem: bytes) -> None:
                 "which creates it with an empty caBundle for this webhook to fill"
             ) from error
         raise
-    names = [webhook.name for webhook in current.webhooks or []]
+    webhooks = current.webhooks or []
+    names = [webhook.name for webhook in webhooks]
     if WEBHOOK_NAME not in names:
         raise RuntimeError(
             f"ValidatingWebhookConfiguration {CONFIGURATION_NAME} has no webhook {WEBHOOK_NAME} (it has "
@@ -102,11 +103,11 @@ def patch_ca_bundle(api: AdmissionregistrationV1Api, ca_pem: bytes) -> None:
         )
     index = names.index(WEBHOOK_NAME)
     bundle = base64.b64encode(ca_pem).decode()
-    if current.webhooks[index].client_config.ca_bundle == bundle:
+    if webhooks[index].client_config.ca_bundle == bundle:
         logger.info("ValidatingWebhookConfiguration %s already carries the CA", CONFIGURATION_NAME)
         return
     # The test guards the index: an edit between the read and the patch fails the patch, not another entry.
-    patch = [
+    patch: Any = [
         {"op": "test", "path": f"/webhooks/{index}/name", "value": WEBHOOK_NAME},
         {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle},
     ]
