@@ -40,12 +40,14 @@ from models.runtime import ServingRuntimeSpec
 from workers.config import ENV_PREFIX, Settings, kube_api_client
 from workers.webhook_certs import SECRET_NAMESPACE, Credentials, ensure_in_directory, ensure_in_secret
 from workers.webhook_registration import FAILURE_POLICIES, patch_ca_bundle, register_local
-from workers.webhook_review import WEBHOOK_PATH, MalformedReview, review
+from workers.webhook_review import WEBHOOK_PATH, MalformedReview, ReadRuntime, review
 
 logger = logging.getLogger("workers.webhook")
 
 SERVICE_NAME = "ome-webhook-server-service"
 """deploy/webhook.yaml's Service: the names the API server reaches the webhook by in a cluster."""
+REVIEW_MAX_BYTES = 8 * 1024 * 1024
+"""An UPDATE's review carries the object twice (new and old), each up to the API server's ~1.5 MiB."""
 READ_TIMEOUT_SECONDS = 4.0
 """Per runtime GET: two of them fit the configuration's 10 s timeoutSeconds with room to answer."""
 
@@ -122,7 +124,7 @@ class RuntimeReader:
         return kind, found
 
 
-def application(read_runtime: RuntimeReader) -> web.Application:
+def application(read_runtime: ReadRuntime) -> web.Application:
     """The webhook's routes; `read_runtime` blocks, so each review runs in a thread."""
 
     async def validate(request: web.Request) -> web.Response:
@@ -145,7 +147,7 @@ def application(read_runtime: RuntimeReader) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    app = web.Application()
+    app = web.Application(client_max_size=REVIEW_MAX_BYTES)
     app.router.add_post(WEBHOOK_PATH, validate)
     app.router.add_get("/healthz", healthz)
     return app

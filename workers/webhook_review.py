@@ -20,7 +20,7 @@ runtime counts only the components the InferenceService declares, as the workflo
 may block (the server runs `review` in a thread). A body that is no AdmissionReview raises
 `MalformedReview`, which the server answers with HTTP 400.
 
-Public API: `review`, `MalformedReview`, `RuntimeReader`, `admitted_manifest`, `WEBHOOK_PATH`.
+Public API: `review`, `MalformedReview`, `ReadRuntime`, `admitted_manifest`, `WEBHOOK_PATH`.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ RESOURCE = "inferenceservices"
 MESSAGE_LIMIT = 4000
 """Denial text cap, as the workflow's refusal: the API server puts it in an error response and an Event."""
 
-RuntimeReader = Callable[[str, str], ServingRuntimeSpec | None]
+ReadRuntime = Callable[[str, str], ServingRuntimeSpec | None]
 
 
 class MalformedReview(ValueError):
     """The request body is not an AdmissionReview this webhook can answer; the message says why."""
 
 
-def review(body: Any, read_runtime: RuntimeReader) -> dict[str, Any]:
+def review(body: Any, read_runtime: ReadRuntime) -> dict[str, Any]:
     """The AdmissionReview answering `body` (a parsed JSON document)."""
     request = _request_of(body)
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
@@ -139,7 +139,7 @@ def _skips_admission(new: dict[str, Any], old: dict[str, Any]) -> bool:
     )
 
 
-def _runtime_for(manifest: dict[str, Any], read_runtime: RuntimeReader) -> ServingRuntimeSpec | None:
+def _runtime_for(manifest: dict[str, Any], read_runtime: ReadRuntime) -> ServingRuntimeSpec | None:
     spec = manifest.get("spec")
     runtime = spec.get("runtime") if isinstance(spec, dict) else None
     name = runtime.get("name") if isinstance(runtime, dict) else None

@@ -28,12 +28,13 @@ import aiohttp
 import kubernetes
 import pytest
 import yaml
+from aiohttp.test_utils import TestClient, TestServer
 from kubernetes.client import AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi
 
 from kubesim.handle import KubeSim
 from kubesim.resources import ResourceType
 from models.runtime import ClusterServingRuntime, ServingRuntimeSpec
-from workers.webhook import WebhookOptions, start
+from workers.webhook import RuntimeReader, RuntimeUnavailable, WebhookOptions, application, start
 from workers.webhook_certs import ensure_in_directory, ensure_in_secret, problems
 from workers.webhook_registration import CONFIGURATION_NAME, WEBHOOK_NAME, patch_ca_bundle, webhook_entry
 from workers.webhook_review import WEBHOOK_PATH, MalformedReview, review
@@ -415,3 +416,32 @@ def test_the_process_serves_until_sigterm(cluster: KubeSim, tmp_path: Path) -> N
         output = process.stdout.read().decode() if process.stdout else ""
         api.close()
     assert "webhook serving" in output and "webhook stopped" in output, output
+
+
+def test_the_namespaces_serving_runtime_comes_before_the_cluster_one(cluster: KubeSim) -> None:
+    api = cluster.api_client()
+    try:
+        read = RuntimeReader(api)
+        assert read("anywhere", "srt-qwen3-0-6b") == RUNTIME
+        assert read("anywhere", "no-such-runtime") is None
+        CoreV1Api(api).create_namespace({"metadata": {"name": "own-runtime"}})
+        own = copy.deepcopy(RUNTIME_DOC)
+        own.update(kind="ServingRuntime", metadata={"name": "srt-qwen3-0-6b", "namespace": "own-runtime"})
+        own["spec"]["decoderConfig"] = copy.deepcopy(own["spec"]["engineConfig"])
+        CustomObjectsApi(api).create_namespaced_custom_object("ome.io", "v1beta1", "own-runtime", "servingruntimes", own)
+        found = read("own-runtime", "srt-qwen3-0-6b")
+        assert found is not None and found.component_config("decoder") is not None
+    finally:
+        api.close()
+
+
+async def test_a_runtime_that_cannot_be_read_is_a_server_error_so_the_failure_policy_decides() -> None:
+    def unreadable(namespace: str, name: str) -> ServingRuntimeSpec | None:
+        raise RuntimeUnavailable(f"reading ServingRuntime {name} failed: 503 Service Unavailable")
+
+    async with TestClient(TestServer(application(unreadable))) as client:
+        answer = await client.post(WEBHOOK_PATH, json=_review("CREATE", VALID))
+        assert answer.status == 500
+        assert await answer.text() == "reading ServingRuntime srt-qwen3-0-6b failed: 503 Service Unavailable"
+        answer = await client.post(WEBHOOK_PATH, data=b"{not json")
+        assert answer.status == 400 and (await answer.text()).startswith("the body is not JSON")
