@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from aiohttp import web
 from kubernetes.client import AdmissionregistrationV1Api, ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
@@ -121,6 +122,8 @@ class RuntimeReader:
             if error.status == 404:
                 return None
             raise RuntimeUnavailable(f"reading {kind} {name} failed: {error.status} {error.reason}") from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise RuntimeUnavailable(f"reading {kind} {name} failed: {error}") from error
         return kind, found
 
 

@@ -445,3 +445,13 @@ async def test_a_runtime_that_cannot_be_read_is_a_server_error_so_the_failure_po
         assert await answer.text() == "reading ServingRuntime srt-qwen3-0-6b failed: 503 Service Unavailable"
         answer = await client.post(WEBHOOK_PATH, data=b"{not json")
         assert answer.status == 400 and (await answer.text()).startswith("the body is not JSON")
+
+
+def test_an_unreachable_api_server_makes_the_runtime_unavailable() -> None:
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "http://127.0.0.1:1"
+    configuration.retries = 0
+    with kubernetes.client.ApiClient(configuration) as api, pytest.raises(
+        RuntimeUnavailable, match="reading ServingRuntime srt-qwen3-0-6b failed"
+    ):
+        RuntimeReader(api)("spread-demo", "srt-qwen3-0-6b")
