@@ -21,8 +21,10 @@ import ssl
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import kubernetes
@@ -34,6 +36,7 @@ from kubernetes.client import AdmissionregistrationV1Api, CoreV1Api, CustomObjec
 from kubesim.handle import KubeSim
 from kubesim.resources import ResourceType
 from models.runtime import ClusterServingRuntime, ServingRuntimeSpec
+from tests.unit.deploy_usage import _request_of as request_of
 from workers.webhook import RuntimeReader, RuntimeUnavailable, WebhookOptions, application, start
 from workers.webhook_certs import ensure_in_directory, ensure_in_secret, problems
 from workers.webhook_registration import CONFIGURATION_NAME, WEBHOOK_NAME, patch_ca_bundle, webhook_entry
@@ -455,3 +458,88 @@ def test_an_unreachable_api_server_makes_the_runtime_unavailable() -> None:
         RuntimeUnavailable, match="reading ServingRuntime srt-qwen3-0-6b failed"
     ):
         RuntimeReader(api)("spread-demo", "srt-qwen3-0-6b")
+
+
+# --- RBAC: what the webhook sends, against deploy/webhook.yaml's roles ---------------------------
+
+
+@dataclass(frozen=True)
+class Sent:
+    group: str
+    resource: str
+    verb: str
+    namespace: str | None
+    name: str | None
+
+
+def _logged(sim: KubeSim, sent: set[Sent]) -> Any:
+    """An API client of `sim` that records every request it sends."""
+    client = sim.api_client()
+    call_api = client.call_api
+
+    def record(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        group, resource, verb = request_of(method, url)
+        segments = urlsplit(url).path.strip("/").split("/")
+        namespace = segments[segments.index("namespaces") + 1] if "namespaces" in segments else None
+        name = segments[-1] if verb in ("get", "update", "patch", "delete") else None
+        sent.add(Sent(group, resource, verb, namespace, name))
+        return call_api(method, url, *args, **kwargs)
+
+    client.call_api = record
+    return client
+
+
+def _grants() -> list[tuple[str | None, dict[str, Any]]]:
+    """(namespace the rule holds in, or None for cluster-wide; rule) of the webhook's roles."""
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "webhook.yaml").read_text()))
+    account = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]
+    grants = []
+    for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
+                                        "namespace": account["namespace"]}]
+        role = next(d for d in docs if d["kind"] == binding["roleRef"]["kind"]
+                    and d["metadata"]["name"] == binding["roleRef"]["name"])
+        grants += [(role["metadata"].get("namespace"), rule) for rule in role["rules"]]
+    return grants
+
+
+def _allows(namespace: str | None, rule: dict[str, Any], sent: Sent) -> bool:
+    return (
+        (namespace is None or namespace == sent.namespace)
+        and sent.group in rule["apiGroups"] and sent.resource in rule["resources"] and sent.verb in rule["verbs"]
+        and ("resourceNames" not in rule or sent.name in rule["resourceNames"])
+    )
+
+
+async def test_deploy_grants_the_webhook_what_it_sends_and_nothing_more(cluster: KubeSim) -> None:
+    admin = cluster.api_client()
+    core = CoreV1Api(admin)
+    core.create_namespace({"metadata": {"name": "ome-system"}})
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "webhook.yaml").read_text()))
+    deployed = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")
+    AdmissionregistrationV1Api(admin).create_validating_webhook_configuration(deployed)
+    sent: set[Sent] = set()
+    api = _logged(cluster, sent)
+    try:
+        # First start creates the Secret; a stale one is replaced; the runtime is read both ways.
+        await (await start(WebhookOptions(port=0, in_cluster=True), api)).stop()
+        core.patch_namespaced_secret("ome-webhook-server-cert", "ome-system", {"data": {"tls.crt": ""}})
+        running = await start(WebhookOptions(port=0, in_cluster=True), api)
+        await running.stop()
+        RuntimeReader(api)("spread-demo", "srt-qwen3-0-6b")
+    finally:
+        api.close()
+        admin.close()
+    grants = _grants()
+    refused = sorted(str(s) for s in sent if not any(_allows(ns, rule, s) for ns, rule in grants))
+    assert not refused, f"deploy/webhook.yaml does not allow {refused}"
+    for namespace, rule in grants:
+        for resource in rule["resources"]:
+            for verb in rule["verbs"]:
+                assert any(_allows(namespace, rule, s) for s in sent if (s.resource, s.verb) == (resource, verb)), (
+                    f"deploy/webhook.yaml grants {verb} {resource}, which the webhook never sends"
+                )
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field]
+        if "secrets" in rule["resources"]:
+            assert namespace == "ome-system" and ("resourceNames" in rule or rule["verbs"] == ["create"])
