@@ -53,15 +53,17 @@ def review(body: Any, read_runtime: ReadRuntime) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     answer = {"apiVersion": body["apiVersion"], "kind": "AdmissionReview", "response": response}
     if not _is_inference_service_write(request):
+        # Deletes and other kinds are no business of the spec's admission.
         return answer
     new = _object(request, "object")
     old = _object(request, "oldObject") if request["operation"] == "UPDATE" else None
     if old is not None and _skips_admission(new, old):
+        # Finalizers and bookkeeping must go through even on an object admission would now refuse.
         return answer
-    manifest = admitted_manifest(new, request.get("namespace"))
-    runtime = _runtime_for(manifest, read_runtime)
-    admission = admit(manifest, admitted_manifest(old, request.get("namespace")) if old is not None else None,
-                      runtime)
+    namespace = request.get("namespace")
+    manifest = admitted_manifest(new, namespace)
+    previous = admitted_manifest(old, namespace) if old is not None else None
+    admission = admit(manifest, previous, _runtime_for(manifest, read_runtime))
     if admission.warnings:
         response["warnings"] = [finding.message for finding in admission.warnings]
     if not admission.allowed:
