@@ -1,5 +1,6 @@
 """HTTPS for a kubesim that stands in for a remote workload cluster: a CA of its own, made at
-start, and a server certificate it signs for 127.0.0.1 and localhost.
+start, and a server certificate it signs for 127.0.0.1 and localhost. The admission webhook
+(`workers.webhook_certs`) makes its CA and certificate here too, so one module makes certificates.
 
 The kubeconfig kubesim writes carries the CA inline (`certificate-authority-data`), as the
 kubeconfigs of managed clusters do, so clients verify the server without a file of their own.
@@ -44,16 +45,20 @@ class Credentials:
         return context
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kubesim"),
+def _name(common_name: str, organization: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
                       x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def make_credentials(hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Credentials:
-    """A fresh CA and a server certificate it signs for `hosts` (IP addresses and DNS names)."""
+def make_credentials(hosts: tuple[str, ...] = ("127.0.0.1", "localhost"), *, organization: str = "kubesim",
+                     server_name: str = "kube-apiserver") -> Credentials:
+    """A fresh CA and a server certificate it signs for `hosts` (IP addresses and DNS names).
+
+    `organization` and `server_name` name the subjects (the CA is `<organization>-ca`), so another
+    server (the admission webhook, `workers.webhook_certs`) gets certificates that say whose they are."""
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)  # clocks of clients may lag a little
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("kubesim-ca")
+    ca_name = _name(f"{organization}-ca", organization)
     ca = (
         x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
         .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
@@ -73,7 +78,7 @@ def make_credentials(hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Cre
         except ValueError:
             names.append(x509.DNSName(host))
     cert = (
-        x509.CertificateBuilder().subject_name(_name("kube-apiserver")).issuer_name(ca_name)
+        x509.CertificateBuilder().subject_name(_name(server_name, organization)).issuer_name(ca_name)
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now).not_valid_after(now + VALIDITY)
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
