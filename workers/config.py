@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from models.canary_analysis import CanaryAnalysisConfig, MetricProviderBinding
@@ -313,6 +313,31 @@ class OtelSettings(_Group):
     """`service.name` on exported spans; the worker and the watcher append their role."""
 
 
+class WebhookSettings(_Group):
+    """The validating admission webhook (`python -m workers.webhook`); its flags win over these."""
+
+    port: int = Field(default=9443, ge=0, le=65535)
+    """HTTPS port it listens on (deploy/webhook.yaml's Service maps 443 to it; 0 picks a free one)."""
+
+    host: str = "127.0.0.1"
+    """Address it binds: loopback beside kubesim (`make up`), `0.0.0.0` in a pod."""
+
+    cert_dir: Path | None = None
+    """Local mode: where its CA and certificate are kept between runs (unset: `<stack data_dir>/webhook`)."""
+
+    failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    """Local mode: the ValidatingWebhookConfiguration's failurePolicy. `Fail` refuses InferenceService
+    writes while the webhook is down; `Ignore` lets them through to the controller, whose `apply`
+    Update still refuses a bad spec (Warning Event `SpecRejected`)."""
+
+    url_host: str = "127.0.0.1"
+    """Local mode: the host in the configuration's `clientConfig.url`, named by the certificate."""
+
+    in_cluster: bool = False
+    """Keep the certificate in the Secret `ome-system/ome-webhook-server-cert` and patch its CA into
+    the configuration deploy/webhook.yaml created, instead of files and a URL."""
+
+
 class StackSettings(_Group):
     """The local stack that `make up` runs: Temporal dev server, kubesim, Prometheus (when
     installed), worker and watcher."""
@@ -345,6 +370,10 @@ class StackSettings(_Group):
     """Port on 127.0.0.1 where the stack's worker serves its SDK metrics for the stack's Prometheus
     (used only while that Prometheus runs and `OME_PROMETHEUS__WORKER_METRICS_ADDRESS` is unset):
     the port docker-compose and deploy/worker.yaml use."""
+
+    webhook_port: int = Field(default=9443, ge=1, le=65535)
+    """Port on 127.0.0.1 of the validating admission webhook `make up` runs beside kubesim (not with
+    a configured kubeconfig: a real API server cannot reach a webhook on this machine's loopback)."""
 
     dev_server: bool = True
     """Start a Temporal dev server. Set false to run the worker and watcher against the cluster in
@@ -445,6 +474,9 @@ class Settings(BaseSettings):
 
     otel: OtelSettings = OtelSettings()
     """OpenTelemetry tracing export."""
+
+    webhook: WebhookSettings = WebhookSettings()
+    """The validating admission webhook."""
 
     stack: StackSettings = StackSettings()
     """Local stack run by `make up`."""

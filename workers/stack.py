@@ -1,15 +1,18 @@
-"""The local stack behind `make up`: Temporal dev server, kubesim, Prometheus, worker and watcher.
+"""The local stack behind `make up`: Temporal dev server, kubesim and its admission webhook,
+Prometheus, worker, watcher and controller.
 
     python -m workers.stack [--data-dir DIR] [--frontend-port N] [--ui-port N] [--kubesim-port N]
-                            [--prometheus-port N] [--worker-metrics-port N]
+                            [--prometheus-port N] [--worker-metrics-port N] [--webhook-port N]
 
 Starts each process in its own process group and waits until it is ready, prints where the UI
 is and what to try with the `temporal` CLI, then runs until Ctrl-C (or SIGTERM) and stops them
-in reverse order: watcher, worker (in-flight activities finish), Prometheus, kubesim (saves its
-objects), Temporal (flushes its database). All state lives in the data directory, so the next
+in reverse order: controller, watcher, worker (in-flight activities finish), Prometheus, webhook,
+kubesim (saves its objects), Temporal (flushes its database). All state lives in the data directory, so the next
 run resumes it: running workflows keep running and kubesim's objects are still there.
 
-kubesim starts only when no kubeconfig is configured (`OME_KUBE__KUBECONFIG`), and the dev
+kubesim starts only when no kubeconfig is configured (`OME_KUBE__KUBECONFIG`), and with it
+the validating admission webhook (`workers.webhook`: its certificate under `<data dir>/webhook/`,
+its ValidatingWebhookConfiguration pointing at 127.0.0.1; a real API server could not reach it); and the dev
 server only while `OME_STACK__DEV_SERVER` is true; otherwise the worker and watcher reach the
 configured cluster and Temporal service. Prometheus starts when the `prometheus` binary is
 installed and no `OME_PROMETHEUS__URL` is configured: it scrapes kubesim's simulated engines
@@ -82,6 +85,7 @@ takes ~10 s; the margin absorbs CI load without hiding a real hang for long."""
 # The example the banner and the README walk through (deploy/examples/README.md).
 EXAMPLE_RUNTIME = "deploy/examples/srt-qwen3-0-6b.yaml"
 EXAMPLE_SPEC = "deploy/examples/qwen3-0-6b.json"
+KUBECTL_EXAMPLE = "deploy/examples/qwen3-chat.yaml"
 EXAMPLE_NAMESPACE = "spread-demo"
 EXAMPLE_NAME = "qwen3-0-6b"
 
@@ -89,6 +93,7 @@ KUBECONFIG_FILENAME = "kubeconfig"
 KUBESIM_STATE_FILENAME = "kubesim.json"
 PROMETHEUS_DIRNAME = "prometheus"
 CLUSTERS_DIRNAME = "clusters"
+WEBHOOK_DIRNAME = "webhook"
 KUBESIM_READY = re.compile(r"kubesim listening on (\S+) \(kubeconfig: .*?(?:, gateway: (\S+))?\)$")
 """The line kubesim prints once serving: its URL and, with a gateway port, the gateway's URL."""
 
@@ -136,6 +141,8 @@ class Stack:
         # A configured Prometheus is used as it is; otherwise the stack's own, once it runs.
         self.prometheus_url: str | None = settings.prometheus.url
         self.worker_metrics_address: str | None = settings.prometheus.worker_metrics_address
+        self.webhook_url: str | None = None
+        self.webhook_cert_dir: Path | None = None
 
     def on_signal(self) -> None:
         """First Ctrl-C stops in order; a second one kills whatever is still running."""
@@ -174,6 +181,9 @@ class Stack:
             await self._start_temporal()
         if self.settings.kube.kubeconfig is None:
             await self._start_kubesim()
+            # Early: its configuration persists in kubesim's state, and refuses InferenceService
+            # writes (failurePolicy Fail) until the webhook answers again.
+            await self._start_webhook()
         if self.stack.workload_cluster_names:
             await self._start_workload_clusters()
         if self.settings.prometheus.url is None and prometheus_binary() is not None:
@@ -314,6 +324,29 @@ class Stack:
         await worker.wait_ready(STARTUP_TIMEOUT, "it to poll the task queue")
         # The watcher signals workflows, so it starts once a worker is there to run them.
         await self._launch(Child("watcher", [sys.executable, "-m", "workers.watcher"], env=self._child_env()))
+        # So does the controller: `kubectl apply` / `annotate` / `delete` become Updates and signals.
+        await self._launch(Child("controller", [sys.executable, "-m", "workers.controller"], env=self._child_env()))
+
+    async def _start_webhook(self) -> None:
+        """The validating admission webhook beside kubesim, with its certificate under the data dir."""
+        port = self.stack.webhook_port
+        _check_port_free(port, "webhook_port")
+        self.webhook_cert_dir = self.stack.data_dir / WEBHOOK_DIRNAME
+        webhook = await self._launch(
+            Child(
+                "webhook",
+                [
+                    sys.executable, "-m", "workers.webhook",
+                    "--port", str(port),
+                    "--cert-dir", str(self.webhook_cert_dir),
+                ],  # fmt: skip
+                env=self._child_env(),
+                ready_pattern=r"webhook serving (\S+)",
+            )
+        )
+        await webhook.wait_ready(STARTUP_TIMEOUT, "it to serve HTTPS and register its ValidatingWebhookConfiguration")
+        assert webhook.ready_match is not None
+        self.webhook_url = webhook.ready_match.group(1)
 
     async def stop_all(self) -> None:
         for child in reversed(self.children):
@@ -334,6 +367,10 @@ class Stack:
             f"  Temporal frontend:  {self.temporal_address} (namespace {self.settings.temporal.namespace}, "
             f"task queue {queue})",
             f"  Kubernetes:         {kube}(kubeconfig {self.kubeconfig})",
+            f"  Admission webhook:  {self.webhook_url} (CA in {self.webhook_cert_dir}/ca.crt)"
+            if self.webhook_url
+            else "",
+            "  Controller:         kubectl apply / annotate / delete of InferenceServices drive their workflows",
             *self._workload_cluster_lines(),
             f"  Prometheus:         {self._prometheus_line()}",
             f"  State:              {self.stack.data_dir}/ (kept across runs)",
@@ -344,6 +381,7 @@ class Stack:
             f"--type {INFERENCE_SERVICE} --task-queue {queue} --workflow-id {workflow_id} "
             f"--id-conflict-policy UseExisting --input-file {EXAMPLE_SPEC}",
             f"  {temporal} workflow query --workflow-id {workflow_id} --name status",
+            f"  or the kubectl way in (README: Driving it with kubectl): {kubectl} apply -f {KUBECTL_EXAMPLE}",
             f"  {temporal} workflow list",
             "Ctrl-C stops everything; the next `make up` resumes the same state.",
         ]
@@ -441,6 +479,7 @@ def parse_args(argv: list[str] | None, defaults: StackSettings) -> argparse.Name
         ("--kubesim-port", int, defaults.kubesim_port, "kubesim API port on 127.0.0.1"),
         ("--prometheus-port", int, defaults.prometheus_port, "Prometheus port on 127.0.0.1"),
         ("--worker-metrics-port", int, defaults.worker_metrics_port, "worker SDK metrics port on 127.0.0.1"),
+        ("--webhook-port", int, defaults.webhook_port, "admission webhook port on 127.0.0.1"),
     ):
         variable = f"{ENV_PREFIX}STACK__{flag.removeprefix('--').replace('-', '_').upper()}"
         parser.add_argument(
@@ -460,6 +499,7 @@ def main(argv: list[str] | None = None) -> None:
             "kubesim_port": args.kubesim_port,
             "prometheus_port": args.prometheus_port,
             "worker_metrics_port": args.worker_metrics_port,
+            "webhook_port": args.webhook_port,
         }
     )
     # The runner used a Temporal client while starting the dev server: exit like the worker does.

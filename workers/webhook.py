@@ -14,8 +14,7 @@ URL; in a cluster it patches the CA into the one deploy/webhook.yaml created). T
 connection is the other processes' (`workers.config.kube_api_client`); the sync client runs in
 threads.
 
-Command-line flags win over the `OME_WEBHOOK__*` variables (`_environment_defaults`), which
-stand in until `workers.config` carries a webhook settings group.
+Command-line flags win over the `OME_WEBHOOK__*` settings (`workers.config.WebhookSettings`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from models.runtime import ServingRuntimeSpec
-from workers.config import ENV_PREFIX, Settings, kube_api_client
+from workers.config import Settings, kube_api_client
 from workers.webhook_certs import SECRET_NAMESPACE, Credentials, ensure_in_directory, ensure_in_secret
 from workers.webhook_registration import FAILURE_POLICIES, patch_ca_bundle, register_local
 from workers.webhook_review import WEBHOOK_PATH, MalformedReview, ReadRuntime, review
@@ -196,23 +194,22 @@ async def start(options: WebhookOptions, api_client: ApiClient) -> RunningWebhoo
     return RunningWebhook(runner, port, credentials)
 
 
-def _environment_defaults() -> dict[str, Any]:
-    """`OME_WEBHOOK__PORT`, `__HOST`, `__CERT_DIR`, `__FAILURE_POLICY`, `__URL_HOST`, `__IN_CLUSTER`.
-    Read here, and only here, until workers/config.py has a `webhook` group."""
-    prefix = f"{ENV_PREFIX}WEBHOOK__"
-    found: dict[str, Any] = {}
-    for field, convert in (("port", int), ("host", str), ("cert_dir", Path), ("failure_policy", str),
-                           ("url_host", str), ("in_cluster", lambda v: v.strip().lower() in ("1", "true", "yes"))):
-        value = os.environ.get(prefix + field.upper())
-        if value:
-            found[field] = convert(value)
-    if "cert_dir" not in found:
-        found["cert_dir"] = Settings().stack.data_dir / "webhook"
-    return found
+def _settings_defaults() -> WebhookOptions:
+    """`OME_WEBHOOK__*` (`workers.config.WebhookSettings`), which the flags override."""
+    settings = Settings()
+    webhook = settings.webhook
+    return WebhookOptions(
+        port=webhook.port,
+        host=webhook.host,
+        cert_dir=webhook.cert_dir or settings.stack.data_dir / "webhook",
+        failure_policy=webhook.failure_policy,
+        url_host=webhook.url_host,
+        in_cluster=webhook.in_cluster,
+    )
 
 
 def parse_options(argv: Sequence[str] | None = None) -> WebhookOptions:
-    defaults = WebhookOptions(**_environment_defaults())
+    defaults = _settings_defaults()
     parser = argparse.ArgumentParser(prog="python -m workers.webhook", description="The validating admission webhook for InferenceServices.")
     parser.add_argument("--port", type=int, default=defaults.port, help="listen port (default %(default)s)")
     parser.add_argument("--host", default=defaults.host, help="bind address (default %(default)s)")

@@ -69,7 +69,8 @@ class RunningStack:
             self.kubesim_port,
             self.prometheus_port,
             self.worker_metrics_port,
-        ) = free_ports(5)
+            self.webhook_port,
+        ) = free_ports(6)
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -114,6 +115,7 @@ class RunningStack:
                     "--kubesim-port", str(self.kubesim_port),
                     "--prometheus-port", str(self.prometheus_port),
                     "--worker-metrics-port", str(self.worker_metrics_port),
+                    "--webhook-port", str(self.webhook_port),
                 ],
                 cwd=REPO_ROOT,
                 env=env,
