@@ -108,6 +108,8 @@ def to_status_error(webhook: str, result: Object | None) -> StatusError:
         status["message"] = f"{denied}: {status['reason']}"
     else:
         status["message"] = f"{denied} without explanation"
+    if not status.get("reason"):
+        status.pop("reason", None)  # omitempty: an empty reason is not sent
     return StatusError(status)
 
 

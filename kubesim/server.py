@@ -10,6 +10,7 @@ is a chunked stream of JSON lines that ends at `timeoutSeconds` or with an `ERRO
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
@@ -407,8 +408,7 @@ class Server:
                 item_ns, item_name = item["metadata"].get("namespace", ""), item["metadata"]["name"]
                 try:
                     await self._admitted(request, rt, item_ns, item_name, "", "DELETE",
-                                         lambda dry, n=item_ns, m=item_name: api.delete(rt, n, m, options, dry),
-                                         options)
+                                         functools.partial(api.delete, rt, item_ns, item_name, options), options)
                 except ApiError as exc:
                     if exc.code != 404:
                         raise
@@ -435,8 +435,8 @@ class Server:
             old = api.find(rt.group, rt.plural, scope, name) if name else None
             op = operation or ("UPDATE" if old is not None else "CREATE")
             outcome = write(True)
-            new = None if op == "DELETE" else outcome
-            obj_name = name or new["metadata"]["name"]
+            new: dict[str, Any] | None = None if op == "DELETE" else outcome
+            obj_name = name or (new or {})["metadata"]["name"]
             attrs = Attributes(rt, op, obj_name if rt.key == ("", "namespaces") else namespace, obj_name, sub, new,
                                old if op != "CREATE" else None, dry_run,
                                self._options(request, op, operation is None, options), user)

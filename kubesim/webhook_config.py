@@ -92,7 +92,7 @@ def _rule_causes(rule: Object, path: str) -> list[Cause]:
         if not values:
             causes.append((f"{path}.{field}", "FieldValueRequired", "Required value"))
         if _wildcard_mixed(values or []):
-            causes.append((f"{path}.{field}", "FieldValueInvalid", f"Invalid value: {_go_list(values)}: "
+            causes.append((f"{path}.{field}", "FieldValueInvalid", f"Invalid value: {_go_list(values or [])}: "
                            f"if '*' is present, must not specify other {what}"))
     resources = rule.get("resources") or []
     if not resources:
