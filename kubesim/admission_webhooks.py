@@ -15,6 +15,10 @@ calling webhook ...` under `failurePolicy: Fail` and is passed over under `Ignor
 refuses webhooks that have side effects; every webhook's `warnings` come back as Warning headers.
 When several webhooks refuse, the first in configuration order is answered.
 
+kubesim serves one version of each resource, so `matchPolicy: Equivalent` matches what `Exact`
+does; the request kind and resource are the ones served. Writes to the scale, eviction and
+binding subresources are not sent to webhooks.
+
 `kubesim.server` computes the would-be object first (the API call in dry-run mode: defaulted and
 validated, nothing committed), admits it here, then commits; see `Server._admitted`.
 """

@@ -5,6 +5,10 @@ Wire details the official client depends on: creates answer 201, bodies are JSON
 Content-Type says protobuf or YAML (Python clients send none; kubectl sends protobuf for built-in
 kinds), OpenAPI v3 is served for kubectl apply, every error is a `Status`, and a watch
 is a chunked stream of JSON lines that ends at `timeoutSeconds` or with an `ERROR` event.
+
+Writes (create, update, every patch kind and apply, delete) pass the validating admission webhooks
+of the stored ValidatingWebhookConfigurations first (`kubesim.admission_webhooks`): the would-be
+object is computed as a dry run, admitted, then committed.
 """
 
 from __future__ import annotations
@@ -481,7 +485,7 @@ class Server:
         if directive == "Strict":
             raise ApiError(400, f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
                            "strict decoding error: " + ", ".join(problems))
-        request[WARNINGS] = problems
+        add_warnings(request, problems)
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         body = await self._body(request)

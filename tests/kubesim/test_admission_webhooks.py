@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import http.client
 import json
 import os
 import socket
@@ -355,8 +356,14 @@ def test_denial_is_the_webhooks_status_with_the_api_servers_text(s: Setup) -> No
 def test_warnings_come_back_as_warning_headers_even_with_a_denial(s: Setup) -> None:
     s.register(s.hook())
     s.server.answers[s.path] = lambda _: {"allowed": True, "warnings": ['tolerance "60" is high', "second"]}
-    code, _ = raw_request(s.sim, "POST", f"/api/v1/namespaces/{s.ns}/configmaps", {"metadata": {"name": "cm"}})
-    assert code == 201
+    conn = http.client.HTTPConnection("127.0.0.1", s.sim.port, timeout=30)
+    conn.request("POST", f"/api/v1/namespaces/{s.ns}/configmaps", body=json.dumps({"metadata": {"name": "cm"}}),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    resp.read()
+    conn.close()
+    assert resp.status == 201
+    assert resp.headers.get_all("Warning") == ['299 - "tolerance \\"60\\" is high"', '299 - "second"']
     s.server.answers[s.path] = lambda _: {"allowed": False, "warnings": ["careful"], "status": {"code": 403}}
     _, _, headers = api_error(lambda: s.configmap("cm2"))
     assert headers["Warning"] == '299 - "careful"'
@@ -488,6 +495,11 @@ def test_kubectl_applies_a_configuration_and_prints_denials_and_warnings(s: Setu
     assert done.stderr == (f'Error from server (Forbidden): admission webhook "kubectl.{s.tag}.example.com" denied '
                            "the request: value k is not allowed (ValueRefused)\n")
 
+    s.server.answers[s.path] = allow
+    done = s.kubectl("apply", "--dry-run=server", "-f", cm)
+    assert (done.returncode, done.stdout) == (0, "configmap/cm created (server dry run)\n")
+    assert s.server.requests(s.path)[-1]["dryRun"] is True and s.configmap_names() == []
+
     s.server.answers[s.path] = lambda _: {"allowed": True,
                                           "warnings": ["ratio tolerance above 50 (RatioToleranceTooHigh)"]}
     done = s.kubectl("apply", "-f", cm)
@@ -500,4 +512,4 @@ def test_kubectl_applies_a_configuration_and_prints_denials_and_warnings(s: Setu
     assert done.stderr == (f'Error from server (Forbidden): admission webhook "kubectl.{s.tag}.example.com" '
                            "denied the request: kept (Kept)\n")
     assert s.configmap_names() == ["cm"]
-    assert [r["operation"] for r in s.server.requests(s.path)] == ["CREATE", "CREATE", "CREATE", "DELETE"]
+    assert [r["operation"] for r in s.server.requests(s.path)] == ["CREATE", "CREATE", "CREATE", "CREATE", "DELETE"]
