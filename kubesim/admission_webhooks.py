@@ -16,8 +16,8 @@ refuses webhooks that have side effects; every webhook's `warnings` come back as
 When several webhooks refuse, the first in configuration order is answered.
 
 kubesim serves one version of each resource, so `matchPolicy: Equivalent` matches what `Exact`
-does; the request kind and resource are the ones served. Writes to the scale, eviction and
-binding subresources are not sent to webhooks.
+does; the request kind and resource are the ones served (a subresource with a kind of its own,
+`scale`, `pods/eviction`, `pods/binding`, sends that kind: Scale, Eviction, Binding).
 
 `kubesim.server` computes the would-be object first (the API call in dry-run mode: defaulted and
 validated, nothing committed), admits it here, then commits; see `Server._admitted`.
@@ -60,6 +60,13 @@ class Attributes:
     dry_run: bool
     options: Object
     user: Object
+    # (group, version, kind) of a subresource's own kind (Scale, Eviction, Binding); None: the resource's.
+    kind: tuple[str, str, str] | None = None
+
+
+# The kinds of the subresources whose objects are not the resource's own.
+SUBRESOURCE_KINDS = {"scale": ("autoscaling", "v1", "Scale"), "eviction": ("policy", "v1", "Eviction"),
+                     "binding": ("", "v1", "Binding")}
 
 
 @dataclass(frozen=True)
@@ -261,7 +268,8 @@ class ValidatingWebhooks:
 def review_request(attrs: Attributes, uid: str) -> Object:
     """The AdmissionRequest for `attrs` (no conversion: the request kind is the kind served)."""
     rt = attrs.rt
-    kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+    group, version, kind_name = attrs.kind or (rt.group, rt.version, rt.kind)
+    kind = {"group": group, "version": version, "kind": kind_name}
     resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
     request: Object = {
         "uid": uid, "kind": kind, "resource": resource, "requestKind": kind, "requestResource": resource,

@@ -26,7 +26,7 @@ import yaml
 from aiohttp import web
 
 from kubesim import protobuf, subresources
-from kubesim.admission_webhooks import Attributes, ValidatingWebhooks
+from kubesim.admission_webhooks import SUBRESOURCE_KINDS, Attributes, ValidatingWebhooks
 from kubesim.api import Api
 from kubesim.control import Control
 from kubesim.engines import exposition
@@ -352,10 +352,11 @@ class Server:
             body = await self._body(request, rt)
             if not name:
                 self._check_fields(request, rt, body)
-            if name and sub == "eviction":
-                return respond(subresources.evict(api, namespace, name, body), 201)
-            if name and sub == "binding":
-                return respond(subresources.bind(api, namespace, name, body), 201)
+            if name and sub in ("eviction", "binding"):
+                api.get(rt, namespace, name)
+                await self._admit_body(request, rt, namespace, name, sub, body)
+                action = subresources.evict if sub == "eviction" else subresources.bind
+                return respond(action(api, namespace, name, body), 201)
             if name:
                 raise ApiError(405, f"POST is not supported on {rt.plural}/{name}")
             manager = self._manager(request)
@@ -371,7 +372,10 @@ class Server:
         if verb == "update":
             body = await self._body(request, rt)
             if sub == "scale":
-                return respond(subresources.write_scale(api, rt, namespace, name, body, self._manager(request)))
+                manager = self._manager(request)
+                return respond(await self._admitted(
+                    request, rt, namespace, name, sub, "UPDATE",
+                    lambda dry: subresources.write_scale(api, rt, namespace, name, body, manager, "", dry)))
             if not sub:
                 self._check_fields(request, rt, body)
             manager = self._manager(request)
@@ -383,8 +387,11 @@ class Server:
             content_type = request.headers.get("Content-Type", "")
             force = parse_bool(query.get("force"), "force")
             if sub == "scale":
-                return respond(subresources.write_scale(api, rt, namespace, name, raw, self._manager(request),
-                                                        content_type))
+                manager = self._manager(request)
+                return respond(await self._admitted(
+                    request, rt, namespace, name, sub, "UPDATE",
+                    lambda dry: subresources.write_scale(api, rt, namespace, name, raw, manager, content_type, dry),
+                    patch=True))
             manager = query.get("fieldManager", "") if "apply-patch" in content_type else self._manager(request)
             if "apply-patch" not in content_type and force:
                 raise ApiError(400, "force may only be set for apply patches (application/apply-patch+yaml)")
@@ -394,7 +401,7 @@ class Server:
             obj = await self._admitted(
                 request, rt, namespace, name, sub, None,
                 lambda dry: api.patch(rt, namespace, name, content_type, raw, manager, force, sub, dry),
-                {"force": True} if force else {})
+                {"force": True} if force else {}, patch=True)
             return respond(obj, 200 if existed else 201)
         if verb == "delete":
             options = await self._delete_options(request)
@@ -421,14 +428,14 @@ class Server:
 
     async def _admitted(self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str,
                         operation: str | None, write: Callable[[bool], Any],
-                        options: dict[str, Any] | None = None) -> Any:
+                        options: dict[str, Any] | None = None, patch: bool = False) -> Any:
         """`write(dry_run)` once the validating webhooks that match have allowed what it would do.
 
         The write runs first as a dry run (defaulted and validated, nothing stored), which gives
         the webhooks the object it would store; if they allow it and the stored object is still
         the one they saw, it runs for real (or not at all for a dryRun request). An object
         changed meanwhile is admitted again. `operation` None (a PATCH): CREATE when the object
-        does not exist yet, else UPDATE."""
+        does not exist yet, else UPDATE. A scale write is admitted as the Scales it changes."""
         dry_run = bool(request.query.get("dryRun"))
         if not self.webhooks.configured(rt):
             return write(dry_run)
@@ -437,25 +444,44 @@ class Server:
         user = _user_info(request)
         for _ in range(ADMISSION_ATTEMPTS):
             old = api.find(rt.group, rt.plural, scope, name) if name else None
+            old_seen = subresources.get_scale(api, rt, namespace, name) if sub == "scale" and old else old
             op = operation or ("UPDATE" if old is not None else "CREATE")
             outcome = write(True)
             new: dict[str, Any] | None = None if op == "DELETE" else outcome
             obj_name = name or (new or {})["metadata"]["name"]
-            attrs = Attributes(rt, op, obj_name if rt.key == ("", "namespaces") else namespace, obj_name, sub, new,
-                               old if op != "CREATE" else None, dry_run,
-                               self._options(request, op, operation is None, options), user)
-            hooks = self.webhooks.hooks(attrs)
-            if hooks:
-                verdict = await self.webhooks.admit(attrs, hooks)
-                add_warnings(request, verdict.warnings)
-                if verdict.error is not None:
-                    raise verdict.error
+            await self._admit(request, Attributes(
+                rt, op, obj_name if rt.key == ("", "namespaces") else namespace, obj_name, sub, new,
+                old_seen if op != "CREATE" else None, dry_run, self._options(request, op, patch, options), user,
+                SUBRESOURCE_KINDS.get(sub)))
             if dry_run:
                 return outcome
             if _rv(api.find(rt.group, rt.plural, scope, obj_name)) == _rv(old):
                 return write(False)
         raise conflict(rt.group, rt.plural, name, "the object kept changing while admission webhooks were called; "
                        "please try again")
+
+    async def _admit(self, request: web.Request, attrs: Attributes) -> None:
+        """Ask the webhooks that match; their warnings go to the response, a refusal is raised."""
+        hooks = self.webhooks.hooks(attrs)
+        if hooks:
+            verdict = await self.webhooks.admit(attrs, hooks)
+            add_warnings(request, verdict.warnings)
+            if verdict.error is not None:
+                raise verdict.error
+
+    async def _admit_body(self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str,
+                          body: Any) -> None:
+        """Admit a CREATE of a subresource whose object is the request body (an Eviction, a Binding)."""
+        if not self.webhooks.configured(rt):
+            return
+        group, version, kind = SUBRESOURCE_KINDS[sub]
+        obj = dict(body) if isinstance(body, dict) else {}
+        obj.update(apiVersion=f"{group}/{version}" if group else version, kind=kind,
+                   metadata={**(obj.get("metadata") or {}), "name": name, "namespace": namespace})
+        await self._admit(request, Attributes(rt, "CREATE", namespace, name, sub, obj, None,
+                                              bool(request.query.get("dryRun")),
+                                              self._options(request, "CREATE", False, None), _user_info(request),
+                                              SUBRESOURCE_KINDS[sub]))
 
     @staticmethod
     def _options(request: web.Request, operation: str, patch: bool, extra: dict[str, Any] | None) -> dict[str, Any]:

@@ -318,6 +318,39 @@ def test_rules_match_operations_groups_versions_and_resources(s: Setup) -> None:
     assert s.server.requests(paths["status"])[0]["object"]["status"]["message"] == "hello"
 
 
+def test_subresources_with_kinds_of_their_own_send_those_kinds(s: Setup) -> None:
+    scale_path, evict_path = f"{s.path}-scale", f"{s.path}-evict"
+    s.register(
+        s.hook(f"scale.{s.tag}.example.com", scale_path, [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                            "operations": ["UPDATE"], "resources": ["deployments/*"]}]),
+        s.hook(f"evict.{s.tag}.example.com", evict_path, [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                            "operations": ["CREATE"], "resources": ["pods/eviction"]}]))
+    apps = kubernetes.client.AppsV1Api(s.api)
+    labels = {"app": "web"}
+    apps.create_namespaced_deployment(s.ns, {
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}}})
+    apps.patch_namespaced_deployment_scale("web", s.ns, {"spec": {"replicas": 0}})
+    scale = s.server.requests(scale_path)[-1]  # once more if the controller wrote status meanwhile
+    assert (scale["operation"], scale["subResource"], scale["kind"]["kind"]) == ("UPDATE", "scale", "Scale")
+    assert scale["kind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    assert scale["resource"] == {"group": "apps", "version": "v1", "resource": "deployments"}
+    assert scale["object"]["spec"] == {"replicas": 0} and scale["oldObject"]["kind"] == "Scale"
+
+    s.core.create_namespaced_pod(s.ns, {"metadata": {"name": "p"},
+                                        "spec": {"containers": [{"name": "c", "image": "i:1"}]}})
+    s.server.answers[evict_path] = deny("not now")
+    eviction = {"metadata": {"name": "p", "namespace": s.ns}}
+    code, status, _ = api_error(lambda: s.core.create_namespaced_pod_eviction("p", s.ns, eviction))
+    assert (code, status["message"]) == (403, f'admission webhook "evict.{s.tag}.example.com" denied the request: '
+                                               "not now")
+    (evict,) = s.server.requests(evict_path)
+    assert (evict["kind"]["kind"], evict["subResource"], evict["object"]["metadata"]["name"]) == (
+        "Eviction", "eviction", "p")
+    assert s.core.read_namespaced_pod("p", s.ns).metadata.deletion_timestamp is None
+
+
 def test_namespace_and_object_selectors(s: Setup) -> None:
     other = f"wh-{s.tag}-b"
     s.core.create_namespace({"metadata": {"name": other, "labels": {"team": "b"}}})
