@@ -7,7 +7,7 @@ kinds), OpenAPI v3 is served for kubectl apply, every error is a `Status`, and a
 is a chunked stream of JSON lines that ends at `timeoutSeconds` or with an `ERROR` event.
 
 Writes (create, update, every patch kind and apply, delete) pass the validating admission webhooks
-of the stored ValidatingWebhookConfigurations first (`kubesim.admission_webhooks`): the would-be
+of the stored ValidatingWebhookConfigurations first (`kubesim.admitted_writes`): the would-be
 object is computed as a dry run, admitted, then committed.
 """
 
@@ -19,19 +19,18 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 import yaml
 from aiohttp import web
 
 from kubesim import protobuf, subresources
-from kubesim.admission_webhooks import SUBRESOURCE_KINDS, Attributes, ValidatingWebhooks
+from kubesim.admitted_writes import WARNINGS, AdmittedWrites, add_warnings, warning_header
 from kubesim.api import Api
 from kubesim.control import Control
 from kubesim.engines import exposition
 from kubesim.engines.traffic import Traffic
-from kubesim.errors import ApiError, conflict, status_object
+from kubesim.errors import ApiError, status_object
 from kubesim.faults import Faults
 from kubesim.openapi import OpenApi, schema_version
 from kubesim.resources import ResourceType
@@ -50,15 +49,8 @@ VERSION_INFO = {
 }
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
-# Warnings (unknown fields under fieldValidation=Warn) a handler leaves for the response headers.
-WARNINGS = web.RequestKey("warnings", list)
 # A real API server sends a bookmark about once a minute; sooner keeps resumes short.
 BOOKMARK_SECONDS = 5.0
-# How often a write is admitted again when its object changed while the webhooks were asked
-# (the API server's storage update retries the same way).
-ADMISSION_ATTEMPTS = 5
-_OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "PATCH": "PatchOptions",
-                 "DELETE": "DeleteOptions"}
 
 
 def parse_bool(value: str | None, name: str) -> bool:
@@ -98,31 +90,6 @@ def respond(obj: Any, status: int = 200) -> web.Response:
     return web.Response(body=dumps(obj), status=status, content_type="application/json")
 
 
-def add_warnings(request: web.Request, warnings: list[str]) -> None:
-    """Warnings for the response's Warning headers (a repeated text is sent once)."""
-    known = request.setdefault(WARNINGS, [])
-    known += [w for w in warnings if w not in known]
-
-
-def _warning_header(text: str) -> str:
-    # RFC 7234 warn-code 299 is how the API server passes warnings; kubectl prints them.
-    return '299 - "{}"'.format(text.replace("\\", "\\\\").replace('"', '\\"'))
-
-
-def _rv(obj: dict[str, Any] | None) -> str | None:
-    return obj["metadata"].get("resourceVersion") if obj is not None else None
-
-
-def _user_info(request: web.Request) -> dict[str, Any]:
-    """Who the request is from, for an AdmissionReview: kubesim's one bearer token stands for its
-    one administrator; a request without a token is anonymous."""
-    scheme, _, credential = (request.headers.get("Authorization") or "").strip().partition(" ")
-    if scheme.lower() == "bearer" and credential.strip():
-        return {"username": "kubesim-admin", "uid": "kubesim-admin",
-                "groups": ["system:masters", "system:authenticated"]}
-    return {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
-
-
 def error_response(exc: ApiError) -> web.Response:
     resp = respond(exc.status(), exc.code)
     for key, value in exc.headers.items():
@@ -148,7 +115,7 @@ class Server:
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self.bookmark_seconds = BOOKMARK_SECONDS
         self.openapi = OpenApi(api.registry, api.store)
-        self.webhooks = ValidatingWebhooks(api.store)
+        self.admission = AdmittedWrites(api)
 
     def stop_watches(self) -> None:
         """Tell every open watch stream to end (the server is shutting down)."""
@@ -273,7 +240,7 @@ class Server:
         except ApiError as exc:
             resp = error_response(exc)  # webhook warnings go out with a refusal too
         for problem in request.get(WARNINGS) or []:
-            resp.headers.add("Warning", _warning_header(problem))
+            resp.headers.add("Warning", warning_header(problem))
         return resp
 
     @staticmethod
@@ -354,7 +321,7 @@ class Server:
                 self._check_fields(request, rt, body)
             if name and sub in ("eviction", "binding"):
                 api.get(rt, namespace, name)
-                await self._admit_body(request, rt, namespace, name, sub, body)
+                await self.admission.create_subresource(request, rt, namespace, name, sub, body)
                 action = subresources.evict if sub == "eviction" else subresources.bind
                 return respond(action(api, namespace, name, body), 201)
             if name:
@@ -368,18 +335,18 @@ class Server:
                     meta["name"] = obj["metadata"]["name"]  # a generated name stays the one admitted
                 return obj
 
-            return respond(await self._admitted(request, rt, namespace, "", "", "CREATE", create), 201)
+            return respond(await self.admission.write(request, rt, namespace, "", "", "CREATE", create), 201)
         if verb == "update":
             body = await self._body(request, rt)
             if sub == "scale":
                 manager = self._manager(request)
-                return respond(await self._admitted(
+                return respond(await self.admission.write(
                     request, rt, namespace, name, sub, "UPDATE",
                     lambda dry: subresources.write_scale(api, rt, namespace, name, body, manager, "", dry)))
             if not sub:
                 self._check_fields(request, rt, body)
             manager = self._manager(request)
-            return respond(await self._admitted(
+            return respond(await self.admission.write(
                 request, rt, namespace, name, sub, "UPDATE",
                 lambda dry: api.replace(rt, namespace, name, body, manager, sub, dry)))
         if verb == "patch":
@@ -388,7 +355,7 @@ class Server:
             force = parse_bool(query.get("force"), "force")
             if sub == "scale":
                 manager = self._manager(request)
-                return respond(await self._admitted(
+                return respond(await self.admission.write(
                     request, rt, namespace, name, sub, "UPDATE",
                     lambda dry: subresources.write_scale(api, rt, namespace, name, raw, manager, content_type, dry),
                     patch=True))
@@ -398,102 +365,34 @@ class Server:
             if not sub and "json-patch" not in content_type:
                 self._check_fields(request, rt, _patch_body(raw, content_type))
             existed = api.find(rt.group, rt.plural, namespace if rt.namespaced else "", name) is not None
-            obj = await self._admitted(
+            obj = await self.admission.write(
                 request, rt, namespace, name, sub, None,
                 lambda dry: api.patch(rt, namespace, name, content_type, raw, manager, force, sub, dry),
                 {"force": True} if force else {}, patch=True)
             return respond(obj, 200 if existed else 201)
         if verb == "delete":
             options = await self._delete_options(request)
-            obj, gone = await self._admitted(request, rt, namespace, name, sub, "DELETE",
-                                             lambda dry: api.delete(rt, namespace, name, options, dry), options)
+            obj, gone = await self.admission.write(request, rt, namespace, name, sub, "DELETE",
+                                                   lambda dry: api.delete(rt, namespace, name, options, dry), options)
             return respond(obj, 200 if gone or obj.get("kind") == "Status" else 202)
         if verb == "deletecollection":
             options = await self._delete_options(request)
             selectors = (query.get("labelSelector", ""), query.get("fieldSelector", ""))
-            if not self.webhooks.configured(rt):
+            if not self.admission.webhooks.configured(rt):
                 return respond(api.delete_collection(rt, namespace or None, *selectors, options))
             listed = api.list(rt, namespace or None, *selectors)
             for item in listed["items"]:
                 # The API server admits the deletion of each item on its own.
                 item_ns, item_name = item["metadata"].get("namespace", ""), item["metadata"]["name"]
                 try:
-                    await self._admitted(request, rt, item_ns, item_name, "", "DELETE",
-                                         functools.partial(api.delete, rt, item_ns, item_name, options), options)
+                    await self.admission.write(request, rt, item_ns, item_name, "", "DELETE",
+                                               functools.partial(api.delete, rt, item_ns, item_name, options),
+                                               options)
                 except ApiError as exc:
                     if exc.code != 404:
                         raise
             return respond(listed)
         raise ApiError(405, f"{verb} is not supported")
-
-    async def _admitted(self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str,
-                        operation: str | None, write: Callable[[bool], Any],
-                        options: dict[str, Any] | None = None, patch: bool = False) -> Any:
-        """`write(dry_run)` once the validating webhooks that match have allowed what it would do.
-
-        The write runs first as a dry run (defaulted and validated, nothing stored), which gives
-        the webhooks the object it would store; if they allow it and the stored object is still
-        the one they saw, it runs for real (or not at all for a dryRun request). An object
-        changed meanwhile is admitted again. `operation` None (a PATCH): CREATE when the object
-        does not exist yet, else UPDATE. A scale write is admitted as the Scales it changes."""
-        dry_run = bool(request.query.get("dryRun"))
-        if not self.webhooks.configured(rt):
-            return write(dry_run)
-        api = self.api
-        scope = namespace if rt.namespaced else ""
-        user = _user_info(request)
-        for _ in range(ADMISSION_ATTEMPTS):
-            old = api.find(rt.group, rt.plural, scope, name) if name else None
-            old_seen = subresources.get_scale(api, rt, namespace, name) if sub == "scale" and old else old
-            op = operation or ("UPDATE" if old is not None else "CREATE")
-            outcome = write(True)
-            new: dict[str, Any] | None = None if op == "DELETE" else outcome
-            obj_name = name or (new or {})["metadata"]["name"]
-            await self._admit(request, Attributes(
-                rt, op, obj_name if rt.key == ("", "namespaces") else namespace, obj_name, sub, new,
-                old_seen if op != "CREATE" else None, dry_run, self._options(request, op, patch, options), user,
-                SUBRESOURCE_KINDS.get(sub)))
-            if dry_run:
-                return outcome
-            if _rv(api.find(rt.group, rt.plural, scope, obj_name)) == _rv(old):
-                return write(False)
-        raise conflict(rt.group, rt.plural, name, "the object kept changing while admission webhooks were called; "
-                       "please try again")
-
-    async def _admit(self, request: web.Request, attrs: Attributes) -> None:
-        """Ask the webhooks that match; their warnings go to the response, a refusal is raised."""
-        hooks = self.webhooks.hooks(attrs)
-        if hooks:
-            verdict = await self.webhooks.admit(attrs, hooks)
-            add_warnings(request, verdict.warnings)
-            if verdict.error is not None:
-                raise verdict.error
-
-    async def _admit_body(self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str,
-                          body: Any) -> None:
-        """Admit a CREATE of a subresource whose object is the request body (an Eviction, a Binding)."""
-        if not self.webhooks.configured(rt):
-            return
-        group, version, kind = SUBRESOURCE_KINDS[sub]
-        obj = dict(body) if isinstance(body, dict) else {}
-        obj.update(apiVersion=f"{group}/{version}" if group else version, kind=kind,
-                   metadata={**(obj.get("metadata") or {}), "name": name, "namespace": namespace})
-        await self._admit(request, Attributes(rt, "CREATE", namespace, name, sub, obj, None,
-                                              bool(request.query.get("dryRun")),
-                                              self._options(request, "CREATE", False, None), _user_info(request),
-                                              SUBRESOURCE_KINDS[sub]))
-
-    @staticmethod
-    def _options(request: web.Request, operation: str, patch: bool, extra: dict[str, Any] | None) -> dict[str, Any]:
-        """The Create/Update/Patch/DeleteOptions an AdmissionRequest carries."""
-        kind = _OPTIONS_KIND["PATCH" if patch and operation == "UPDATE" else operation]
-        options: dict[str, Any] = {k: v for k, v in (extra or {}).items() if k not in ("kind", "apiVersion")}
-        options.update(kind=kind, apiVersion="meta.k8s.io/v1")
-        if request.query.get("dryRun"):
-            options["dryRun"] = request.query.getall("dryRun")
-        if operation != "DELETE" and request.query.get("fieldManager"):
-            options["fieldManager"] = request.query["fieldManager"]
-        return options
 
     def _check_fields(self, request: web.Request, rt: ResourceType, body: Any) -> None:
         """fieldValidation as the API server applies it: Strict rejects fields the schema does not

@@ -318,6 +318,20 @@ def test_rules_match_operations_groups_versions_and_resources(s: Setup) -> None:
     assert s.server.requests(paths["status"])[0]["object"]["status"]["message"] == "hello"
 
 
+def test_delete_collection_admits_each_deletion(s: Setup) -> None:
+    s.configmap("a-gone")
+    s.configmap("keep")
+    s.register(s.hook())
+    s.server.answers[s.path] = lambda r: ({"allowed": False, "status": {"code": 403, "message": "kept"}}
+                                          if r["name"] == "keep" else {"allowed": True})
+    code, status, _ = api_error(lambda: s.core.delete_collection_namespaced_config_map(s.ns))
+    assert (code, status["message"]) == (403, f'admission webhook "{s.tag}.hooks.example.com" denied the request: '
+                                              "kept")
+    assert [(r["operation"], r["name"]) for r in s.server.requests(s.path)] == [("DELETE", "a-gone"),
+                                                                               ("DELETE", "keep")]
+    assert s.configmap_names() == ["keep"]
+
+
 def test_subresources_with_kinds_of_their_own_send_those_kinds(s: Setup) -> None:
     scale_path, evict_path = f"{s.path}-scale", f"{s.path}-evict"
     s.register(
