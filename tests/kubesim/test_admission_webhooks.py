@@ -112,7 +112,7 @@ class WebhookServer:
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(topology=None, timing=Timing.fast()) as cluster:
+    with KubeSim(topology=None, timing=Timing.fast(), crds="product") as cluster:
         yield cluster
 
 
@@ -560,3 +560,37 @@ def test_kubectl_applies_a_configuration_and_prints_denials_and_warnings(s: Setu
                            "denied the request: kept (Kept)\n")
     assert s.configmap_names() == ["cm"]
     assert [r["operation"] for r in s.server.requests(s.path)] == ["CREATE", "CREATE", "CREATE", "CREATE", "DELETE"]
+
+
+@needs_kubectl
+def test_kubectl_apply_of_a_custom_resource_prints_the_product_webhooks_denial(s: Setup) -> None:
+    webhook = "inferenceservice.ome-webhook-server.validator"
+    s.register(s.hook(webhook, rules=[{"apiGroups": ["ome.io"], "apiVersions": ["v1beta1"],
+                                       "operations": ["CREATE", "UPDATE"], "resources": ["inferenceservices"]}]))
+    message = "spec.rollout.groups[0]: canary group names the engine but not the decoder (CanaryUnitSplit)"
+    s.server.answers[s.path] = deny(message)
+    isvc = s.write("isvc.yaml", f"""apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata:
+  name: qwen
+  namespace: {s.ns}
+spec:
+  model:
+    name: qwen3-0-6b
+  engine:
+    minReplicas: 1
+    maxReplicas: 1
+""")
+    done = s.kubectl("apply", "-f", isvc)
+    assert done.returncode == 1
+    assert done.stderr == (f'Error from server (Forbidden): error when creating "{isvc}": admission webhook '
+                           f'"{webhook}" denied the request: {message}\n')
+    assert s.sim.objects("ome.io", "inferenceservices", s.ns) == []
+    s.server.answers[s.path] = allow
+    assert s.kubectl("apply", "-f", isvc).stdout == "inferenceservice.ome.io/qwen created\n"
+    custom = kubernetes.client.CustomObjectsApi(s.api)
+    custom.patch_namespaced_custom_object_status("ome.io", "v1beta1", s.ns, "inferenceservices", "qwen",
+                                                 {"status": {"observedGeneration": 1}})
+    # The denied create and the allowed one; the status write is not the webhook's.
+    assert [(r["kind"]["kind"], r["operation"], r["name"], r.get("subResource")) for r in s.server.requests(s.path)] \
+        == [("InferenceService", "CREATE", "qwen", None)] * 2
