@@ -237,8 +237,8 @@ def test_configuration_without_side_effects_or_review_versions_is_invalid(s: Set
     assert (code, status["reason"]) == (422, "Invalid")
     assert status["message"] == (
         f'ValidatingWebhookConfiguration.admissionregistration.k8s.io "bad-{s.tag}" is invalid: '
-        "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun, "
-        "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1")
+        "[webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun, "
+        "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1]")
     assert [c["field"] for c in status["details"]["causes"]] == ["webhooks[0].sideEffects",
                                                                 "webhooks[0].admissionReviewVersions"]
     body["webhooks"] = [s.hook(sideEffects="Some", timeoutSeconds=31)]
