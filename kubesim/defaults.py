@@ -10,6 +10,7 @@ import itertools
 from typing import Any
 
 from kubesim.timing import timestamp
+from kubesim.webhook_config import default_configuration
 
 Object = dict[str, Any]
 
@@ -200,4 +201,5 @@ DEFAULTERS = {
     ("", "nodes"): default_node,
     ("policy", "poddisruptionbudgets"): default_pdb,
     ("apiextensions.k8s.io", "customresourcedefinitions"): default_crd,
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): default_configuration,
 }

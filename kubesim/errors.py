@@ -98,6 +98,8 @@ def conflict(group: str, plural: str, name: str, why: str) -> ApiError:
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
     """422 Invalid; each cause is (field, reason type, message) as in field.ErrorList."""
     summary = ", ".join(f"{field}: {message}" for field, _, message in causes)
+    if len(causes) > 1:
+        summary = f"[{summary}]"  # an aggregate of several errors, as apierrors.NewInvalid prints it
     return ApiError(
         422,
         f'{kind}{"." + group if group else ""} "{name}" is invalid: {summary}',

@@ -94,6 +94,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
         ("crd", "crds"), status=True,
     ),
+    ResourceType("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                 "ValidatingWebhookConfiguration", False),
 )
 
 

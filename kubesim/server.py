@@ -5,11 +5,16 @@ Wire details the official client depends on: creates answer 201, bodies are JSON
 Content-Type says protobuf or YAML (Python clients send none; kubectl sends protobuf for built-in
 kinds), OpenAPI v3 is served for kubectl apply, every error is a `Status`, and a watch
 is a chunked stream of JSON lines that ends at `timeoutSeconds` or with an `ERROR` event.
+
+Writes (create, update, every patch kind and apply, delete) pass the validating admission webhooks
+of the stored ValidatingWebhookConfigurations first (`kubesim.admitted_writes`): the would-be
+object is computed as a dry run, admitted, then committed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
@@ -20,6 +25,7 @@ import yaml
 from aiohttp import web
 
 from kubesim import protobuf, subresources
+from kubesim.admitted_writes import WARNINGS, AdmittedWrites, add_warnings, warning_header
 from kubesim.api import Api
 from kubesim.control import Control
 from kubesim.engines import exposition
@@ -43,8 +49,6 @@ VERSION_INFO = {
 }
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
-# Warnings (unknown fields under fieldValidation=Warn) a handler leaves for the response headers.
-WARNINGS = web.RequestKey("warnings", list)
 # A real API server sends a bookmark about once a minute; sooner keeps resumes short.
 BOOKMARK_SECONDS = 5.0
 
@@ -111,6 +115,7 @@ class Server:
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self.bookmark_seconds = BOOKMARK_SECONDS
         self.openapi = OpenApi(api.registry, api.store)
+        self.admission = AdmittedWrites(api)
 
     def stop_watches(self) -> None:
         """Tell every open watch stream to end (the server is shutting down)."""
@@ -230,10 +235,12 @@ class Server:
         await self.faults.before(verb, f"{plural}/{sub}" if sub else plural)
         if is_watch:
             return await self._watch(request, rt, namespace)
-        resp = await self._handle(request, rt, namespace, name, sub, verb)
+        try:
+            resp = await self._handle(request, rt, namespace, name, sub, verb)
+        except ApiError as exc:
+            resp = error_response(exc)  # webhook warnings go out with a refusal too
         for problem in request.get(WARNINGS) or []:
-            # RFC 7234 warn-code 299 is how the API server passes warnings; kubectl prints them.
-            resp.headers.add("Warning", '299 - "{}"'.format(problem.replace('"', '\\"')))
+            resp.headers.add("Warning", warning_header(problem))
         return resp
 
     @staticmethod
@@ -289,7 +296,6 @@ class Server:
                       verb: str) -> web.StreamResponse:
         api = self.api
         query = request.query
-        dry_run = bool(query.get("dryRun"))
         table = wants_table(request.headers.get("Accept", "")) and not sub
         include = query.get("includeObject", "Metadata")
         if verb == "get":
@@ -313,43 +319,79 @@ class Server:
             body = await self._body(request, rt)
             if not name:
                 self._check_fields(request, rt, body)
-            if name and sub == "eviction":
-                return respond(subresources.evict(api, namespace, name, body), 201)
-            if name and sub == "binding":
-                return respond(subresources.bind(api, namespace, name, body), 201)
+            if name and sub in ("eviction", "binding"):
+                api.get(rt, namespace, name)
+                await self.admission.create_subresource(request, rt, namespace, name, sub, body)
+                action = subresources.evict if sub == "eviction" else subresources.bind
+                return respond(action(api, namespace, name, body), 201)
             if name:
                 raise ApiError(405, f"POST is not supported on {rt.plural}/{name}")
-            return respond(api.create(rt, namespace, body, self._manager(request), dry_run), 201)
+            manager = self._manager(request)
+
+            def create(dry: bool) -> Any:
+                obj = api.create(rt, namespace, body, manager, dry)
+                meta = body.get("metadata") if isinstance(body, dict) else None
+                if dry and isinstance(meta, dict) and not meta.get("name"):
+                    meta["name"] = obj["metadata"]["name"]  # a generated name stays the one admitted
+                return obj
+
+            return respond(await self.admission.write(request, rt, namespace, "", "", "CREATE", create), 201)
         if verb == "update":
             body = await self._body(request, rt)
             if sub == "scale":
-                return respond(subresources.write_scale(api, rt, namespace, name, body, self._manager(request)))
+                manager = self._manager(request)
+                return respond(await self.admission.write(
+                    request, rt, namespace, name, sub, "UPDATE",
+                    lambda dry: subresources.write_scale(api, rt, namespace, name, body, manager, "", dry)))
             if not sub:
                 self._check_fields(request, rt, body)
-            return respond(api.replace(rt, namespace, name, body, self._manager(request), sub, dry_run))
+            manager = self._manager(request)
+            return respond(await self.admission.write(
+                request, rt, namespace, name, sub, "UPDATE",
+                lambda dry: api.replace(rt, namespace, name, body, manager, sub, dry)))
         if verb == "patch":
             raw = await request.read()
             content_type = request.headers.get("Content-Type", "")
             force = parse_bool(query.get("force"), "force")
             if sub == "scale":
-                return respond(subresources.write_scale(api, rt, namespace, name, raw, self._manager(request),
-                                                        content_type))
+                manager = self._manager(request)
+                return respond(await self.admission.write(
+                    request, rt, namespace, name, sub, "UPDATE",
+                    lambda dry: subresources.write_scale(api, rt, namespace, name, raw, manager, content_type, dry),
+                    patch=True))
             manager = query.get("fieldManager", "") if "apply-patch" in content_type else self._manager(request)
             if "apply-patch" not in content_type and force:
                 raise ApiError(400, "force may only be set for apply patches (application/apply-patch+yaml)")
             if not sub and "json-patch" not in content_type:
                 self._check_fields(request, rt, _patch_body(raw, content_type))
             existed = api.find(rt.group, rt.plural, namespace if rt.namespaced else "", name) is not None
-            obj = api.patch(rt, namespace, name, content_type, raw, manager, force, sub, dry_run)
+            obj = await self.admission.write(
+                request, rt, namespace, name, sub, None,
+                lambda dry: api.patch(rt, namespace, name, content_type, raw, manager, force, sub, dry),
+                {"force": True} if force else {}, patch=True)
             return respond(obj, 200 if existed else 201)
         if verb == "delete":
             options = await self._delete_options(request)
-            obj, gone = api.delete(rt, namespace, name, options, dry_run)
+            obj, gone = await self.admission.write(request, rt, namespace, name, sub, "DELETE",
+                                                   lambda dry: api.delete(rt, namespace, name, options, dry), options)
             return respond(obj, 200 if gone or obj.get("kind") == "Status" else 202)
         if verb == "deletecollection":
             options = await self._delete_options(request)
-            return respond(api.delete_collection(rt, namespace or None, query.get("labelSelector", ""),
-                                                 query.get("fieldSelector", ""), options))
+            selectors = (query.get("labelSelector", ""), query.get("fieldSelector", ""))
+            if not self.admission.webhooks.configured(rt):
+                return respond(api.delete_collection(rt, namespace or None, *selectors, options))
+            listed = api.list(rt, namespace or None, *selectors)
+            for item in listed["items"]:
+                # The API server admits the deletion of each item on its own.
+                item_ns, item_name = item["metadata"].get("namespace", ""), item["metadata"]["name"]
+                try:
+                    await self.admission.write(request, rt, item_ns, item_name, "", "DELETE",
+                                               functools.partial(api.delete, rt, item_ns, item_name, options),
+                                               options)
+                except ApiError as exc:
+                    if exc.code != 404:
+                        raise
+            return respond(listed)
         raise ApiError(405, f"{verb} is not supported")
 
     def _check_fields(self, request: web.Request, rt: ResourceType, body: Any) -> None:
@@ -368,7 +410,7 @@ class Server:
         if directive == "Strict":
             raise ApiError(400, f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
                            "strict decoding error: " + ", ".join(problems))
-        request[WARNINGS] = problems
+        add_warnings(request, problems)
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         body = await self._body(request)

@@ -51,7 +51,9 @@ def get_scale(api: Api, rt: ResourceType, namespace: str, name: str) -> Object:
 
 
 def write_scale(api: Api, rt: ResourceType, namespace: str, name: str, body: Any, manager: str,
-                content_type: str = "") -> Object:
+                content_type: str = "", dry_run: bool = False) -> Object:
+    """Set the replicas through the scale subresource (a PUT body, or a patch when `content_type`
+    names one); `dry_run` answers the Scale it would leave and changes nothing."""
     current = get_scale(api, rt, namespace, name)
     if content_type:
         try:
@@ -70,6 +72,8 @@ def write_scale(api: Api, rt: ResourceType, namespace: str, name: str, body: Any
     if rv and rv != obj["metadata"]["resourceVersion"]:
         raise errors.conflict(rt.group, rt.plural, name, "the object has been modified; please apply your changes "
                               "to the latest version and try again")
+    if dry_run:
+        return {**current, "spec": {**current["spec"], "replicas": replicas}}
     _set_path(obj, rt.scale_paths.get("specReplicasPath", ".spec.replicas"), replicas)
     api.write(rt, obj, manager)
     return get_scale(api, rt, namespace, name)

@@ -222,6 +222,7 @@ _BUILTIN_COLUMNS.update({
         ("Allowed Disruptions", "integer", lambda p: _status(p).get("disruptionsAllowed", 0)),
     ],
     "leases": [("Holder", "string", lambda lease: _spec(lease).get("holderIdentity"))],
+    "validatingwebhookconfigurations": [("Webhooks", "integer", lambda c: len(c.get("webhooks") or []))],
 })
 
 # Priority-1 columns (shown by -o wide) the API server appends after Age, and kinds whose whole

@@ -9,6 +9,8 @@ from typing import Any
 
 from kubesim.errors import ApiError, invalid
 from kubesim.resources import ResourceType
+from kubesim.webhook_config import KEY as WEBHOOK_CONFIG_KEY
+from kubesim.webhook_config import configuration_causes
 
 Object = dict[str, Any]
 Cause = tuple[str, str, str]
@@ -86,8 +88,10 @@ def _workload_causes(obj: Object) -> list[Cause]:
     return causes + _pod_spec_causes((spec.get("template") or {}).get("spec") or {}, "spec.template.spec")
 
 
-def _kind_causes(rt: ResourceType, obj: Object) -> list[Cause]:
+def _kind_causes(rt: ResourceType, obj: Object, old: Object | None = None) -> list[Cause]:
     key = (rt.group, rt.plural)
+    if key == WEBHOOK_CONFIG_KEY:
+        return configuration_causes(obj, old)
     if key == ("", "pods"):
         return _pod_spec_causes(obj.get("spec") or {}, "spec")
     if key in (("apps", "deployments"), ("apps", "replicasets")):
@@ -186,6 +190,6 @@ def validate_update(rt: ResourceType, old: Object, new: Object) -> None:
                     {"reason": "FieldValueForbidden", "field": "metadata.finalizers",
                      "message": "no new finalizers can be added if the object is being deleted"}]},
             )
-    causes += _label_causes(new_meta) + _kind_causes(rt, new)
+    causes += _label_causes(new_meta) + _kind_causes(rt, new, old)
     if causes:
         raise invalid(rt.kind, rt.group, name, causes)
