@@ -296,7 +296,9 @@ def test_kustomization_installs_everything_in_ome_system() -> None:
     for resource in resources:
         assert (DEPLOY / resource).is_file(), f"kustomization.yaml lists {resource}, which does not exist"
     required_crds = sorted(f"crds/{p.name}" for p in (DEPLOY / "crds").glob("*.yaml"))
-    assert set(resources) >= {"namespace.yaml", "rbac.yaml", "worker.yaml", "watcher.yaml", *required_crds}
+    assert set(resources) >= {
+        "namespace.yaml", "rbac.yaml", "worker.yaml", "watcher.yaml", "controller.yaml", "webhook.yaml", *required_crds
+    }
     assert not any("optional" in r for r in resources), "the PodGroup CRD belongs to scheduler-plugins"
     namespaces = [
         doc["metadata"]["name"]
@@ -305,7 +307,9 @@ def test_kustomization_installs_everything_in_ome_system() -> None:
         if doc["kind"] == "Namespace"
     ]
     assert namespaces == [NAMESPACE]
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"
+    }
     for resource in resources:
         for doc in _documents(DEPLOY / resource):
             if doc["kind"] not in cluster_scoped:
@@ -313,7 +317,7 @@ def test_kustomization_installs_everything_in_ome_system() -> None:
                     f"{resource} {doc['kind']} outside {NAMESPACE}"
                 )
     (image,) = kustomization["images"]
-    for path in ("worker.yaml", "watcher.yaml"):
+    for path in ("worker.yaml", "watcher.yaml", "controller.yaml", "webhook.yaml"):
         (container,) = _one(path, "Deployment")["spec"]["template"]["spec"]["containers"]
         assert container["image"] == f"{image['newName']}:{image['newTag']}", path
 
@@ -334,11 +338,20 @@ def test_binding_gives_the_role_to_the_deployments_account() -> None:
         assert _one(path, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == SERVICE_ACCOUNT
 
 
-@pytest.mark.parametrize("path, module", [("worker.yaml", "workers"), ("watcher.yaml", "workers.watcher")])
+@pytest.mark.parametrize(
+    "path, module",
+    [
+        ("worker.yaml", "workers"),
+        ("watcher.yaml", "workers.watcher"),
+        ("controller.yaml", "workers.controller"),
+        ("webhook.yaml", "workers.webhook"),
+    ],
+)
 def test_deployment_runs_the_entry_point_as_the_dockerfiles_user(path: str, module: str) -> None:
     pod = _one(path, "Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["command"] == ["python", "-m", module]
+    # The webhook takes flags (--in-cluster, ...) after its module.
+    assert container["command"][:3] == ["python", "-m", module]
     user = re.search(r"^USER (\d+):(\d+)$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
     assert user is not None, "the Dockerfile should run as a numeric non-root user"
     assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == tuple(
