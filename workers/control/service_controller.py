@@ -194,6 +194,10 @@ class InferenceServiceController(WatchLoop):
                 self._dirty.add(target)
             logger.info("runtime changed kind=%s name=%s", RUNTIME_KINDS[kind], f"{namespace}/{name}".lstrip("/"))
 
+    def idle(self) -> bool:
+        """Listed, and nothing dirty or in flight (tests and a graceful stop wait for it)."""
+        return self._ready() and not self._dirty and not self._tasks and not self._gone
+
     # --- passes -------------------------------------------------------------------------
 
     async def _flush(self) -> None:
