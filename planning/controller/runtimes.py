@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from planning.controller.objects import identity, is_placement_copy, metadata_of
 
-SERVING_RUNTIME = "ServingRuntime"
-CLUSTER_SERVING_RUNTIME = "ClusterServingRuntime"
 RuntimeKind = Literal["ServingRuntime", "ClusterServingRuntime"]
+SERVING_RUNTIME: RuntimeKind = "ServingRuntime"
+CLUSTER_SERVING_RUNTIME: RuntimeKind = "ClusterServingRuntime"
 
 
 def runtime_name(isvc: dict[str, Any]) -> str | None:

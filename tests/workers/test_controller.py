@@ -9,11 +9,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import kubernetes.client
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -21,6 +23,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from kubesim.handle import KubeSim
 from planning.service.relay import ISVC_FINALIZER, RELAYED_ANNOTATION
+from tests.unit.deploy_usage import logged_client
 from tests.workers.test_controller_workflow import ADMISSION_MESSAGE, REFUSE_LABEL, FakeInferenceService
 from workers.control.kube import KubeWriter
 from workers.control.service_controller import InferenceServiceController
@@ -28,6 +31,7 @@ from workers.control.temporal import TemporalSender
 from workflows.names import isvc_workflow_id
 
 GROUP, VERSION = "ome.io", "v1beta1"
+DEPLOY_CONTROLLER = Path(__file__).resolve().parents[2] / "deploy" / "controller.yaml"
 PAUSED = "ome.io/rollout-paused"
 WAIT_SECONDS = 10.0
 
@@ -110,11 +114,11 @@ class Cluster:
         return len(await self.calls(name, message))
 
     @asynccontextmanager
-    async def controller(self) -> AsyncIterator[InferenceServiceController]:
+    async def controller(self, api_client: Any = None) -> AsyncIterator[InferenceServiceController]:
         controller = InferenceServiceController(
-            self.sim.api_client(),
+            api_client or self.sim.api_client(),
             TemporalSender(self.client, self.task_queue),
-            KubeWriter(self.sim.api_client()),
+            KubeWriter(api_client or self.sim.api_client()),
             coalesce_seconds=0.02,
         )
         await controller.start()
@@ -162,6 +166,11 @@ async def test_apply_once_per_edit_and_a_restart_sends_nothing_already_sent(clus
         await settled(controller)
         assert await cluster.count("chat", "apply") == 2
         assert await cluster.count("chat", "pause") == 1
+        # `ome.io/traffic-drain` is spec (no new generation, a new digest): an apply.
+        cluster.annotate("chat", **{"ome.io/traffic-drain": "true"})
+        await until(lambda: _count_is(cluster, "chat", "apply", 3))
+        applies = await cluster.calls("chat", "apply")
+        assert applies[-1]["input"]["object_generation"] == 2
 
     # Stopped: the pause annotation is removed meanwhile; a new controller resumes (it was
     # recorded) and sends nothing else.
@@ -171,7 +180,7 @@ async def test_apply_once_per_edit_and_a_restart_sends_nothing_already_sent(clus
         await until(lambda: RELAYED_ANNOTATION not in cluster.annotations("chat"))
         await settled(restarted)
     calls = [call["name"] for call in await cluster.calls("chat")]
-    assert calls == ["apply", "apply", "pause", "resume"]
+    assert calls == ["apply", "apply", "pause", "apply", "resume"]
 
     # A pause someone else set (no record) is not lifted by the controller.
     cluster.create("other", annotations={"ome.io/traffic-drain": "true"})
@@ -179,7 +188,7 @@ async def test_apply_once_per_edit_and_a_restart_sends_nothing_already_sent(clus
         await until(lambda: cluster.calls("other", "apply"))
         await settled(third)
     assert [call["name"] for call in await cluster.calls("other")] == ["apply"]
-    assert [call["name"] for call in await cluster.calls("chat")] == ["apply", "apply", "pause", "resume"]
+    assert [call["name"] for call in await cluster.calls("chat")] == ["apply", "apply", "pause", "apply", "resume"]
 
 
 async def _count_is(cluster: Cluster, name: str, message: str, expected: int) -> bool:
@@ -264,6 +273,14 @@ async def test_kubectl_delete_signals_the_workflow_or_releases_an_orphans_finali
         cluster.patch("served", {"metadata": {"finalizers": None}})
         await until(lambda: cluster.get("served") is None)
 
+        # Deleted without the finalizer (the workflow never wrote the object): `delete` still goes.
+        cluster.create("plain")
+        await until(lambda: cluster.calls("plain", "apply"))
+        cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, cluster.namespace, "inferenceservices", "plain")
+        handle = cluster.client.get_workflow_handle(isvc_workflow_id(cluster.namespace, "plain"))
+        calls = await asyncio.wait_for(handle.result(), WAIT_SECONDS)
+        assert [call["name"] for call in calls] == ["apply", "delete"]
+
 
 async def test_inferencereplica_annotations_reach_their_inferenceservice(cluster: Cluster) -> None:
     labels = {"ome.io/inferenceservice": "chat", "ome.io/component": "engine"}
@@ -325,3 +342,38 @@ async def test_a_runtime_change_reaches_the_services_it_serves(cluster: Cluster)
     assert await cluster.count("uses-rt", "runtime_changed") == 1
     assert await cluster.count("uses-shared", "runtime_changed") == 1
     assert await cluster.count("uses-other", "runtime_changed") == 0
+
+
+def granted() -> set[tuple[str, str, str]]:
+    """(group, resource, verb) the ClusterRole in deploy/controller.yaml grants."""
+    role = next(doc for doc in yaml.safe_load_all(DEPLOY_CONTROLLER.read_text()) if doc["kind"] == "ClusterRole")
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+async def test_the_controller_sends_exactly_what_its_cluster_role_grants(cluster: Cluster) -> None:
+    """Least privilege both ways: every request is allowed, every grant is used."""
+    used: set[tuple[str, str, str]] = set()
+    async with cluster.controller(logged_client(cluster.sim, used)) as controller:
+        cluster.create("bad", labels={REFUSE_LABEL: "yes"})
+        await until(lambda: cluster.events("SpecRejected", "bad"))
+        cluster.patch("bad", {"spec": {"model": {"name": "other"}}})  # the same refusal: the Event's count
+        await until(lambda: cluster.events("SpecRejected", "bad")[0].count == 2)
+        cluster.create("chat", annotations={PAUSED: "true"})
+        await until(lambda: RELAYED_ANNOTATION in cluster.annotations("chat"))
+        cluster.create(
+            "chat-engine",
+            "inferencereplicas",
+            spec={},
+            labels={"ome.io/inferenceservice": "chat", "ome.io/component": "engine"},
+            annotations={"ome.io/reset-instances": "all"},
+        )
+        await until(lambda: not cluster.annotations("chat-engine", "inferencereplicas"))
+        await settled(controller)
+    assert used - granted() == set(), "requests deploy/controller.yaml does not allow"
+    assert granted() - used == set(), "grants in deploy/controller.yaml nothing uses"

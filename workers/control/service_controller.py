@@ -89,8 +89,11 @@ class InferenceServiceController(WatchLoop):
         *,
         coalesce_seconds: float = 0.05,
         read_timeout_seconds: float = 90.0,
+        concurrency: int = 32,
     ) -> None:
         self.sender = sender
+        # A restart reconciles every object at once: at most this many talk to Temporal at a time.
+        self._slots = asyncio.Semaphore(concurrency)
         self.writer = writer
         kinds = [
             KindWatch(api_client, kind, f"/apis/ome.io/v1beta1/{kind}", "", read_timeout_seconds)
@@ -209,7 +212,8 @@ class InferenceServiceController(WatchLoop):
 
     async def _run_one(self, key: Key) -> None:
         try:
-            done = await self._reconcile(key)
+            async with self._slots:
+                done = await self._reconcile(key)
         except asyncio.CancelledError:
             raise
         except Exception as error:
