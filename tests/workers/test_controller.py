@@ -114,10 +114,12 @@ class Cluster:
         return len(await self.calls(name, message))
 
     @asynccontextmanager
-    async def controller(self, api_client: Any = None) -> AsyncIterator[InferenceServiceController]:
+    async def controller(
+        self, api_client: Any = None, sender: TemporalSender | None = None
+    ) -> AsyncIterator[InferenceServiceController]:
         controller = InferenceServiceController(
             api_client or self.sim.api_client(),
-            TemporalSender(self.client, self.task_queue),
+            sender or TemporalSender(self.client, self.task_queue),
             KubeWriter(api_client or self.sim.api_client()),
             coalesce_seconds=0.02,
         )
@@ -377,3 +379,35 @@ async def test_the_controller_sends_exactly_what_its_cluster_role_grants(cluster
         await settled(controller)
     assert used - granted() == set(), "requests deploy/controller.yaml does not allow"
     assert granted() - used == set(), "grants in deploy/controller.yaml nothing uses"
+
+
+class FlakySender(TemporalSender):
+    """Temporal unreachable for the first `failures` messages of each kind."""
+
+    def __init__(self, client: Client, task_queue: str, failures: int) -> None:
+        super().__init__(client, task_queue)
+        self.failures = {"apply": failures, "send": failures}
+
+    def _fail(self, kind: str) -> None:
+        if self.failures[kind] > 0:
+            self.failures[kind] -= 1
+            raise RuntimeError("Failed client connect: Server connection error (simulated)")
+
+    async def apply(self, relay: Any) -> dict[str, Any]:
+        self._fail("apply")
+        return await super().apply(relay)
+
+    async def send(self, request: Any) -> Any:
+        self._fail("send")
+        return await super().send(request)
+
+
+async def test_temporal_unreachable_is_retried_with_back_off_and_nothing_is_lost_or_doubled(cluster: Cluster) -> None:
+    sender = FlakySender(cluster.client, cluster.task_queue, failures=1)
+    async with cluster.controller(sender=sender) as controller:
+        cluster.create("chat", annotations={PAUSED: "true", "ome.io/rollout-promote": "abc"})
+        await until(lambda: "ome.io/rollout-promote" not in cluster.annotations("chat"))
+        await until(lambda: cluster.record("chat") == {PAUSED: "true"})
+        await settled(controller)
+    assert sender.failures == {"apply": 0, "send": 0}
+    assert [call["name"] for call in await cluster.calls("chat")] == ["apply", "pause", "promote"]
