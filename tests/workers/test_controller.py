@@ -184,12 +184,16 @@ async def test_apply_once_per_edit_and_a_restart_sends_nothing_already_sent(clus
     calls = [call["name"] for call in await cluster.calls("chat")]
     assert calls == ["apply", "apply", "pause", "apply", "resume"]
 
-    # A pause someone else set (no record) is not lifted by the controller.
-    cluster.create("other", annotations={"ome.io/traffic-drain": "true"})
+    # A pause sent with the `temporal` CLI (nothing recorded) is not lifted by the controller.
+    cluster.create("other")
     async with cluster.controller() as third:
         await until(lambda: cluster.calls("other", "apply"))
+        handle = cluster.client.get_workflow_handle(isvc_workflow_id(cluster.namespace, "other"))
+        await handle.signal("pause", {"mode": "true"})
+        cluster.annotate("other", note="touched")
+        await until(lambda: cluster.annotations("other").get("note") == "touched")
         await settled(third)
-    assert [call["name"] for call in await cluster.calls("other")] == ["apply"]
+    assert [call["name"] for call in await cluster.calls("other")] == ["apply", "pause", "apply"]
     assert [call["name"] for call in await cluster.calls("chat")] == ["apply", "apply", "pause", "apply", "resume"]
 
 

@@ -242,9 +242,17 @@ class InferenceServiceController(WatchLoop):
         obj = self._objects.get(key)
         if key[0] == REPLICAS:
             return obj is None or await self._steer(obj, steering.replica_requests, keeps_record=False)
-        gone = self._gone.pop(key, None)
+        gone = self._gone.get(key)
         if obj is None:
-            return gone is None or await self._on_gone(gone)
+            if gone is None:
+                return True
+            if not await self._on_gone(gone):
+                return False
+            # Kept until handled, so a failed `delete` is retried; a newer deletion replaces it.
+            if self._gone.get(key) is gone:
+                del self._gone[key]
+            return True
+        self._gone.pop(key, None)
         if gone is not None and uid_of(gone) != uid_of(obj):
             # Deleted and created again under the name: the workflow ID is the new object's now,
             # so no `delete` goes to it for the old one.
