@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,7 +34,8 @@ from workers.control.temporal import TemporalSender
 from workflows.names import isvc_workflow_id
 
 GROUP, VERSION = "ome.io", "v1beta1"
-DEPLOY_CONTROLLER = Path(__file__).resolve().parents[2] / "deploy" / "controller.yaml"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEPLOY_CONTROLLER = REPO_ROOT / "deploy" / "controller.yaml"
 PAUSED = "ome.io/rollout-paused"
 WAIT_SECONDS = 10.0
 
@@ -415,3 +419,28 @@ async def test_temporal_unreachable_is_retried_with_back_off_and_nothing_is_lost
         await settled(controller)
     assert sender.failures == {"apply": 0, "send": 0}
     assert [call["name"] for call in await cluster.calls("chat")] == ["apply", "pause", "promote"]
+
+
+async def test_python_m_workers_controller_relays_and_stops_on_sigterm(cluster: Cluster) -> None:
+    """The process entry point: settings from the environment, one log line per relay, exit 0."""
+    env = {
+        **os.environ,
+        "OME_TEMPORAL__ADDRESS": cluster.client.service_client.config.target_host,
+        "OME_TEMPORAL__TASK_QUEUE": cluster.task_queue,
+        "OME_KUBE__KUBECONFIG": str(cluster.sim.kubeconfig_path),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "workers.controller",
+        env=env, cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        cluster.create("chat")
+        await until(lambda: cluster.calls("chat", "apply"), seconds=30)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(process.communicate(), 30)
+    text = output.decode()
+    assert process.returncode == 0, text
+    assert f"isvc {cluster.namespace}/chat generation=1" in text
+    assert f"applied to isvc/{cluster.namespace}/chat -> workflow generation=1 changed=True" in text
