@@ -231,11 +231,14 @@ class InferenceServiceController(WatchLoop):
             self._queue.put_nowait(WatchItem(WAKE, "BOOKMARK"))
 
     async def stop(self) -> None:
+        """Stop the watches and the pass loop first (no new tasks), then the tasks in flight:
+        what they had not finished is picked up by the next start's re-list."""
+        await super().stop()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await super().stop()
+        self._tasks.clear()
 
     async def _reconcile(self, key: Key) -> bool:
         """True when the object is done with (for now); False to retry after a back-off."""
