@@ -93,7 +93,6 @@ RULES: dict[str, Rule] = {
     RELEASE_HELD: Rule("signal", "release_held"),
     RESET_INSTANCES: Rule("signal", "reset_instances"),
 }
-ISVC_ORDER = (PAUSED, ROLLBACK, PROMOTE, RESUME, REPIN)
 REPLICA_ORDER = (RELEASE_HELD, RESET_INSTANCES)
 RESUME_MESSAGE = "resume"
 
