@@ -1,0 +1,36 @@
+"""Deleting an InferenceService: the product's finalizer `ome.io/isvc-teardown` holds the object
+while its workflow drains and removes what it owns (on the `delete` signal); the workflow then
+removes the finalizer itself. Where no workflow runs for the object, nothing would ever remove
+it, so the controller does (`release_finalizer`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planning.controller.objects import Op, is_deleting, metadata_of, pointer, uid_guard
+from planning.service.relay import ISVC_FINALIZER
+
+
+def holds_finalizer(obj: dict[str, Any]) -> bool:
+    return ISVC_FINALIZER in (metadata_of(obj).get("finalizers") or [])
+
+
+def wants_delete_signal(obj: dict[str, Any]) -> bool:
+    """A deleting object the product's finalizer holds: its workflow must tear it down."""
+    return is_deleting(obj) and holds_finalizer(obj)
+
+
+def gone_wants_delete_signal(obj: dict[str, Any]) -> bool:
+    """An object deleted without the product's finalizer (never written by the workflow, or
+    the finalizer removed by hand): a running workflow still has to tear down what it owns."""
+    return not holds_finalizer(obj)
+
+
+def release_finalizer(obj: dict[str, Any]) -> list[Op]:
+    """JSON patch removing the product's finalizer, only from this object (uid) and only at
+    the index where it was seen; [] when it does not hold it."""
+    finalizers = list(metadata_of(obj).get("finalizers") or [])
+    if ISVC_FINALIZER not in finalizers:
+        return []
+    path = pointer("metadata", "finalizers", str(finalizers.index(ISVC_FINALIZER)))
+    return [uid_guard(obj), {"op": "test", "path": path, "value": ISVC_FINALIZER}, {"op": "remove", "path": path}]

@@ -1,0 +1,49 @@
+"""The InferenceService controller process: `python -m workers.controller`.
+
+Makes `kubectl apply`, `kubectl annotate` and `kubectl delete` of InferenceServices (and the
+annotations of InferenceReplicas) drive the InferenceService workflows, exactly as the
+`temporal` CLI does (`workers.control.service_controller`), until SIGTERM or SIGINT. One
+replica: a second would relay the same objects (harmless, thanks to the workflow's dedup, but
+twice the work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from workers.client import connect, exit_process
+from workers.config import Settings, kube_api_client
+from workers.control.kube import KubeWriter
+from workers.control.service_controller import InferenceServiceController
+from workers.control.temporal import TemporalSender
+
+logger = logging.getLogger("workers.controller")
+
+
+async def main() -> None:
+    """Process entry point: settings from the environment, stop on SIGTERM/SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = Settings()
+    client = await connect(settings.temporal, otel=settings.otel, role="controller")
+    api_client = kube_api_client(settings)
+    controller = InferenceServiceController(
+        api_client, TemporalSender(client, settings.temporal.task_queue), KubeWriter(kube_api_client(settings))
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    logger.info(
+        "controller starting temporal=%s namespace=%s task_queue=%s",
+        settings.temporal.address, settings.temporal.namespace, settings.temporal.task_queue,
+    )
+    await controller.run(stop)
+    logger.info("controller stopped")
+    # Exit from inside the loop, before `asyncio.run`'s teardown (`workers.client.exit_process`).
+    exit_process(0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
