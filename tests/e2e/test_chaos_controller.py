@@ -27,7 +27,7 @@ from temporalio.client import Client
 
 from kubesim.handle import KubeSim
 from tests.e2e.running_stack import REPO_ROOT
-from tests.workflows.service_harness import NAME, NAMESPACE, Story, eventually, isvc_manifest, story
+from tests.workflows.service_harness import NAME, Story, eventually, isvc_manifest, story
 from workflows.service.messages import AppliedView
 from workflows.service.workflow import InferenceServiceWorkflow
 

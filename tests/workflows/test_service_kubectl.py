@@ -10,6 +10,7 @@ sends these is tested in tests/workers; here the relays are sent by hand, as it 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from typing import Any
@@ -183,3 +184,41 @@ async def test_runtime_changed_rereads_the_runtime_and_rolls_the_new_image(
             within=90,
         )
         assert (await applied(s)).generation == 1, "a runtime change is not a new spec generation"
+
+
+async def test_a_relay_of_the_generation_a_temporal_apply_waits_to_overwrite_does_not_undo_it(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(dev_client, task_queue, kubesim) as s:
+        await s.apply(isvc_manifest())
+        first = await eventually(lambda: isvc(s), "the InferenceService object")
+        await eventually(lambda: observed(s, first["metadata"]["generation"]), "generation 1 observed")
+        # A kubectl annotate (no new generation) relayed just as a temporal apply of a new spec
+        # comes in: whichever the workflow takes first, the temporal spec is the newer one.
+        annotated = copy.deepcopy(first)
+        annotated["metadata"].setdefault("annotations", {})["ome.io/global-host"] = "chat.example.com"
+        newer = with_image(isvc_manifest(), IMAGE_2)
+        temporal, relayed = await asyncio.gather(s.apply(newer), relay(s, annotated))
+        assert temporal.changed and not relayed.changed, (temporal, relayed)
+
+        def written() -> dict[str, Any] | None:
+            obj = isvc(s)
+            return obj if obj is not None and obj["spec"] == newer["spec"] else None
+
+        obj = await eventually(written, "the temporal spec on the object")
+        assert (await applied(s)).digest == manifest_digest(newer)
+        await eventually(lambda: observed(s, obj["metadata"]["generation"]), "the written generation observed")
+
+
+async def test_a_delete_for_an_older_object_of_the_same_name_is_ignored(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(dev_client, task_queue, kubesim) as s:
+        await s.apply(isvc_manifest())
+        obj = await eventually(lambda: isvc(s), "the InferenceService object")
+        await eventually(lambda: observed(s, obj["metadata"]["generation"]), "generation 1 observed")
+        await s.handle().signal(InferenceServiceWorkflow.delete, {"uid": "an-older-object"})
+        await asyncio.sleep(1)
+        assert not (await applied(s)).deleting and isvc(s) is not None
+        await s.handle().signal(InferenceServiceWorkflow.delete, {"uid": obj["metadata"]["uid"]})
+        await eventually(lambda: isvc(s) is None, "the object gone", within=90)

@@ -23,10 +23,17 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 
 from models.inferenceservice import InferenceService
-from models.kube_ops import ApplyObjectInput, ApplyObjectResult, DeleteObjectInput, ObjectRef, ReadObjectInput
+from models.kube_ops import (
+    ApplyObjectInput,
+    ApplyObjectResult,
+    DeleteObjectInput,
+    KubeErrorType,
+    ObjectRef,
+    ReadObjectInput,
+)
 from models.resolution import inference_replica_spec
 from planning.objects import OME_API_VERSION, service_name
 from planning.replica.budget import update_policy
@@ -52,6 +59,15 @@ from workflows.rollout.messages import SIGNAL_CLOSE
 from workflows.service import canary_requests, rollouts
 from workflows.service.messages import SIGNAL_SCALE, RejectedRequest, isvc_object
 from workflows.service.projection import ServiceProjection, identity, runs_deployment
+
+REFUSED_WRITES = (KubeErrorType.FORBIDDEN.value, KubeErrorType.INVALID.value)
+"""An object write the API server refuses for good (e.g. its admission webhook denies it)."""
+
+
+def _refusal(error: ActivityError) -> str:
+    cause = error.cause
+    text = cause.message if isinstance(cause, ApplicationError) else str(error)
+    return f"the API server refused the InferenceService write; the workflow runs the spec it holds: {text}"[:1000]
 
 
 def config_fingerprint(config: ReplicaConfig) -> str:
@@ -99,26 +115,42 @@ class ServiceComponents(ServiceProjection):
         that write is `superseded`, and the controller brings the newer spec as an `apply`."""
         state = self.state
         source = "kubectl" if state.spec_from_object else "temporal"
-        result = await kube_calls.apply_object(
-            ApplyObjectInput(
-                manifest=isvc_object(state.manifest, isvc.namespace),
-                plural="inferenceservices",
-                replace_spec=True,
-                last_applied=not state.spec_from_object,
-                expect_generation=state.object_generation or None,
-            ),
-            summary=f"write InferenceService {isvc.namespace}/{isvc.name} "
-            f"(generation {state.generation}, spec from {source})",
+        manifest = isvc_object(state.manifest, isvc.namespace)
+        if state.home is not None:
+            # A member's copy: its source owns it, and nothing watches it to release a finalizer.
+            manifest["metadata"].pop("finalizers")
+        request = ApplyObjectInput(
+            manifest=manifest,
+            plural="inferenceservices",
+            replace_spec=True,
+            last_applied=not state.spec_from_object,
+            expect_generation=state.object_generation or None,
         )
+        summary = (
+            f"write InferenceService {isvc.namespace}/{isvc.name} (generation {state.generation}, spec from {source})"
+        )
+        try:
+            result = await kube_calls.apply_object(request, summary=summary)
+        except ActivityError as error:
+            if kube_calls.error_type(error) not in REFUSED_WRITES:
+                raise
+            # The API server (its admission webhook) refused the write: say so and go on with
+            # the spec the workflow holds rather than fail the whole service.
+            await record_event(self.ref(), "SpecWriteRefused", _refusal(error), "Warning")
+            state.temporal_write_pending = False
+            return ApplyObjectResult(ref=self.ref(), action="unchanged", generation=state.object_generation or None)
+        state.temporal_write_pending = False
         state.isvc_uid = result.ref.uid or state.isvc_uid
         if result.action == "superseded":
-            await self.note_superseded(isvc, result.generation or 0)
+            if source == "temporal":
+                await self.note_superseded(result.generation or 0)
         elif result.generation is not None:
             state.object_generation = result.generation
         return result
 
-    async def note_superseded(self, isvc: InferenceService, newer: int) -> None:
-        """One Warning Event per newer object generation that stopped the workflow's write."""
+    async def note_superseded(self, newer: int) -> None:
+        """One Warning Event per newer object generation that stopped the write of a spec that
+        came through the `temporal` CLI."""
         state = self.state
         if newer <= state.superseded_at:
             return
@@ -127,7 +159,8 @@ class ServiceComponents(ServiceProjection):
             self.ref(),
             "SpecSuperseded",
             f"the spec applied through Temporal (workflow generation {state.generation}) was not written: "
-            f"the object holds a newer spec (generation {newer}) written since; that spec is applied next",
+            f"the object holds a newer spec (generation {newer}) written since, which the controller relays "
+            "to this workflow in its turn",
             "Warning",
         )
 

@@ -199,6 +199,12 @@ class ServiceState(MessageModel):
     spec_from_object: bool = False
     """The manifest came from the object (`kubectl`); else from the `temporal` CLI, and the
     workflow writes it to the object as `kubectl apply` would."""
+    observes_object: bool = False
+    """`status.observedGeneration` is the object's generation (runs started since patch
+    `isvc-observed-object-generation`); before, the workflow's own count."""
+    temporal_write_pending: bool = False
+    """A spec from the `temporal` CLI not yet written to the object: a relay of the generation
+    it will be written over is older than it."""
     superseded_at: int = 0
     """The object generation whose newer spec stopped the workflow's own write (recorded once)."""
     runtime_stale: bool = False

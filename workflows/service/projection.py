@@ -132,7 +132,7 @@ class ServiceProjection:
         run = rollouts.run_seen(state.rollout)
         extra = rollout_conditions(run, isvc.spec.rollout) if grouped or run is not None else []
         # observedGeneration is the object's generation, as Kubernetes means it, once known.
-        observed = state.observed_generation or state.applied_generation or None
+        observed = (state.observed_generation if state.observes_object else 0) or state.applied_generation or None
         body = isvc_status(observed, reports, state.conditions, workflow.now(), blocking, extra)
         for component, mode in state.modes.items():
             body["components"].setdefault(component, {})["deploymentMode"] = mode

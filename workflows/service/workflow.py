@@ -121,6 +121,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.service.placement import ServicePlacement, placed_by_clusters
     from workflows.service.projection import identity
 
+OBSERVED_OBJECT_GENERATION = "isvc-observed-object-generation"
+"""Patch: `status.observedGeneration` is the object's `metadata.generation` (issue 15); runs
+that started before keep writing the workflow's own count, as their histories did."""
 SAFETY_RECHECK = timedelta(minutes=5)
 """Every change arrives as a message; the timer only re-reads a runtime that was missing and
 the Deployments of Deployment-mode components (a lost watcher signal is repaired by then)."""
@@ -213,16 +216,25 @@ class InferenceServiceWorkflow(ServicePlacement):
         async with self.lock:
             state = self.state
             warnings = list(self._admit(manifest).warnings)
-            if origin is not None and origin.object_generation < state.object_generation:
-                return ApplyResult(
-                    accepted=True, generation=state.generation, changed=False, warnings=warnings, superseded=True
-                )
             if origin is not None:
+                if origin.uid and state.isvc_uid and origin.uid != state.isvc_uid:
+                    state.object_generation = 0  # a new object of the same name: its generations start over
+                late = origin.object_generation < state.object_generation or (
+                    # A temporal apply waits to be written over this very generation: it is the
+                    # newer spec; what else changed on the object comes back with the relay of
+                    # the generation the workflow writes.
+                    origin.object_generation == state.object_generation and state.temporal_write_pending
+                )
+                if late:
+                    return ApplyResult(
+                        accepted=True, generation=state.generation, changed=False, warnings=warnings, superseded=True
+                    )
                 state.object_generation = origin.object_generation
                 state.spec_from_object = True
             changed = not state.admitted or not _same_spec(manifest, state.manifest)
             if changed and origin is None:
                 state.spec_from_object = False
+                state.temporal_write_pending = True
             if state.transient or state.scale_requests:
                 # A transient scale lasts until the next apply sets the count again; one
                 # received before this apply and not yet taken is overridden by it too.
@@ -395,7 +407,13 @@ class InferenceServiceWorkflow(ServicePlacement):
         self.seq += 1
 
     @workflow.signal(name=SIGNAL_DELETE)
-    def delete(self) -> None:
+    def delete(self, request: dict[str, Any] | None = None) -> None:
+        """From a user (no input), or from the controller with `{"uid": ...}` of the object that
+        was deleted: a delete for an older object of the same name is ignored."""
+        uid = (request or {}).get("uid") if isinstance(request, dict) else None
+        if uid and self.state.isvc_uid and uid != self.state.isvc_uid:
+            workflow.logger.info("delete of object %s ignored: this workflow owns object %s", uid, self.state.isvc_uid)
+            return
         self.state.deleting = True
         self.seq += 1
 
@@ -481,6 +499,8 @@ class InferenceServiceWorkflow(ServicePlacement):
     @workflow.run
     async def run(self, arg: dict[str, Any]) -> ServiceStatusView:
         state = self.state
+        if not state.observes_object and workflow.patched(OBSERVED_OBJECT_GENERATION):
+            state.observes_object = True
         if not state.admitted:
             admitted = self._admit(state.manifest)
             if not admitted.allowed:
