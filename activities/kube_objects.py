@@ -51,6 +51,7 @@ from models.kube_ops import (
     RecordEventInput,
     RecordEventResult,
 )
+from planning.service.relay import LAST_APPLIED
 
 # Read-modify-write attempts inside one activity before the 409 goes to Temporal's retry.
 CONFLICT_ATTEMPTS = 4
@@ -110,9 +111,6 @@ def deep_merge(base: Any, overlay: Any) -> Any:
             merged[key] = deep_merge(base.get(key), value)
         return merged
     return overlay
-
-
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def last_applied_configuration(manifest: dict[str, Any]) -> str:
