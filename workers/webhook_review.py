@@ -10,9 +10,14 @@ the same admission as the InferenceService workflow's `apply` Update
   line, which kubectl prints as `admission webhook "inferenceservice.ome-webhook-server.validator"
   denied the request: <message>`;
 - allowed without admission for anything else: DELETE and CONNECT, other resources, an UPDATE
-  of an object being deleted, and an UPDATE that changes neither the spec nor a non-control
-  annotation (finalizers, status, the controller's bookkeeping, OME's steering annotations,
-  which the controller relays and refuses as Warning Events).
+  of an object being deleted, and an UPDATE that changes neither the spec, nor a non-control
+  annotation, nor a migration request (finalizers, status, the controller's bookkeeping, OME's
+  other steering annotations, which the controller relays and refuses as Warning Events).
+
+Migration requests (`ome.io/migration-request-v1-<uuid>`) are checked when they are written, as
+OME's webhook does: on CREATE all of them, on UPDATE only those new or changed since the old
+object, so a refused one left on the object (the controller records it) does not block every
+later edit of the spec.
 
 `read_runtime(namespace, name)` is the ServingRuntime named by `spec.runtime.name` (the
 namespace's, else the ClusterServingRuntime), or None when there is none: admission without a
@@ -61,8 +66,8 @@ def review(body: Any, read_runtime: ReadRuntime) -> dict[str, Any]:
         # Finalizers and bookkeeping must go through even on an object admission would now refuse.
         return answer
     namespace = request.get("namespace")
-    manifest = admitted_manifest(new, namespace)
-    previous = admitted_manifest(old, namespace) if old is not None else None
+    manifest = admitted_manifest(new, namespace, old)
+    previous = admitted_manifest(old, namespace, old) if old is not None else None
     admission = admit(manifest, previous, _runtime_for(manifest, read_runtime))
     if admission.warnings:
         response["warnings"] = [finding.message for finding in admission.warnings]
@@ -76,21 +81,26 @@ def review(body: Any, read_runtime: ReadRuntime) -> dict[str, Any]:
     return answer
 
 
-def admitted_manifest(obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+def admitted_manifest(
+    obj: dict[str, Any], namespace: str | None = None, old: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What admission sees of an object the API server sends: the manifest the controller relays
     to the workflow (`relayed_manifest`: no server fields, no control annotations), plus the
-    migration-request annotations, which OME's webhook checks when they are written."""
+    migration-request annotations, which OME's webhook checks when they are written: all of them,
+    or with `old` (the object an UPDATE replaces) those new or changed since `old`."""
     manifest = relayed_manifest(obj)
     if not (obj.get("metadata") or {}).get("namespace") and namespace:
         manifest["metadata"]["namespace"] = namespace
-    requests = {
-        key: value
-        for key, value in ((obj.get("metadata") or {}).get("annotations") or {}).items()
-        if key.startswith(MIGRATION_REQUEST_PREFIX)
-    }
+    earlier = _migration_requests(old) if old is not None else {}
+    requests = {key: value for key, value in _migration_requests(obj).items() if earlier.get(key) != value}
     if requests:
         manifest["metadata"]["annotations"] = {**manifest["metadata"].get("annotations", {}), **requests}
     return manifest
+
+
+def _migration_requests(obj: dict[str, Any]) -> dict[str, Any]:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return {key: value for key, value in annotations.items() if str(key).startswith(MIGRATION_REQUEST_PREFIX)}
 
 
 def _request_of(body: Any) -> dict[str, Any]:
@@ -136,8 +146,12 @@ def _skips_admission(new: dict[str, Any], old: dict[str, Any]) -> bool:
     if metadata.get("deletionTimestamp"):
         # Removing finalizers and the last status writes must never be blocked.
         return True
-    return new.get("spec") == old.get("spec") and spec_annotations(metadata.get("annotations")) == spec_annotations(
-        old_metadata.get("annotations")
+    return (
+        new.get("spec") == old.get("spec")
+        and spec_annotations(metadata.get("annotations")) == spec_annotations(old_metadata.get("annotations"))
+        # `spec_annotations` leaves migration requests out (they are control annotations), but
+        # a new or changed one is admitted as OME's webhook does.
+        and _migration_requests(new) == _migration_requests(old)
     )
 
 

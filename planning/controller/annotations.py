@@ -3,7 +3,7 @@ issue 15), and what happens to each annotation afterwards.
 
 | annotation (InferenceService unless noted)   | message                        | afterwards                   |
 |----------------------------------------------|--------------------------------|------------------------------|
-| `ome.io/rollout-paused` = v (new value)      | signal `pause` `{"mode": v}`   | stays; v recorded            |
+| `ome.io/rollout-paused` = v (new value)      | signal `pause` `{"mode": v}`   | stays; v recorded if valid   |
 | `ome.io/rollout-paused` removed, recorded    | signal `resume`                | record entry dropped         |
 | `ome.io/rollout-promote` = hash              | Update `promote` `{revision}`  | removed after the answer     |
 | `ome.io/rollout-rollback` = `true`           | Update `rollback` `{}`         | stays; recorded              |
@@ -12,6 +12,10 @@ issue 15), and what happens to each annotation afterwards.
 | `ome.io/migration-request-v1-<uuid>` = JSON  | Update `migrate` JSON + uuid   | removed if accepted; a refused one stays, recorded |
 | InferenceReplica `ome.io/release-held-revision` | signal `release_held`       | removed                      |
 | InferenceReplica `ome.io/reset-instances`    | signal `reset_instances`       | removed                      |
+
+A pause value other than `true` / `freeze` is still signalled (the workflow refuses it with a
+`PauseRefused` Event) but never recorded: the record says which pause is the controller's to
+lift, and a refused one paused nothing, so its removal must not `resume` a pause set otherwise.
 
 Two memories keep a request from being sent twice:
 - within a process, `Memory.handled` (annotation -> the value handled: answered, refused, or
@@ -63,6 +67,8 @@ LABEL_ISVC = "ome.io/inferenceservice"
 LABEL_COMPONENT = "ome.io/component"
 
 ROLLBACK_VALUE = "true"
+PAUSE_VALUES = frozenset({"true", "freeze"})
+"""The `ome.io/rollout-paused` values that pause (spec reference §5); only these are recorded."""
 
 
 class Answer(StrEnum):
@@ -293,7 +299,8 @@ def answered(memory: Memory, request: Request, answer: Answer) -> Memory:
         # Nothing reached a workflow: neither recorded nor removed, so a restart tries again.
         return Memory(handled=handled, levels=levels, remove=remove)
     if rule.level:
-        levels[request.key] = request.value
+        if request.key != PAUSED or request.value is None or request.value in PAUSE_VALUES:
+            levels[request.key] = request.value
     elif answer is Answer.REFUSED and rule.record_refused and request.value is not None:
         levels[request.key] = request.value
     elif request.value is not None:

@@ -2,12 +2,16 @@
 
 The object's `metadata.generation` moves with every spec change (the API server counts them),
 and `manifest_digest` says what the manifest asks for. A spec reaches the workflow once:
-- the controller remembers, per object uid, the (generation, digest) pairs it relayed (or saw
-  refused) in this process;
+- the controller remembers, per object uid, the last (generation, digest) it relayed (or saw
+  refused) in this process: only the last, since an annotation or label edit that returns to an
+  earlier value (`ome.io/traffic-drain` set, then removed) brings back an earlier digest at the
+  same generation, and that is a change to relay;
 - across a restart it asks the workflow (`applied` query) what it holds, and sends nothing the
   workflow already applied from this or a newer generation with the same digest;
-- the workflow dedups again by the Update ID `kube/{uid}/{generation}/{digest}` and answers a
-  stale origin with `superseded`, so no order of events makes it go back.
+- the workflow dedups again by the Update ID `kube/{uid}/{generation}/{resourceVersion}` and
+  answers a stale origin with `superseded`, so no order of events makes it go back. The ID names
+  the object's write, not the digest: Temporal answers a repeated ID within a run with the first
+  answer, so an ID made of the digest would turn the return to an earlier digest into a no-op.
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ class SpecRelay:
 
     @property
     def update_id(self) -> str:
-        """Temporal dedups Updates of one ID within a run: a resend after a lost answer is free."""
-        return f"kube/{self.uid}/{self.generation}/{self.digest}"
+        """Temporal dedups Updates of one ID within a run: a resend of the same object write
+        after a lost answer is free, and every later write is a new ID."""
+        return f"kube/{self.uid}/{self.generation}/{self.resource_version}"
 
     def origin(self) -> dict[str, Any]:
         """The `ApplyOrigin` of the manifest: the object it was read from."""

@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -20,14 +21,19 @@ import kubernetes.client
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from kubesim.handle import KubeSim
 from planning.service.relay import ISVC_FINALIZER, RELAYED_ANNOTATION
 from tests.unit.deploy_usage import logged_client
-from tests.workers.test_controller_workflow import ADMISSION_MESSAGE, REFUSE_LABEL, FakeInferenceService
+from tests.workers.test_controller_workflow import (
+    ADMISSION_MESSAGE,
+    HANGING_REVISION,
+    REFUSE_LABEL,
+    FakeInferenceService,
+)
 from workers.control.kube import KubeWriter
 from workers.control.service_controller import InferenceServiceController
 from workers.control.temporal import TemporalSender
@@ -119,13 +125,14 @@ class Cluster:
 
     @asynccontextmanager
     async def controller(
-        self, api_client: Any = None, sender: TemporalSender | None = None
+        self, api_client: Any = None, sender: TemporalSender | None = None, concurrency: int = 32
     ) -> AsyncIterator[InferenceServiceController]:
         controller = InferenceServiceController(
             api_client or self.sim.api_client(),
             sender or TemporalSender(self.client, self.task_queue),
             KubeWriter(api_client or self.sim.api_client()),
             coalesce_seconds=0.02,
+            concurrency=concurrency,
         )
         await controller.start()
         try:
@@ -205,6 +212,29 @@ async def _count_is(cluster: Cluster, name: str, message: str, expected: int) ->
     return await cluster.count(name, message) == expected
 
 
+async def test_an_annotation_edit_back_to_an_earlier_value_is_relayed(cluster: Cluster) -> None:
+    """`ome.io/traffic-drain` set, then removed, at one generation: the manifest is the first
+    one again, and the workflow, which holds the drained one, must get it (no dedup by
+    (generation, digest) in the controller, nor by the Update ID in Temporal)."""
+    drain = "ome.io/traffic-drain"
+    async with cluster.controller() as controller:
+        cluster.create("chat")
+        await until(lambda: cluster.calls("chat", "apply"))
+        cluster.annotate("chat", **{drain: '{"weight": 0}'})
+        await until(lambda: _count_is(cluster, "chat", "apply", 2))
+        cluster.annotate("chat", **{drain: None})
+        await until(lambda: _count_is(cluster, "chat", "apply", 3))
+        cluster.annotate("chat", **{drain: '{"weight": 0}'})
+        await until(lambda: _count_is(cluster, "chat", "apply", 4))
+        await settled(controller)
+    applies = [call["input"] for call in await cluster.calls("chat", "apply")]
+    assert len(applies) == 4
+    assert [apply["object_generation"] for apply in applies] == [1, 1, 1, 1]
+    assert applies[2]["digest"] == applies[0]["digest"] != applies[1]["digest"] == applies[3]["digest"]
+    handle = cluster.client.get_workflow_handle(isvc_workflow_id(cluster.namespace, "chat"))
+    assert (await handle.query("applied", result_type=dict))["digest"] == applies[1]["digest"]
+
+
 async def test_canary_annotations_are_answered_once_and_refusals_become_warning_events(cluster: Cluster) -> None:
     async with cluster.controller() as controller:
         cluster.create("canary")
@@ -279,17 +309,43 @@ async def test_kubectl_delete_signals_the_workflow_or_releases_an_orphans_finali
         handle = cluster.client.get_workflow_handle(isvc_workflow_id(cluster.namespace, "served"))
         calls = await asyncio.wait_for(handle.result(), WAIT_SECONDS)
         assert [call["name"] for call in calls] == ["apply", "delete"]
+        assert calls[1]["input"] == {"uid": cluster.get("served")["metadata"]["uid"]}
         # The workflow would remove its finalizer once it has torn everything down.
         cluster.patch("served", {"metadata": {"finalizers": None}})
         await until(lambda: cluster.get("served") is None)
 
         # Deleted without the finalizer (the workflow never wrote the object): `delete` still goes.
-        cluster.create("plain")
+        plain = cluster.create("plain")
         await until(lambda: cluster.calls("plain", "apply"))
         cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, cluster.namespace, "inferenceservices", "plain")
         handle = cluster.client.get_workflow_handle(isvc_workflow_id(cluster.namespace, "plain"))
         calls = await asyncio.wait_for(handle.result(), WAIT_SECONDS)
         assert [call["name"] for call in calls] == ["apply", "delete"]
+        assert calls[1]["input"] == {"uid": plain["metadata"]["uid"]}
+
+
+async def test_an_object_whose_workflow_removed_the_finalizer_sends_no_delete_to_a_new_run(cluster: Cluster) -> None:
+    """The workflow tore the object down itself (a `delete` through the `temporal` CLI) and
+    removed its finalizer; meanwhile a new run of the same name started. The object's DELETED
+    event must not reach the new run."""
+    async with cluster.controller() as controller:
+        cluster.create("chat", finalizers=[ISVC_FINALIZER])
+        await until(lambda: cluster.calls("chat", "apply"))
+        handle = cluster.client.get_workflow_handle(isvc_workflow_id(cluster.namespace, "chat"))
+        await handle.signal("delete")
+        await asyncio.wait_for(handle.result(), WAIT_SECONDS)
+        await settled(controller)
+        # A new run for the name (a `temporal` apply), then the old run's last writes.
+        await cluster.client.start_workflow(
+            "InferenceService", {"manifest": {}}, id=handle.id, task_queue=cluster.task_queue
+        )
+        cluster.patch("chat", {"metadata": {"finalizers": None}})
+        cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, cluster.namespace, "inferenceservices", "chat")
+        await until(lambda: cluster.get("chat") is None)
+        await settled(controller)
+    described = await cluster.client.get_workflow_handle(handle.id).describe()
+    assert described.status == WorkflowExecutionStatus.RUNNING
+    assert await cluster.calls("chat") == []
 
 
 async def test_inferencereplica_annotations_reach_their_inferenceservice(cluster: Cluster) -> None:
@@ -419,6 +475,25 @@ async def test_temporal_unreachable_is_retried_with_back_off_and_nothing_is_lost
         await settled(controller)
     assert sender.failures == {"apply": 0, "send": 0}
     assert [call["name"] for call in await cluster.calls("chat")] == ["apply", "pause", "promote"]
+
+
+async def test_a_workflow_that_does_not_answer_holds_no_slot_for_long(cluster: Cluster) -> None:
+    """Every message to a workflow is bounded: with one slot, a promote stuck on its canary
+    times out (transient: retried with a back-off) and lets another object through."""
+    sender = TemporalSender(cluster.client, cluster.task_queue, rpc_timeout=timedelta(seconds=0.5))
+    async with cluster.controller(sender=sender, concurrency=1) as controller:
+        cluster.create("stuck")
+        await until(lambda: cluster.calls("stuck", "apply"))
+        cluster.annotate("stuck", **{"ome.io/rollout-promote": HANGING_REVISION})
+        await until(lambda: cluster.calls("stuck", "promote"))
+        cluster.create("next")
+        await until(lambda: cluster.calls("next", "apply"))
+        # Released: the retried Update (same ID) gets the answer; promote ran once.
+        handle = cluster.client.get_workflow_handle(isvc_workflow_id(cluster.namespace, "stuck"))
+        await handle.signal("unhang")
+        await until(lambda: "ome.io/rollout-promote" not in cluster.annotations("stuck"), seconds=40)
+        await settled(controller)
+    assert [call["name"] for call in await cluster.calls("stuck")] == ["apply", "promote"]
 
 
 async def test_python_m_workers_controller_relays_and_stops_on_sigterm(cluster: Cluster) -> None:

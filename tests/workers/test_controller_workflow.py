@@ -19,6 +19,8 @@ REFUSED_REVISION = "stale"
 """`promote` / `retry` of this revision is refused."""
 REFUSED_COMPONENT = "bogus"
 """A migration request for this component is refused."""
+HANGING_REVISION = "hang"
+"""`promote` of this revision answers only after the `unhang` signal (a stuck canary)."""
 ADMISSION_MESSAGE = (
     "InferenceService refused by admission:\n"
     'metadata.labels["refuse"] asks to be refused (FieldValueInvalid)'
@@ -33,6 +35,7 @@ class FakeInferenceService:
         self.object_generation = 0
         self.digest = ""
         self.deleting = False
+        self.hanging = True
         self.calls: list[dict[str, Any]] = []
 
     @workflow.run
@@ -100,9 +103,13 @@ class FakeInferenceService:
         self.note("reset_instances", request)
 
     @workflow.signal(name="delete")
-    def delete(self) -> None:
-        self.note("delete")
+    def delete(self, request: dict[str, Any] | None = None) -> None:
+        self.note("delete", request)
         self.deleting = True
+
+    @workflow.signal(name="unhang")
+    def unhang(self) -> None:
+        self.hanging = False
 
     # --- Updates ------------------------------------------------------------------------
 
@@ -115,7 +122,11 @@ class FakeInferenceService:
         return f"{name} accepted"
 
     @workflow.update(name="promote")
-    def promote(self, ask: dict[str, Any] | None = None) -> str:
+    async def promote(self, ask: dict[str, Any] | None = None) -> str:
+        if (ask or {}).get("revision") == HANGING_REVISION:
+            self.note("promote", ask)
+            await workflow.wait_condition(lambda: not self.hanging)
+            return "promote accepted"
         return self.canary("promote", ask)
 
     @workflow.update(name="rollback")

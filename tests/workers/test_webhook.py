@@ -197,9 +197,8 @@ def test_an_update_of_a_non_control_annotation_is_admitted() -> None:
     {"finalizers": ["ome.io/isvc-teardown"]},
     {"annotations": {"ome.io/relayed-annotations": '{"ome.io/rollout-paused": "freeze"}'}},
     {"annotations": {"ome.io/rollout-paused": "freeze"}},
-    {"annotations": {"ome.io/migration-request-v1-abc": "not json"}},
     {"resourceVersion": "99", "generation": 7},
-], ids=["finalizer", "relay-record", "pause", "migration-request", "server-fields"])
+], ids=["finalizer", "relay-record", "pause", "server-fields"])
 def test_an_update_that_leaves_spec_and_annotations_alone_is_not_admitted(change: dict[str, Any]) -> None:
     # Even an object admission would refuse: metadata-only writes must not be blocked by it.
     bad = _too_many_replicas()
@@ -207,6 +206,42 @@ def test_an_update_that_leaves_spec_and_annotations_alone_is_not_admitted(change
     response = review(_review("UPDATE", _edit(bad, **change), bad), runtimes)["response"]
     assert response == {"uid": "0b2a-uid", "allowed": True}
     assert runtimes.asked == []
+
+
+MIGRATION_KEY = "ome.io/migration-request-v1-0b2a"
+BAD_MIGRATION = '{"schemaVersion":"v2"}'
+
+
+def test_a_malformed_migration_request_annotated_onto_an_object_is_refused() -> None:
+    """`kubectl annotate isvc x ome.io/migration-request-v1-<uuid>='{"schemaVersion":"v2"}'`:
+    only an annotation changes, and OME's webhook refuses it."""
+    annotated = _edit(VALID, annotations={MIGRATION_KEY: BAD_MIGRATION})
+    response = review(_review("UPDATE", annotated, VALID), Runtimes())["response"]
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith(f"migration request {MIGRATION_KEY}: ")
+    assert response["status"]["message"].endswith("(InvalidMigrationRequest)")
+
+
+def test_a_migration_request_changed_to_a_malformed_one_is_refused() -> None:
+    good = json.dumps({"component": "engine", "instance": 0, "from_node": "gpu-node-1"})
+    before = _edit(VALID, annotations={MIGRATION_KEY: good})
+    after = _edit(VALID, annotations={MIGRATION_KEY: BAD_MIGRATION})
+    assert review(_review("UPDATE", after, before), Runtimes())["response"]["allowed"] is False
+
+
+@pytest.mark.parametrize("edit", ["spec", "annotation", "metadata-only"])
+def test_a_malformed_migration_request_already_on_the_object_blocks_no_later_edit(edit: str) -> None:
+    """A refused request left on the object (the controller records it) was judged when written."""
+    old = _edit(VALID, annotations={MIGRATION_KEY: BAD_MIGRATION})
+    new = copy.deepcopy(old)
+    if edit == "spec":
+        new["spec"]["engine"]["maxReplicas"] = 3
+    elif edit == "annotation":
+        new["metadata"]["annotations"]["ome.io/traffic-drain"] = "true"
+    else:
+        new["metadata"]["annotations"]["ome.io/relayed-annotations"] = json.dumps({MIGRATION_KEY: BAD_MIGRATION})
+    response = review(_review("UPDATE", new, old), Runtimes())["response"]
+    assert response["allowed"] is True, response
 
 
 def test_an_update_of_an_object_being_deleted_is_not_admitted() -> None:

@@ -15,10 +15,9 @@ from temporalio.exceptions import ApplicationError
 from activities.kube_objects import ObjectActivities
 from models.kube_ops import KubeErrorType, ObjectRef, PatchObjectInput, RecordEventInput
 from planning.controller.objects import Op, identity, uid_of
+from planning.objects import OME_API_VERSION
 
 logger = logging.getLogger("workers.controller")
-
-OME_API_VERSION = "ome.io/v1beta1"
 
 
 class Patched(StrEnum):

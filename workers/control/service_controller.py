@@ -8,8 +8,11 @@ up nobody else, in this order:
 
 1. an InferenceService labelled `ome.io/placement-source` is a member copy the product wrote:
    skipped;
-2. deleting (deletionTimestamp, the product's finalizer): `delete` to its workflow, once; with
-   no workflow running, the controller removes the finalizer itself;
+2. deleting (deletionTimestamp, the product's finalizer): `delete` to its workflow, once, with
+   the object's uid (`{"uid": ...}`: a workflow that owns another object of that name ignores
+   it); with no workflow running, the controller removes the finalizer itself. An object that
+   goes away without the finalizer gets `delete` too, unless it was seen carrying it (then its
+   workflow removed it itself: it is tearing down or done, and a new run may own the name);
 3. the spec (`planning.controller.spec`): the `apply` Update with start, unless the workflow
    holds it already; a refusal is a Warning Event `SpecRejected`, not retried;
 4. a `runtime_changed` signal when a runtime it uses changed (not for the initial list);
@@ -32,7 +35,12 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from planning.controller import annotations as steering
-from planning.controller.deletion import gone_wants_delete_signal, holds_finalizer, release_finalizer
+from planning.controller.deletion import (
+    delete_payload,
+    gone_wants_delete_signal,
+    holds_finalizer,
+    release_finalizer,
+)
 from planning.controller.objects import annotations_of, identity, is_deleting, is_placement_copy, uid_of
 from planning.controller.runtimes import (
     CLUSTER_SERVING_RUNTIME,
@@ -110,8 +118,11 @@ class InferenceServiceController(WatchLoop):
         self._tasks: dict[Key, asyncio.Task[None]] = {}
         self._retry: dict[Key, float] = {}
         self._runtime_changed: set[Key] = set()
-        self._spec_done: dict[str, set[tuple[int, str]]] = {}
-        """Per object uid: (generation, digest) relayed, refused or found applied."""
+        self._spec_done: dict[str, tuple[int, str]] = {}
+        """Per object uid: the last (generation, digest) relayed, refused or found applied. Only
+        the last: an edit back to an earlier digest at the same generation is a change."""
+        self._finalized: set[str] = set()
+        """Uids of InferenceServices seen carrying the product's finalizer."""
         self._memory: dict[str, steering.Memory] = {}
         self._delete_sent: set[str] = set()
         self.applies_sent = 0
@@ -137,6 +148,8 @@ class InferenceServiceController(WatchLoop):
             return
         if item.type == "RESYNC":
             seen = {_key(item.kind, obj): obj for obj in item.objects}
+            for obj in item.objects:
+                self._note_finalizer(item.kind, obj)
             for key, last in list(self._objects.items()):
                 if key[0] == item.kind and key not in seen:
                     self._gone_object(key, last)
@@ -146,12 +159,17 @@ class InferenceServiceController(WatchLoop):
             return
         obj = item.objects[0]
         key = _key(item.kind, obj)
+        self._note_finalizer(item.kind, obj)
         if item.type == "DELETED":
             self._objects.pop(key, None)
             self._gone_object(key, obj)
         else:
             self._objects[key] = obj
         self._dirty.add(key)
+
+    def _note_finalizer(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == ISVCS and holds_finalizer(obj):
+            self._finalized.add(uid_of(obj))
 
     def _gone_object(self, key: Key, last: dict[str, Any]) -> None:
         self._objects.pop(key, None)
@@ -261,6 +279,7 @@ class InferenceServiceController(WatchLoop):
             # so no `delete` goes to it for the old one.
             self._memory.pop(uid_of(gone), None)
             self._spec_done.pop(uid_of(gone), None)
+            self._finalized.discard(uid_of(gone))
         if is_placement_copy(obj):
             return True
         if is_deleting(obj):
@@ -280,7 +299,7 @@ class InferenceServiceController(WatchLoop):
             return True
         namespace, name = identity(obj)
         if await self.sender.running(namespace, name):
-            await self.sender.signal(namespace, name, SIGNAL_DELETE)
+            await self.sender.signal(namespace, name, SIGNAL_DELETE, delete_payload(obj))
             self._delete_sent.add(uid)
             logger.info("kubectl delete isvc %s/%s: delete sent to %s", namespace, name, isvc_workflow_id(namespace, name))
             return True
@@ -296,29 +315,36 @@ class InferenceServiceController(WatchLoop):
         uid = uid_of(obj)
         self._memory.pop(uid, None)
         self._spec_done.pop(uid, None)
-        if uid in self._delete_sent or not gone_wants_delete_signal(obj) or is_placement_copy(obj):
+        seen_finalizer = uid in self._finalized
+        if (
+            uid in self._delete_sent
+            or not gone_wants_delete_signal(obj, seen_finalizer=seen_finalizer)
+            or is_placement_copy(obj)
+        ):
             self._delete_sent.discard(uid)
+            self._finalized.discard(uid)
             return True
         namespace, name = identity(obj)
         if await self.sender.running(namespace, name):
             try:
-                await self.sender.signal(namespace, name, SIGNAL_DELETE)
+                await self.sender.signal(namespace, name, SIGNAL_DELETE, delete_payload(obj))
             except NoWorkflow:
+                self._finalized.discard(uid)
                 return True
             logger.info("isvc %s/%s deleted without the finalizer: delete sent to its workflow", namespace, name)
+        self._finalized.discard(uid)
         return True
 
     # --- the spec -----------------------------------------------------------------------
 
     async def _relay_spec(self, obj: dict[str, Any]) -> bool:
         relay = spec_relay(obj)
-        done = self._spec_done.setdefault(relay.uid, set())
-        if relay.handled_key in done:
+        if self._spec_done.get(relay.uid) == relay.handled_key:
             return True
         where = f"isvc {relay.namespace}/{relay.name} generation={relay.generation} digest={relay.digest}"
         decision = decide_spec(relay, await self.sender.applied(relay.namespace, relay.name))
         if decision is SpecDecision.SKIP:
-            done.add(relay.handled_key)
+            self._spec_done[relay.uid] = relay.handled_key
             logger.info("%s: already applied by its workflow, nothing sent", where)
             return True
         if decision is SpecDecision.WAIT:
@@ -327,11 +353,11 @@ class InferenceServiceController(WatchLoop):
         try:
             result = await self.sender.apply(relay)
         except Refused as refusal:
-            done.add(relay.handled_key)
+            self._spec_done[relay.uid] = relay.handled_key
             logger.info("%s: apply refused (%s): %s", where, refusal.error_type, refusal.message.replace("\n", " | "))
             await self.writer.warning(obj, SPEC_REJECTED, refusal.message)
             return True
-        done.add(relay.handled_key)
+        self._spec_done[relay.uid] = relay.handled_key
         self.applies_sent += 1
         logger.info(
             "%s: applied to %s -> workflow generation=%s changed=%s%s",

@@ -5,13 +5,20 @@ Failures come back as types the controller branches on:
 - `Refused`: the workflow answered no (an `ApplicationError` failing the Update: `AdmissionDenied`,
   `ActionRefused`, `OutcomeUnknown`, a migration refusal); the message is the refusal text;
 - `NoWorkflow`: no running workflow to take a signal or an Update;
-- anything else (Temporal unreachable, an RPC timeout) is transient: the controller retries it.
+- anything else is transient: the controller retries it with a back-off. That includes Temporal
+  unreachable and `TemporalTimeout`: every call (describe, query, signal, Update, Update with
+  start) is bounded by `rpc_timeout`, so a workflow that does not answer (an Update waiting on a
+  stuck canary) holds one of the controller's slots for that long at most. A resent Update
+  carries the same ID, so it attaches to the one still in flight instead of running twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
@@ -19,6 +26,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
@@ -27,15 +35,26 @@ from temporalio.service import RPCError, RPCStatusCode
 from planning.controller.annotations import Request
 from planning.controller.spec import AppliedFacts, SpecRelay
 from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
-from workflows.service import messages
+from workflows.service.messages import QUERY_APPLIED, SIGNAL_DELETE, SIGNAL_RUNTIME_CHANGED, UPDATE_APPLY
 
 logger = logging.getLogger("workers.controller")
 
-UPDATE_APPLY: str = messages.UPDATE_APPLY
-SIGNAL_DELETE: str = messages.SIGNAL_DELETE
-# Added by issue 15 to workflows/service/messages.py; the contract's names until they land.
-QUERY_APPLIED: str = getattr(messages, "QUERY_APPLIED", "applied")
-SIGNAL_RUNTIME_CHANGED: str = getattr(messages, "SIGNAL_RUNTIME_CHANGED", "runtime_changed")
+__all__ = [
+    "QUERY_APPLIED",
+    "RPC_TIMEOUT",
+    "SIGNAL_DELETE",
+    "SIGNAL_RUNTIME_CHANGED",
+    "UPDATE_APPLY",
+    "NoWorkflow",
+    "Refused",
+    "TemporalSender",
+    "TemporalTimeout",
+]
+
+RPC_TIMEOUT = timedelta(seconds=30)
+"""How long one message to a workflow may take, its answer included (`TemporalSender`)."""
+
+T = TypeVar("T")
 
 
 class Refused(Exception):
@@ -51,6 +70,10 @@ class NoWorkflow(Exception):
     """No running workflow of that ID."""
 
 
+class TemporalTimeout(Exception):
+    """A call to a workflow took longer than the sender's `rpc_timeout`: transient."""
+
+
 def _refusal(error: WorkflowUpdateFailedError) -> Refused:
     cause = error.cause
     if isinstance(cause, ApplicationError):
@@ -61,13 +84,27 @@ def _refusal(error: WorkflowUpdateFailedError) -> Refused:
 class TemporalSender:
     """Messages to InferenceService workflows through one client."""
 
-    def __init__(self, client: Client, task_queue: str) -> None:
+    def __init__(self, client: Client, task_queue: str, rpc_timeout: timedelta = RPC_TIMEOUT) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.rpc_timeout = rpc_timeout
+
+    async def _bounded(self, call: Awaitable[T], what: str) -> T:
+        """`call` within `rpc_timeout`, the answer of an Update included (the SDK's own
+        `rpc_timeout` bounds each RPC, and an Update's wait for its outcome is several)."""
+        try:
+            async with asyncio.timeout(self.rpc_timeout.total_seconds()):
+                return await call
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise asyncio.CancelledError() from error  # the controller is stopping: not a timeout
+            raise TemporalTimeout(f"{what}: no answer within {self.rpc_timeout.total_seconds():g}s") from error
 
     async def running(self, namespace: str, name: str) -> bool:
+        handle = self.client.get_workflow_handle(isvc_workflow_id(namespace, name))
         try:
-            described = await self.client.get_workflow_handle(isvc_workflow_id(namespace, name)).describe()
+            described = await self._bounded(handle.describe(rpc_timeout=self.rpc_timeout), f"describe {handle.id}")
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 return False
@@ -81,7 +118,10 @@ class TemporalSender:
             return None
         handle = self.client.get_workflow_handle(isvc_workflow_id(namespace, name))
         try:
-            view = await handle.query(QUERY_APPLIED, result_type=dict)
+            view = await self._bounded(
+                handle.query(QUERY_APPLIED, result_type=dict, rpc_timeout=self.rpc_timeout),
+                f"query {QUERY_APPLIED} of {handle.id}",
+            )
         except WorkflowQueryFailedError as error:
             logger.warning("query %s of %s failed: %s", QUERY_APPLIED, handle.id, str(error)[:300])
             return None
@@ -102,12 +142,16 @@ class TemporalSender:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
         try:
-            result = await self.client.execute_update_with_start_workflow(
-                UPDATE_APPLY,
-                args=[relay.manifest, relay.origin()],
-                start_workflow_operation=start,
-                id=relay.update_id,
-                result_type=dict,
+            result = await self._bounded(
+                self.client.execute_update_with_start_workflow(
+                    UPDATE_APPLY,
+                    args=[relay.manifest, relay.origin()],
+                    start_workflow_operation=start,
+                    id=relay.update_id,
+                    result_type=dict,
+                    rpc_timeout=self.rpc_timeout,
+                ),
+                f"{UPDATE_APPLY} of {workflow_id}",
             )
         except WorkflowUpdateFailedError as error:
             raise _refusal(error) from error
@@ -117,9 +161,11 @@ class TemporalSender:
         handle = self.client.get_workflow_handle(isvc_workflow_id(namespace, name))
         try:
             if payload is None:
-                await handle.signal(signal)
+                await self._bounded(handle.signal(signal, rpc_timeout=self.rpc_timeout), f"{signal} to {handle.id}")
             else:
-                await handle.signal(signal, payload)
+                await self._bounded(
+                    handle.signal(signal, payload, rpc_timeout=self.rpc_timeout), f"{signal} to {handle.id}"
+                )
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 raise NoWorkflow(handle.id) from error
@@ -128,7 +174,10 @@ class TemporalSender:
     async def update(self, namespace: str, name: str, update: str, payload: Any, update_id: str) -> Any:
         handle = self.client.get_workflow_handle(isvc_workflow_id(namespace, name))
         try:
-            return await handle.execute_update(update, payload, id=update_id or None)
+            return await self._bounded(
+                handle.execute_update(update, payload, id=update_id or None, rpc_timeout=self.rpc_timeout),
+                f"{update} of {handle.id}",
+            )
         except WorkflowUpdateFailedError as error:
             raise _refusal(error) from error
         except RPCError as error:

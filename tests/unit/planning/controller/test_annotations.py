@@ -189,6 +189,25 @@ def test_a_pause_added_again_after_its_resume_is_relayed_again() -> None:
     ]
 
 
+def test_a_pause_value_the_workflow_refuses_is_signalled_but_never_recorded() -> None:
+    """`ome.io/rollout-paused=yes` paused nothing (the workflow's PauseRefused Event says so):
+    removing it must not lift a pause set with the `temporal` CLI."""
+    obj = isvc({PAUSED: "yes"})
+    assert shown(isvc_requests(obj, observe(Memory(), {PAUSED: "yes"}))) == [("signal", "pause", {"mode": "yes"})]
+    memory = answer_all(obj, Answer.ACCEPTED)
+    assert isvc_requests(obj, memory) == []  # not resent in the process
+    assert cleanup_patch(obj, memory) == []
+    assert isvc_requests(isvc({}), observe(memory, {})) == []  # removed: no `resume`
+
+
+def test_a_refused_pause_value_over_a_relayed_pause_keeps_the_record() -> None:
+    obj = isvc({PAUSED: "yes"}, record={PAUSED: "true"})
+    memory = answer_all(obj, Answer.ACCEPTED)
+    assert cleanup_patch(obj, memory) == []
+    removed = isvc({}, record={PAUSED: "true"})
+    assert shown(isvc_requests(removed, observe(memory, {}))) == [("signal", "resume", None)]
+
+
 @pytest.mark.parametrize("answer", [Answer.ACCEPTED, Answer.REFUSED])
 @pytest.mark.parametrize("key, value", [(PROMOTE, "abc"), (RESUME, "engine=abc"), (REPIN, "now")])
 def test_one_shot_annotations_are_removed_after_the_answer(key: str, value: str, answer: Answer) -> None:

@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from planning.controller.deletion import gone_wants_delete_signal, release_finalizer, wants_delete_signal
+from planning.controller.deletion import (
+    delete_payload,
+    gone_wants_delete_signal,
+    release_finalizer,
+    wants_delete_signal,
+)
 from planning.controller.objects import is_placement_copy, pointer
 from planning.controller.runtimes import generation_changed, runtime_users
 
@@ -36,6 +41,17 @@ def test_wants_delete_signal(case: str, metadata: dict[str, Any], expected: bool
 def test_gone_without_the_finalizer_wants_delete() -> None:
     assert gone_wants_delete_signal(isvc(deletionTimestamp="t", finalizers=[]))
     assert not gone_wants_delete_signal(isvc(deletionTimestamp="t", finalizers=[FINALIZER]))
+
+
+def test_gone_without_the_finalizer_it_was_seen_carrying_wants_no_delete() -> None:
+    """The workflow removed its finalizer itself: it is tearing down or done, and a new run
+    of that name may be serving a new object."""
+    assert not gone_wants_delete_signal(isvc(finalizers=[]), seen_finalizer=True)
+    assert gone_wants_delete_signal(isvc(finalizers=[]), seen_finalizer=False)
+
+
+def test_the_delete_signal_names_the_objects_uid() -> None:
+    assert delete_payload(isvc(deletionTimestamp="t")) == {"uid": "uid-chat"}
 
 
 def test_release_finalizer_is_guarded_by_uid_and_the_finalizers_index() -> None:

@@ -9,7 +9,9 @@ import pytest
 from planning.controller.spec import AppliedFacts, SpecDecision, decide_spec, spec_relay
 
 
-def isvc(generation: int = 3, annotations: dict[str, str] | None = None, image: str = "a") -> dict[str, Any]:
+def isvc(
+    generation: int = 3, annotations: dict[str, str] | None = None, image: str = "a", resource_version: str = "99"
+) -> dict[str, Any]:
     return {
         "apiVersion": "ome.io/v1beta1",
         "kind": "InferenceService",
@@ -18,7 +20,7 @@ def isvc(generation: int = 3, annotations: dict[str, str] | None = None, image: 
             "namespace": "prod",
             "uid": "u-1",
             "generation": generation,
-            "resourceVersion": "99",
+            "resourceVersion": resource_version,
             "annotations": annotations or {},
             "finalizers": ["ome.io/isvc-teardown"],
             "managedFields": [{"manager": "kubectl"}],
@@ -55,8 +57,18 @@ def test_the_relay_carries_the_manifest_origin_and_an_update_id() -> None:
         "spec": {"engine": {"image": "a"}},
     }
     assert relay.origin() == {"object_generation": 3, "uid": "u-1", "resource_version": "99"}
-    assert relay.update_id == f"kube/u-1/3/{relay.digest}"
+    assert relay.update_id == "kube/u-1/3/99"
     assert relay.handled_key == (3, relay.digest)
+
+
+def test_an_edit_back_to_an_earlier_digest_is_a_new_update_id() -> None:
+    """`ome.io/traffic-drain` set, then removed: the same (generation, digest) as before the
+    edit, which Temporal must not answer from its cache of the first Update of that ID."""
+    before = spec_relay(isvc(resource_version="99"))
+    drained = spec_relay(isvc(annotations={"ome.io/traffic-drain": "{}"}, resource_version="100"))
+    back = spec_relay(isvc(resource_version="101"))
+    assert back.handled_key == before.handled_key != drained.handled_key
+    assert len({before.update_id, drained.update_id, back.update_id}) == 3
 
 
 def test_control_annotations_do_not_change_the_digest_and_spec_annotations_do() -> None:
