@@ -280,7 +280,7 @@ class ObjectActivities:
         return dict(self.rest.request("PUT", object_path(ref), query=self._write_query(), body=body))
 
     def _applied(
-        self, ref: ObjectRef, obj: dict[str, Any], action: Literal["created", "updated", "unchanged"]
+        self, ref: ObjectRef, obj: dict[str, Any], action: Literal["created", "updated", "unchanged", "superseded"]
     ) -> ApplyObjectResult:
         metadata = obj.get("metadata") or {}
         generation = metadata.get("generation")
