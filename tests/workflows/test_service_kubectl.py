@@ -72,6 +72,14 @@ def observed(s: Story, generation: int) -> bool:
     return obj is not None and (obj.get("status") or {}).get("observedGeneration") == generation
 
 
+async def applied_and_observed(s: Story) -> dict[str, Any]:
+    """The spec 003 example applied through Temporal, its object written and observed."""
+    await s.apply(isvc_manifest())
+    obj: dict[str, Any] = await eventually(lambda: isvc(s), "the InferenceService object")
+    await eventually(lambda: observed(s, obj["metadata"]["generation"]), "generation 1 observed")
+    return obj
+
+
 async def test_a_temporal_apply_is_written_as_kubectl_apply_writes_it_and_delete_releases_the_finalizer(
     dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
@@ -190,9 +198,7 @@ async def test_a_relay_of_the_generation_a_temporal_apply_waits_to_overwrite_doe
     dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
     async with story(dev_client, task_queue, kubesim) as s:
-        await s.apply(isvc_manifest())
-        first = await eventually(lambda: isvc(s), "the InferenceService object")
-        await eventually(lambda: observed(s, first["metadata"]["generation"]), "generation 1 observed")
+        first = await applied_and_observed(s)
         # A kubectl annotate (no new generation) relayed just as a temporal apply of a new spec
         # comes in: whichever the workflow takes first, the temporal spec is the newer one.
         annotated = copy.deepcopy(first)
@@ -214,9 +220,7 @@ async def test_a_delete_for_an_older_object_of_the_same_name_is_ignored(
     dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
     async with story(dev_client, task_queue, kubesim) as s:
-        await s.apply(isvc_manifest())
-        obj = await eventually(lambda: isvc(s), "the InferenceService object")
-        await eventually(lambda: observed(s, obj["metadata"]["generation"]), "generation 1 observed")
+        obj = await applied_and_observed(s)
         await s.handle().signal(InferenceServiceWorkflow.delete, {"uid": "an-older-object"})
         await asyncio.sleep(1)
         assert not (await applied(s)).deleting and isvc(s) is not None
