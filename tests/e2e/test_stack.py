@@ -61,7 +61,7 @@ def stop_order(log: str) -> list[str]:
 def expected_stop_order() -> list[str]:
     """Reverse start order; Prometheus runs only where it is installed."""
     prometheus = [] if prometheus_missing_reason() else ["prometheus"]
-    return ["watcher", "worker", *prometheus, "kubesim", "temporal"]
+    return ["controller", "watcher", "worker", *prometheus, "webhook", "kubesim", "temporal"]
 
 
 def worker_environment(log: str) -> dict[str, str]:

@@ -98,7 +98,7 @@ def test_readme_walkthrough_runs_as_written(stack: RunningStack, tmp_path: Path)
     outputs, stderr = run_walkthrough(stack, tmp_path, commands)
 
     applied = output_of(commands, outputs, "temporal workflow execute-update-with-start")
-    assert "UpdateResult  map[accepted:true changed:true generation:1 warnings:[]]" in applied, applied
+    assert "UpdateResult  map[accepted:true changed:true generation:1 superseded:false warnings:[]]" in applied, applied
 
     irep = output_of(commands, outputs, "kubectl get irep")
     assert re.search(r"qwen3-0-6b-engine\s+engine\s+2\s+2\s+2\s+2", irep), irep
@@ -185,7 +185,7 @@ def test_readme_canary_walkthrough_runs_as_written(stack: RunningStack, tmp_path
     apply = "temporal workflow execute-update-with-start"
     for nth, generation in enumerate([1, 2, 3]):
         applied = output_of(commands, outputs, apply, nth=nth)
-        assert f"map[accepted:true changed:true generation:{generation} warnings:[]]" in applied, applied
+        assert f"map[accepted:true changed:true generation:{generation} superseded:false warnings:[]]" in applied, applied
 
     marked = json.loads(output_of(commands, outputs, "kubectl create --raw /sim/traffic/images"))
     assert {"image": BAD_IMAGE, "error_ratio": 0.3, "ttft_seconds": 0.2} in marked["images"], marked

@@ -40,7 +40,7 @@ def test_readme_multicluster_walkthrough_runs_as_written(multicluster_stack: Run
     assert re.search(r"worker-a\s+True", clusters) and re.search(r"worker-b\s+True", clusters), clusters
 
     applied = output_of(commands, outputs, "temporal workflow execute-update-with-start")
-    assert "UpdateResult  map[accepted:true changed:true generation:1 warnings:[]]" in applied, applied
+    assert "UpdateResult  map[accepted:true changed:true generation:1 superseded:false warnings:[]]" in applied, applied
     placement = output_of(commands, outputs, "kubectl get inferenceservice chat -n prod -o jsonpath='{.status.placement")
     assert placement.split() == ["Placed", "worker-a=Admitted", "worker-b=Admitted"], placement
 
