@@ -201,8 +201,13 @@ async def drain_with_kills(
             f"one pod per Instance and nothing left over: {end.pods}"
         )
         assert len(end.serving_indexes(IMAGE_1)) == INSTANCES, "six Instances serve"
-        moved = sorted(set(by_index) - set(range(INSTANCES)))
-        verdict = f"{len(end.serving_indexes())} serving, {len(end.pods)} pods, {len(moved)} moved to new indexes"
+        # Which indexes the replacements took is timing (a migration's surge takes the lowest
+        # index free at that moment, and an earlier migration may just have freed one), so the
+        # verdict counts distinct Instances, not how many landed above the original range.
+        verdict = (
+            f"{len(end.serving_indexes())} serving, {len(end.pods)} pods, {len(by_index)} Instances, "
+            f"{len(pods_on(sim, namespace, node))} on the drained node"
+        )
         return record, moments, node, verdict
     finally:
         worker.kill()
