@@ -51,6 +51,7 @@ from models.kube_ops import (
     RecordEventInput,
     RecordEventResult,
 )
+from planning.objects import finalizer_release_patch
 from planning.service.relay import LAST_APPLIED
 
 # Read-modify-write attempts inside one activity before the 409 goes to Temporal's retry.
@@ -383,19 +384,11 @@ class ObjectActivities:
             with api_errors(f"release finalizer {finalizer} of {describe(ref)}"):
                 existing = self.rest.get_or_none(object_path(ref))
                 metadata = (existing or {}).get("metadata") or {}
-                finalizers = list(metadata.get("finalizers") or [])
-                if (
-                    existing is None
-                    or finalizer not in finalizers
-                    or (ref.uid and metadata.get("uid") != ref.uid)
-                ):
+                if existing is None or (ref.uid and metadata.get("uid") != ref.uid):
                     return False
-                index = finalizers.index(finalizer)
-                patch = [
-                    {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
-                    {"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
-                    {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-                ]
+                patch = finalizer_release_patch(existing, finalizer)
+                if not patch:
+                    return False
                 try:
                     patched = self.rest.request(
                         "PATCH",

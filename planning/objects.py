@@ -56,3 +56,19 @@ def object_metadata(
 def service_name(isvc: str, component: str) -> str:
     """The component's Service, PodDisruptionBudget and Deployment: `{isvc}-{component}`."""
     return f"{isvc}-{component}"
+
+
+def finalizer_release_patch(obj: dict[str, Any], finalizer: str) -> list[dict[str, Any]]:
+    """The JSON patch that takes `finalizer` off this very object (its uid) at the index where it
+    was seen, so a concurrent change fails the patch rather than removing the wrong entry; []
+    when the object does not hold it."""
+    metadata = obj.get("metadata") or {}
+    finalizers = list(metadata.get("finalizers") or [])
+    if finalizer not in finalizers:
+        return []
+    path = f"/metadata/finalizers/{finalizers.index(finalizer)}"
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
+        {"op": "test", "path": path, "value": finalizer},
+        {"op": "remove", "path": path},
+    ]

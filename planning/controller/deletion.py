@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from planning.controller.objects import Op, is_deleting, metadata_of, pointer, uid_guard
+from planning.controller.objects import Op, is_deleting, metadata_of
+from planning.objects import finalizer_release_patch
 from planning.service.relay import ISVC_FINALIZER
 
 
@@ -40,8 +41,4 @@ def delete_payload(obj: dict[str, Any]) -> dict[str, str]:
 def release_finalizer(obj: dict[str, Any]) -> list[Op]:
     """JSON patch removing the product's finalizer, only from this object (uid) and only at
     the index where it was seen; [] when it does not hold it."""
-    finalizers = list(metadata_of(obj).get("finalizers") or [])
-    if ISVC_FINALIZER not in finalizers:
-        return []
-    path = pointer("metadata", "finalizers", str(finalizers.index(ISVC_FINALIZER)))
-    return [uid_guard(obj), {"op": "test", "path": path, "value": ISVC_FINALIZER}, {"op": "remove", "path": path}]
+    return finalizer_release_patch(obj, ISVC_FINALIZER)
