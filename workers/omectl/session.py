@@ -1,0 +1,78 @@
+"""What every omectl command shares: the Temporal connection, exit codes and error reporting.
+
+Exit codes follow OME's guarded actions (spec reference §3.3): 0 done, 1 invalid, refused,
+declined, timed out or unknown outcome, 3 conflict. Usage errors are Typer's 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from temporalio.client import Client
+
+from workers.client import connect, exit_process
+from workers.config import Settings, SettingsError
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_CONFLICT = 3
+
+stdout = Console(highlight=False, soft_wrap=True)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+T = TypeVar("T")
+
+
+class CommandFailed(Exception):
+    """An outcome that ends the command with `code` after printing `message` to stderr."""
+
+    def __init__(self, message: str, code: int = EXIT_REFUSED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def settings() -> Settings:
+    """The worker's settings (`OME_TEMPORAL__*` and the rest), read from the environment."""
+    try:
+        return Settings()
+    except SettingsError as error:
+        raise CommandFailed(str(error)) from error
+
+
+async def client() -> Client:
+    """A Temporal client configured exactly as the worker's (address, namespace, TLS, API key)."""
+    loaded = settings()
+    return await connect(loaded.temporal, otel=loaded.otel, role="omectl")
+
+
+def finish(code: int) -> NoReturn:
+    """End the process with `code` (skipping the SDK runtime's finalization, see `exit_process`)."""
+    exit_process(code)
+
+
+def run(command: Callable[[], Awaitable[T]]) -> T:
+    """Run an async command body; a `CommandFailed`, an unreachable Temporal or bad settings end
+    the process with the failure's code and its message on stderr."""
+    try:
+        return asyncio.run(_call(command))
+    except CommandFailed as failed:
+        stderr.print(failed.message, markup=False)
+        finish(failed.code)
+    except (ConnectionError, SettingsError) as error:
+        stderr.print(f"error: {error}", markup=False)
+        finish(EXIT_REFUSED)
+    except KeyboardInterrupt:
+        finish(130)
+
+
+async def _call(command: Callable[[], Awaitable[T]]) -> T:
+    return await command()
+
+
+def option_namespace() -> str:
+    return typer.Option("default", "--namespace", "-n", help="Namespace of the InferenceService.")
