@@ -60,25 +60,21 @@ _tracing_interceptor: Interceptor | None = None
 def tracing_interceptors(otel: OtelSettings, role: str) -> Sequence[Interceptor]:
     """The tracing interceptor when an OTLP endpoint is configured, else nothing.
 
-    The tracer provider is process-wide (OpenTelemetry allows setting it once), so the first
-    call builds it and later calls reuse the same interceptor.
+    The tracer provider is process-wide (`workers/tracing.py` builds it once, naming the
+    process by the first `role`), so later calls reuse the same interceptor.
     """
     global _tracing_interceptor
     if otel.otlp_endpoint is None:
         return []
     if _tracing_interceptor is None:
-        from opentelemetry import trace
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from temporalio.contrib.opentelemetry import TracingInterceptor
+        # Imported here: OpenTelemetry's SDK, exporter and instrumentations cost a third of a
+        # second, which a CLI without a collector should not pay.
+        from workers import tracing
+        from workers.tracing_interceptor import OmeTracingInterceptor
 
-        provider = TracerProvider(resource=Resource.create({SERVICE_NAME: f"{otel.service_name}-{role}"}))
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otel.otlp_endpoint)))
-        trace.set_tracer_provider(provider)
-        _tracing_interceptor = TracingInterceptor(trace.get_tracer("omeflow"))
-        logger.info("exporting traces to %s", otel.otlp_endpoint)
+        tracer = tracing.configure(otel, role)
+        assert tracer is not None
+        _tracing_interceptor = OmeTracingInterceptor(tracer)
     return [_tracing_interceptor]
 
 
@@ -136,8 +132,12 @@ def exit_process(code: int) -> NoReturn:
     The SDK's Rust runtime keeps threads that can still call into Python while the interpreter
     finalizes, which now and then aborts the exit with "PyGILState_Release ... must be current"
     or a segfault (temporalio/sdk-python#300): a clean stop would then report exit code 134 or
-    139. Output is flushed first; everything else the process holds dies with it anyway.
+    139. Output and buffered trace spans are flushed first; everything else the process holds
+    dies with it anyway.
     """
+    tracing = sys.modules.get("workers.tracing")
+    if tracing is not None:
+        tracing.flush()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,0 +1,187 @@
+"""Temporal's OpenTelemetry tracing interceptor, made to give one trace per workflow operation
+with the product's `ome.*` attributes.
+
+`temporalio.contrib.opentelemetry.TracingInterceptor` propagates span context from a client
+span through workflows, child workflows and activities. Two things it does not do for us:
+
+1. **A root for workflows started without a span.** `temporal workflow start`, the watcher's
+   first signal-with-start or a schedule carry no span context. The SDK then either makes no
+   workflow spans, or (`always_create_workflow_spans`) makes every `StartActivity` its own
+   trace: the `RunWorkflow` span is emitted and forgotten, because a span kept open in workflow
+   code would not survive replay. Here such a workflow gets a parent context derived from its
+   workflow ID and run ID (`root_carrier`), the same on every replay, and its `RunWorkflow` span
+   is created with exactly those IDs (`PinnedIdGenerator`), so it is the root of one trace that
+   every later activity, child workflow and HTTP call joins, even after the worker restarts.
+2. **Attributes.** Every workflow span carries the `ome.*` attributes of its workflow ID
+   (`models/trace_attributes.py`); `RunWorkflow` and every `RunActivity` add `ome.revision`
+   when their input carries one.
+
+Replay safety: workflow-side code here only reads the workflow's info and input and hashes
+them; spans are still created by the SDK's extern function, which skips them during replay.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import hashlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import opentelemetry.trace
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+from pydantic import BaseModel
+from temporalio import activity, workflow
+from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    ExecuteWorkflowInput,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
+
+from models.trace_attributes import REVISION, revision_of, workflow_attributes
+
+_ROOT_MARK = "ome.trace_root"
+"""Passed from workflow code to the extern function, which removes it: this span is the
+workflow's root and must get the IDs its children already name."""
+
+_pinned: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("ome_pinned_ids", default=None)
+
+
+class PinnedIdGenerator(IdGenerator):
+    """Random IDs, except inside `pinned_ids(...)`, which fixes the next span's trace and span ID."""
+
+    def __init__(self) -> None:
+        self._random = RandomIdGenerator()
+
+    def generate_span_id(self) -> int:
+        pinned = _pinned.get()
+        return pinned[1] if pinned else self._random.generate_span_id()
+
+    def generate_trace_id(self) -> int:
+        pinned = _pinned.get()
+        return pinned[0] if pinned else self._random.generate_trace_id()
+
+
+@contextmanager
+def pinned_ids(trace_id: int, span_id: int) -> Iterator[None]:
+    token = _pinned.set((trace_id, span_id))
+    try:
+        yield
+    finally:
+        _pinned.reset(token)
+
+
+def root_ids(workflow_id: str, run_id: str) -> tuple[int, int]:
+    """Trace and span ID of a spanless workflow run's root: a hash, so every replay agrees."""
+    digest = hashlib.sha256(f"{workflow_id}\0{run_id}".encode()).digest()
+    # W3C forbids all-zero IDs; a zero from sha256 is not going to happen, but costs nothing.
+    return int.from_bytes(digest[:16]) or 1, int.from_bytes(digest[16:24]) or 1
+
+
+def root_carrier(workflow_id: str, run_id: str) -> dict[str, str]:
+    """A W3C `traceparent` carrier naming the run's root span as sampled."""
+    trace_id, span_id = root_ids(workflow_id, run_id)
+    return {"traceparent": f"00-{trace_id:032x}-{span_id:016x}-01"}
+
+
+def _ids_of(carrier: Mapping[str, Any]) -> tuple[int, int] | None:
+    parts = str(carrier.get("traceparent", "")).split("-")
+    if len(parts) != 4:
+        return None
+    return int(parts[1], 16), int(parts[2], 16)
+
+
+def _plain(value: Any) -> Mapping[str, Any] | None:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value if isinstance(value, Mapping) else None
+
+
+def input_revision(args: Any) -> str | None:
+    """`ome.revision` of an operation whose first argument carries one."""
+    first = _plain(args[0]) if args else None
+    return revision_of(first) if first is not None else None
+
+
+class OmeTracingInterceptor(TracingInterceptor):
+    """The SDK's tracing interceptor with spanless workflows rooted and `ome.*` attributes added.
+
+    Goes on the client (`workers/client.py`): every client and every worker built on it."""
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[TracingWorkflowInboundInterceptor]:
+        super().workflow_interceptor_class(input)  # registers the extern that creates spans
+        return OmeWorkflowInboundInterceptor
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        # Inside the SDK's activity span, so the attributes land on `RunActivity`.
+        return super().intercept_activity(_ActivityAttributes(next))
+
+    def _completed_workflow_span(self, params: Any) -> Any:
+        attributes = dict(params.attributes or {})
+        if not attributes.pop(_ROOT_MARK, False):
+            return super()._completed_workflow_span(params)
+        params = dataclasses.replace(params, attributes=attributes)
+        ids = _ids_of(params.context)
+        if ids is None or not isinstance(getattr(self.tracer, "id_generator", None), PinnedIdGenerator):
+            # A tracer of someone else's provider: the span stays a child of the derived root,
+            # which keeps the one trace ID, with a root no backend receives.
+            return super()._completed_workflow_span(params)
+        with pinned_ids(*ids):
+            return super()._completed_workflow_span(dataclasses.replace(params, context={}, parent_missing=False))
+
+
+class OmeWorkflowInboundInterceptor(TracingWorkflowInboundInterceptor):
+    """Workflow side: the derived root for spanless runs and `ome.*` on every workflow span."""
+
+    # Read from the workflow's info on first use: the info does not exist yet while the SDK
+    # constructs its interceptors.
+    _ome_attributes: dict[str, str] | None = None
+
+    def _workflow_attributes(self) -> dict[str, str]:
+        if self._ome_attributes is None:
+            self._ome_attributes = workflow_attributes(workflow.info().workflow_id)
+        return self._ome_attributes
+
+    def _derived_root(self) -> bool:
+        """Started without span context (CLI, schedule, an untraced client)."""
+        return self.header_key not in workflow.info().headers
+
+    def _load_workflow_context_carrier(self) -> Any:
+        if self._derived_root():
+            info = workflow.info()
+            return root_carrier(info.workflow_id, info.run_id)
+        return super()._load_workflow_context_carrier()
+
+    async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+        # The SDK's own version, plus the root mark and the revision of the workflow's input.
+        extra: dict[str, Any] = {_ROOT_MARK: True} if self._derived_root() else {}
+        if revision := input_revision(input.args):
+            extra[REVISION] = revision
+        with self._top_level_workflow_context(success_is_complete=True):
+            self._completed_span(
+                f"RunWorkflow:{workflow.info().workflow_type}",
+                kind=opentelemetry.trace.SpanKind.SERVER,
+                additional_attributes=extra,
+            )
+            return await WorkflowInboundInterceptor.execute_workflow(self, input)
+
+    def _completed_span(self, span_name: str, **kwargs: Any) -> None:
+        kwargs["additional_attributes"] = {**self._workflow_attributes(), **(kwargs.get("additional_attributes") or {})}
+        super()._completed_span(span_name, **kwargs)
+
+
+class _ActivityAttributes(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        span = opentelemetry.trace.get_current_span()
+        if span.is_recording():
+            attributes: dict[str, str] = workflow_attributes(activity.info().workflow_id or "")
+            if revision := input_revision(input.args):
+                attributes[REVISION] = revision
+            span.set_attributes(attributes)
+        return await self.next.execute_activity(input)
