@@ -71,11 +71,7 @@ def configure(otel: OtelSettings, role: str) -> trace.Tracer | None:
     if otel.otlp_endpoint is None:
         return None
     if _tracer is None:
-        provider = TracerProvider(
-            resource=Resource.create({SERVICE_NAME: f"{otel.service_name}-{role}"}),
-            sampler=ParentBased(root=_NoOrphanHttpCalls()),
-            id_generator=PinnedIdGenerator(),
-        )
+        provider = build_provider(f"{otel.service_name}-{role}")
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otel.otlp_endpoint)))
         trace.set_tracer_provider(provider)
         _tracer = provider.get_tracer(TRACER_NAME)
@@ -83,6 +79,16 @@ def configure(otel: OtelSettings, role: str) -> trace.Tracer | None:
             instrument_http_clients(provider)
         logger.info("exporting traces to %s as %s-%s", otel.otlp_endpoint, otel.service_name, role)
     return _tracer
+
+
+def build_provider(service_name: str) -> TracerProvider:
+    """A provider with the product's sampler and the IDs the tracing interceptor can pin; no
+    exporter yet, and not installed as the global one (tests add an in-memory exporter)."""
+    return TracerProvider(
+        resource=Resource.create({SERVICE_NAME: service_name}),
+        sampler=ParentBased(root=_NoOrphanHttpCalls()),
+        id_generator=PinnedIdGenerator(),
+    )
 
 
 def instrument_http_clients(provider: trace.TracerProvider) -> None:
