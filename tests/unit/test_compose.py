@@ -145,3 +145,25 @@ def test_the_image_holds_every_package_and_runs_the_worker() -> None:
         assert f"COPY {package} ./{package}" in dockerfile, f"the image lacks package {package}"
     assert dockerfile.rstrip().endswith('CMD ["python", "-m", "workers"]')
     assert re.search(r"^FROM python:3\.11", dockerfile, flags=re.MULTILINE)
+
+
+def test_traces_flow_from_the_processes_through_the_collector_to_jaeger(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name, repository in {"otel-collector": "otel/opentelemetry-collector", "jaeger": "jaegertracing/all-in-one"}.items():
+        image = services[name]["image"]
+        assert image.startswith(repository + ":") and re.search(r"\d", image.split(":", 1)[1]), image
+    assert published(services["jaeger"]) == [("127.0.0.1", 16686, 16686)]
+
+    mount = next(v for v in services["otel-collector"]["volumes"] if str(v).endswith(":ro"))
+    source, target = mount.split(":")[:2]
+    assert f"--config={target}" in services["otel-collector"]["command"]
+    config = yaml.safe_load((REPO_ROOT / source).read_text())
+    pipeline = config["service"]["pipelines"]["traces"]
+    received = config["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].rsplit(":", 1)[1]
+    for name in ("worker", "watcher", "controller"):
+        endpoint = services[name]["environment"]["OME_OTEL__OTLP_ENDPOINT"]
+        assert endpoint == f"http://otel-collector:{received}", f"{name} exports to {endpoint}"
+    (exporter,) = pipeline["exporters"]
+    host = config["exporters"][exporter]["endpoint"].split(":")[0]
+    assert host == "jaeger" and services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
