@@ -93,7 +93,9 @@ async def test_a_traced_client_span_stays_the_parent(
 ) -> None:
     tracer_provider, exporter = provider
     interceptor = OmeTracingInterceptor(tracer_provider.get_tracer("test"))
-    traced_client = Client(**{**workflow_env.client.config(), "interceptors": [interceptor]})
+    config = workflow_env.client.config()
+    config["interceptors"] = [interceptor]
+    traced_client = Client(**config)
     workflow_id = f"steps-{uuid4()}"
     run_id = await run_steps(workflow_env, traced_client, interceptor, workflow_id)
     spans = exporter.get_finished_spans()
