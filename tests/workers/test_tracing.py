@@ -1,7 +1,9 @@
 """The tracing interceptor's promises that the end-to-end test cannot force: a workflow started
 without span context keeps one trace even when every activation replays it from history (a
 worker restart, a cache eviction); a traced client's span stays the parent; and HTTP calls made
-outside any operation are not sampled. Spans go to an in-memory exporter of a local provider
+outside any operation are not sampled; and a committed history of each workflow type replays with
+the interceptor installed (its workflow-side code is replay-safe in every product workflow),
+emitting nothing. Spans go to an in-memory exporter of a local provider
 (the process-wide one is left alone)."""
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
+from tests.replay.test_replay import FILES, history, replayer, workflow_type
 from tests.workers.trace_steps import STEPS, StepsWorkflow, step
 from workers.tracing import build_provider
 from workers.tracing_interceptor import OmeTracingInterceptor, root_ids
 from workflows.names import instance_workflow_id
+from workflows.registry import WORKFLOWS
 
 ATTRIBUTES = {"ome.namespace": "prod", "ome.isvc": "chat-v2", "ome.component": "engine", "ome.instance": "chat-v2-engine-3"}
 
@@ -121,3 +125,20 @@ def test_http_calls_outside_an_operation_are_not_sampled(
         with tracer.start_as_current_span("GET", kind=SpanKind.CLIENT, attributes=http) as child:
             assert child.is_recording()
     assert [s.name for s in exporter.get_finished_spans()] == ["GET", "RunActivity:kube.read_object"]
+
+
+async def test_a_history_of_each_workflow_type_replays_with_the_interceptor(
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    tracer_provider, exporter = provider
+    config = replayer(WORKFLOWS).config()
+    config["interceptors"] = [OmeTracingInterceptor(tracer_provider.get_tracer("test"))]
+    traced_replayer = Replayer(**config)
+    # One history of each workflow type: tests/replay replays them all without the interceptor.
+    first_of_each = {workflow_type(path): path for path in reversed(FILES)}
+    assert len(first_of_each) == len(WORKFLOWS)
+    for path in first_of_each.values():
+        result = await traced_replayer.replay_workflow(history(path), raise_on_replay_failure=False)
+        assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
+    # A replay re-creates no span: the first run emitted them all.
+    assert exporter.get_finished_spans() == ()
