@@ -4,8 +4,8 @@ with the product's `ome.*` attributes.
 `temporalio.contrib.opentelemetry.TracingInterceptor` propagates span context from a client
 span through workflows, child workflows and activities. Two things it does not do for us:
 
-1. **A root for workflows started without a span.** `temporal workflow start`, the watcher's
-   first signal-with-start or a schedule carry no span context. The SDK then either makes no
+1. **A root for workflows started without a span.** `temporal workflow start`, a schedule or
+   any client without this interceptor carry no span context. The SDK then either makes no
    workflow spans, or (`always_create_workflow_spans`) makes every `StartActivity` its own
    trace: the `RunWorkflow` span is emitted and forgotten, because a span kept open in workflow
    code would not survive replay. Here such a workflow gets a parent context derived from its
@@ -18,6 +18,11 @@ span through workflows, child workflows and activities. Two things it does not d
 
 Replay safety: workflow-side code here only reads the workflow's info and input and hashes
 them; spans are still created by the SDK's extern function, which skips them during replay.
+A run continued-as-new carries its context in its headers, so it stays in the same trace.
+
+The SDK documents subclassing these two classes as the way to customise them; the methods
+overridden here (`_completed_span`, `_load_workflow_context_carrier`, `_completed_workflow_span`)
+are its, so a temporalio upgrade is checked by tests/workers/test_tracing.py.
 """
 
 from __future__ import annotations
