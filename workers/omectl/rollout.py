@@ -19,7 +19,7 @@ from workers.omectl import rollout_reads, session
 from workers.omectl.rollout_explain import explain_json, explain_rows, explain_table
 from workers.omectl.rollout_history import history_json, history_view
 from workers.omectl.rollout_story import run_story, steering_rows
-from workers.omectl.rollout_tree import StatusSnapshot, status_tree
+from workers.omectl.rollout_tree import StatusSnapshot, show, status_tree
 from workers.omectl.rollout_watch import Progress, watch
 
 app = typer.Typer(
@@ -76,7 +76,7 @@ def status(
         if output is Output.JSON:
             session.stdout.print_json(json.dumps(snapshot.to_json()))
         else:
-            session.stdout.print(status_tree(snapshot))
+            show(session.stdout, status_tree(snapshot))
 
     execute(body)
 
@@ -100,7 +100,7 @@ def explain(
         if output is Output.JSON:
             session.stdout.print_json(json.dumps(explain_json(explained, rows)))
         else:
-            session.stdout.print(explain_table(rows))
+            show(session.stdout, explain_table(rows))
 
     execute(body)
 
@@ -136,6 +136,6 @@ def history(
         if output is Output.JSON:
             session.stdout.print_json(json.dumps(history_json(stories)))
         else:
-            session.stdout.print(history_view(stories, datetime.now(UTC)))
+            show(session.stdout, history_view(stories, datetime.now(UTC)))
 
     execute(body)

@@ -22,6 +22,9 @@ from models.isvc_status import ComponentStatus, MetricResult
 from workflows.rollout.messages import RolloutRow
 from workflows.service.messages import RolloutStatusView, ServiceStatusView
 
+PIPED_WIDTH = 200
+"""A pipe has no width: lines are kept whole up to this many characters (for `grep`, and frames)."""
+
 SAMPLES_SHOWN = 3
 """The last analysis samples shown per component: enough to see a trend, short enough to read."""
 
@@ -164,9 +167,9 @@ def instances_branch(branch: Tree, replica: InferenceReplicaStatus, update: str 
 def instance_line(row: InstanceRow, update: str | None) -> Text:
     line = Text(f"#{row.index}  ").append(row.phase, style=phase_style(row.phase))
     running = row.running_revision or "-"
-    on_update = update is not None and row.running_revision == update
+    on_update = same_revision(row.running_revision, update)
     line.append("  ").append(running, style="magenta" if on_update else "cyan")
-    if row.target_revision and row.target_revision != row.running_revision:
+    if row.target_revision and not same_revision(row.target_revision, row.running_revision):
         line.append(" -> ").append(row.target_revision, style="magenta")
     if row.incarnation > 1:
         line.append(f"  incarnation {row.incarnation}", style="dim")
@@ -195,7 +198,23 @@ def phase_style(phase: str | None) -> str:
     return "yellow"
 
 
-def render_text(renderable: Any, width: int = 160) -> str:
+def same_revision(one: str | None, other: str | None) -> bool:
+    """Whether two revisions are one: Instance rows name a revision by its hash, the
+    InferenceReplica's totals by its name, `{isvc}-{component}-rev-{hash}`."""
+    if one is None or other is None:
+        return False
+    return one.rsplit("-rev-", 1)[-1] == other.rsplit("-rev-", 1)[-1]
+
+
+def show(console: Console, renderable: Any) -> None:
+    """Print to a terminal at its width; to a pipe as plain lines up to `PIPED_WIDTH`."""
+    if console.is_terminal:
+        console.print(renderable)
+    else:
+        console.print(Text(render_text(renderable).rstrip("\n")), highlight=False, soft_wrap=True)
+
+
+def render_text(renderable: Any, width: int = PIPED_WIDTH) -> str:
     """`renderable` as plain text: what a pipe receives, and what a frame is compared by."""
     console = Console(width=width, color_system=None, force_terminal=False, record=True, file=_Discard())
     console.print(renderable)

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from workers.omectl.rollout_tree import StatusSnapshot, render_text, status_tree
+from workers.omectl.rollout_tree import StatusSnapshot, render_text, same_revision, status_tree
 
 POLL_SECONDS = 1.0
 """How often the queries are asked: a person sees a change within a second, and a query is cheap."""
@@ -54,7 +54,7 @@ def progress_of(snapshot: StatusSnapshot) -> Progress:
             return Progress.MOVING
         if replica.updated_ready_replicas != replica.replicas:
             return Progress.MOVING
-        if any(row.running_revision != replica.update_revision for row in replica.instance_statuses):
+        if not all(same_revision(row.running_revision, replica.update_revision) for row in replica.instance_statuses):
             return Progress.MOVING
     return Progress.COMPLETE
 
@@ -77,7 +77,7 @@ async def watch(
         if text != last[0]:
             last[0] = text
             console.print(f"{FRAME_MARK}{datetime.now(UTC):%H:%M:%S}", markup=False, highlight=False)
-            console.print(Text(text.rstrip("\n")), highlight=False)
+            console.print(Text(text.rstrip("\n")), highlight=False, soft_wrap=True)
             console.file.flush()
 
     return await poll(read, print_changed, until_done, poll_seconds)
