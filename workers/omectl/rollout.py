@@ -12,6 +12,7 @@ import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 import typer
 
@@ -45,6 +46,14 @@ def execute(body: Callable[[], Awaitable[None]]) -> None:
     session.finish(session.EXIT_OK)
 
 
+def emit(output: Output, data: Any, view: Any) -> None:
+    """`data` as JSON for `-o json`, else the `view` (a Rich renderable)."""
+    if output is Output.JSON:
+        session.stdout.print_json(json.dumps(data))
+    else:
+        show(session.stdout, view)
+
+
 @app.command("status")
 def status(
     name: str = NAME,
@@ -73,10 +82,7 @@ def status(
                 raise session.CommandFailed(f"rollout of {namespace}/{name} failed or rolled back")
             return
         snapshot = await read()
-        if output is Output.JSON:
-            session.stdout.print_json(json.dumps(snapshot.to_json()))
-        else:
-            show(session.stdout, status_tree(snapshot))
+        emit(output, snapshot.to_json(), status_tree(snapshot))
 
     execute(body)
 
@@ -97,10 +103,7 @@ def explain(
     async def body() -> None:
         explained, read = await rollout_reads.explain(await session.client(), namespace, name, component)
         rows = explain_rows(explained, read.service, read.rollout)
-        if output is Output.JSON:
-            session.stdout.print_json(json.dumps(explain_json(explained, rows)))
-        else:
-            show(session.stdout, explain_table(rows))
+        emit(output, explain_json(explained, rows), explain_table(rows))
 
     execute(body)
 
@@ -133,9 +136,6 @@ def history(
             else run_story(run.workflow_id, run.events)
             for run in found
         ]
-        if output is Output.JSON:
-            session.stdout.print_json(json.dumps(history_json(stories)))
-        else:
-            show(session.stdout, history_view(stories, datetime.now(UTC)))
+        emit(output, history_json(stories), history_view(stories, datetime.now(UTC)))
 
     execute(body)

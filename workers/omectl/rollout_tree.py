@@ -10,6 +10,7 @@ Kubernetes objects.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,16 +217,6 @@ def show(console: Console, renderable: Any) -> None:
 
 def render_text(renderable: Any, width: int = PIPED_WIDTH) -> str:
     """`renderable` as plain text: what a pipe receives, and what a frame is compared by."""
-    console = Console(width=width, color_system=None, force_terminal=False, record=True, file=_Discard())
-    console.print(renderable)
-    return console.export_text()
-
-
-class _Discard:
-    """A file that drops what it is given (the recording console keeps the text)."""
-
-    def write(self, _text: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        return None
+    written = io.StringIO()
+    Console(width=width, color_system=None, force_terminal=False, file=written).print(renderable)
+    return written.getvalue()
