@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from uuid import uuid4
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from typer.testing import CliRunner, Result
 
 from kubesim.handle import KubeSim
@@ -69,20 +71,25 @@ async def at_manual_gate(s: Story) -> bool:
     return bool(found.rows) and all(row.phase == "Paused" and row.gate == "Manual" for row in found.rows)
 
 
+@asynccontextmanager
+async def canary_at_its_gate(client: Client, task_queue: str, sim: KubeSim) -> AsyncIterator[Story]:
+    """mistral-pd serving IMAGE_1, then changed to IMAGE_2: its canary waits at step 1's manual gate."""
+    namespace = f"{NAMESPACE}-{uuid4().hex[:6]}"
+    async with story(client, task_queue, sim, cluster=FAST, name=NAME, namespace=namespace, runtime=pd_runtime()) as s:
+        await s.apply(pd_manifest(namespace, MANUAL_CANARY, replicas=(2, 2)))
+        await eventually(lambda: settled(s, {"engine": 2, "decoder": 2}, IMAGE_1), "mistral-pd serving", within=90)
+        await s.apply(pd_manifest(namespace, MANUAL_CANARY, image=IMAGE_2, replicas=(2, 2)))
+        await eventually(lambda: at_manual_gate(s), "the canary waiting at its manual gate", within=90)
+        yield s
+
+
 async def test_status_watch_explain_and_history_of_a_promoted_canary(
     dev_client: Client, task_queue: str, kubesim: KubeSim, omectl: Any
 ) -> None:
-    namespace = f"{NAMESPACE}-{uuid4().hex[:6]}"
-    async with story(dev_client, task_queue, kubesim, cluster=FAST, name=NAME, namespace=namespace,
-                     runtime=pd_runtime()) as s:
-        await s.apply(pd_manifest(namespace, MANUAL_CANARY, replicas=(2, 2)))
-        await eventually(lambda: settled(s, {"engine": 2, "decoder": 2}, IMAGE_1), "mistral-pd serving", within=90)
-
+    async with canary_at_its_gate(dev_client, task_queue, kubesim) as s:
+        namespace = s.namespace
         missing = await omectl("status", "no-such-service", "-n", namespace)
         assert missing.exit_code == 1 and f"no workflow isvc/{namespace}/no-such-service" in missing.output
-
-        await s.apply(pd_manifest(namespace, MANUAL_CANARY, image=IMAGE_2, replicas=(2, 2)))
-        await eventually(lambda: at_manual_gate(s), "the canary waiting at its manual gate", within=90)
 
         shown = await omectl("status", NAME, "-n", namespace)
         assert shown.exit_code == 0, shown.output
@@ -131,3 +138,25 @@ async def test_status_watch_explain_and_history_of_a_promoted_canary(
         # Without a visibility store the runs are found by walking the generations.
         by_generation = await rollout_reads.histories_by_generation(dev_client, namespace, NAME, 5)
         assert [found.workflow_id for found in by_generation] == [run["workflowId"]]
+
+
+async def test_watch_until_done_exits_1_when_the_canary_is_rolled_back(
+    dev_client: Client, task_queue: str, kubesim: KubeSim, omectl: Any
+) -> None:
+    async with canary_at_its_gate(dev_client, task_queue, kubesim) as s:
+        watching = asyncio.create_task(omectl("status", NAME, "-n", s.namespace, "--watch", "--until-done"))
+        await asyncio.sleep(2.5)
+        await s.handle().execute_update("rollback", None, result_type=str)
+        watched = await asyncio.wait_for(watching, timeout=120)
+        assert watched.exit_code == 1, watched.output
+        assert f"rollout of {s.namespace}/{NAME} failed or rolled back" in watched.output
+        assert "RollingBack" in watched.output or "RolledBack" in watched.output
+
+        with pytest.raises(WorkflowUpdateFailedError):  # nothing left to promote: refused, with the reference's text
+            await s.handle().execute_update("promote", None, result_type=str)
+        told = await omectl("history", NAME, "-n", s.namespace, "-o", "json")
+        (run,) = json.loads(told.output)
+        assert run["last"] == "RolledBack"
+        operators = [(row["what"], row["who"]) for row in run["rows"] if row["kind"] == "Operator"]
+        assert operators[0][0].startswith("rollback (Update): ") and operators[0][1] == dev_client.identity
+        assert operators[1][0].startswith("promote (Update): refused: action refused: ")
