@@ -60,7 +60,9 @@ def status(
     namespace: str = session.option_namespace(),
     watch_it: bool = typer.Option(False, "--watch", "-w", help="Redraw as it changes, about every second."),
     until_done: bool = typer.Option(
-        False, "--until-done", help="With --watch: stop once the change completes (exit 0) or fails or rolls back (exit 1)."
+        False,
+        "--until-done",
+        help="Watch until the change completes (exit 0) or fails or rolls back (exit 1); implies --watch.",
     ),
     output: Output = OUTPUT,
 ) -> None:
@@ -76,7 +78,7 @@ def status(
         async def read() -> StatusSnapshot:
             return await rollout_reads.snapshot(client, namespace, name)
 
-        if watch_it:
+        if watch_it or until_done:
             ended = await watch(read, session.stdout, until_done=until_done)
             if ended is Progress.FAILED:
                 raise session.CommandFailed(f"rollout of {namespace}/{name} failed or rolled back")

@@ -119,6 +119,20 @@ async def test_piped_watch_prints_a_frame_per_change_and_stops_once_complete() -
     assert [f"#0  Updating  {OLD} -> {NEW}" in frames[0], f"#0  Ready  {NEW}" in frames[1], f"#1  Ready  {NEW}" in frames[2]] == [True] * 3
 
 
+async def test_on_a_terminal_the_watch_redraws_in_place() -> None:
+    readings = iter([rolling([instance(0, OLD, NEW, phase="Updating")]), rolling([instance(0, NEW)], current=NEW)])
+
+    async def read() -> StatusSnapshot:
+        return next(readings)
+
+    out = io.StringIO()
+    ended = await watch(read, Console(file=out, width=220, force_terminal=True), until_done=True, poll_seconds=0)
+    drawn = out.getvalue()
+    # Rich Live moves the cursor back up over the last frame instead of printing a new one.
+    assert ended is Progress.COMPLETE and FRAME_MARK not in drawn
+    assert "Updating" in drawn and "\x1b[1A" in drawn and "\x1b[2K" in drawn
+
+
 async def test_until_done_waits_out_a_service_that_only_looks_at_rest() -> None:
     reads = 0
 
