@@ -219,4 +219,4 @@ def render_text(renderable: Any, width: int = PIPED_WIDTH) -> str:
     """`renderable` as plain text: what a pipe receives, and what a frame is compared by."""
     written = io.StringIO()
     Console(width=width, color_system=None, force_terminal=False, file=written).print(renderable)
-    return written.getvalue()
+    return "".join(line.rstrip() + "\n" for line in written.getvalue().splitlines())
