@@ -39,7 +39,7 @@ from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.rollback import revision_counts, stable_missing
 from planning.replica.status import project_status, with_transitions
 from planning.replica.template import instance_ready_timeout_seconds
-from workflows import kube_calls, search_attributes
+from workflows import kube_calls, metrics, search_attributes
 from workflows.names import rollout_workflow_id
 from workflows.parent import deliver
 from workflows.replica import view
@@ -169,6 +169,8 @@ async def publish(state: ReplicaState, now: datetime) -> datetime | None:
     """
     status, component = build_status(state, now)
     state.conditions = status.conditions
+    config = state.config
+    metrics.instances_by_phase(config.namespace, config.isvc, config.component, (s.phase for s in state.instances.values()))
     body = status.to_manifest()
     fingerprint = digest(without_additions_at_rest(body))
     phase = phase_of(state, status)
@@ -262,6 +264,8 @@ async def report(
     # The InferenceService keeps its own transition times (planning.service.status).
     (condition,) = with_transitions([], [component], now, config.generation)
     phase = "Deleted" if deleted else phase_of(state, status)
+    if deleted:
+        metrics.instances_by_phase(config.namespace, config.isvc, config.component, ())
     message = ReplicaReport(
         component=config.component,
         status=status.model_copy(update={"instance_statuses": []}),
