@@ -16,16 +16,20 @@ Imported by the workflow modules inside `workflow.unsafe.imports_passed_through(
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import get_args
 
 from temporalio import workflow
 from temporalio.common import MetricMeter
 
+from models.inferencereplica import HoldGate, RolloutHoldRow
 from models.instance import InstancePhase
 
 INSTANCES = "ome_instances"
 INSTANCE_CREATE_TO_SERVING = "ome_instance_create_to_serving_seconds"
 INSTANCE_FAILURE_TO_RECREATE = "ome_instance_pod_failure_to_recreate_seconds"
+DRAINS_OVERDUE = "ome_instance_drains_overdue"
+ROLLOUT_HOLD_SINCE = "ome_rollout_hold_since_timestamp_seconds"
 SCALE_DOWN_ACTIVE_PODS = "ome_omenative_scale_down_active_pods"
 SCALE_DOWN_DEFERRED_INSTANCES = "ome_omenative_scale_down_deferred_instances"
 SCALE_DOWN_BATCH_PODS = "ome_omenative_scale_down_batch_pods"
@@ -64,6 +68,29 @@ def instances_by_phase(namespace: str, isvc: str, component: str, phases: Iterab
     )
     for phase, count in counts.items():
         gauge.set(count, {"phase": phase.value})
+
+
+def drains_overdue(namespace: str, isvc: str, component: str, overdue: int) -> None:
+    """`ome_instance_drains_overdue`: deleting Instances past their drain deadline (the
+    `DrainOverdue` condition of §8 and §15, as a number)."""
+    meter(namespace, isvc=isvc, component=component).create_gauge(
+        DRAINS_OVERDUE, "deleting Instances past their drain deadline"
+    ).set(overdue)
+
+
+def rollout_hold(namespace: str, isvc: str, component: str, hold: RolloutHoldRow | None) -> None:
+    """`ome_rollout_hold_since_timestamp_seconds{gate}`: since when the component's update has
+    been held at `gate` (`status.rolloutHold.since`, Unix seconds); 0 for every gate not holding,
+    so `time() - ...` on a non-zero series is how long the hold has lasted."""
+    gauge = meter(namespace, isvc=isvc, component=component).create_gauge(
+        ROLLOUT_HOLD_SINCE, "start of the component's rollout hold, by gate (0: not held)", "s"
+    )
+    held_since: dict[str, datetime] = {}
+    if hold is not None:
+        held_since[hold.gate] = hold.since or workflow.now()
+    for gate in get_args(HoldGate):
+        since = held_since.get(gate)
+        gauge.set(int(since.timestamp()) if since is not None else 0, {"gate": gate})
 
 
 def instance_serving(namespace: str, isvc: str, component: str, after: timedelta) -> None:

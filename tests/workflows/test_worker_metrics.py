@@ -56,8 +56,10 @@ async def test_the_worker_serves_instance_kube_and_wave_metrics(
         assert created is not None and created >= 2, "each Instance created its pod"
         assert value(samples, "ome_kube_requests_total", verb="patch", resource="pods/status") is not None
         assert value(samples, "ome_kube_request_duration_seconds_count", verb="create", resource="pods")
-        # The SDK's own metrics are still served on the same endpoint.
-        assert any(s.name.startswith("temporal_") for s in samples)
+        assert value(samples, "ome_instance_drains_overdue", **MINE) == 0
+        assert value(samples, "ome_rollout_hold_since_timestamp_seconds", gate="Budget", **MINE) == 0
+        # The SDK's own metrics are still served on the same endpoint (the alerts read its pollers).
+        assert value(samples, "temporal_num_pollers", poller_type="workflow_task", task_queue=task_queue)
 
         # A pod failure under RecreateInstanceOnPodRestart: the Instance recreates its pods.
         s.sim.kill_pod(NAMESPACE, f"{NAME}-engine-1-default-0")
