@@ -18,7 +18,7 @@ from uuid import uuid4
 import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.settings import SettingsActivities
@@ -31,12 +31,10 @@ from models.canary_analysis import (
     MetricProviderBinding,
     MetricResult,
 )
-from tests.fixtures.metrics_scrape import Sample, scrape_samples
-from tests.fixtures.prometheus import free_port
+from tests.fixtures.metrics_scrape import Sample, metrics_client, scrape_samples
 from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
 from tests.workflows.rollout_parent import FakeRolloutParent
-from workers.client import DATA_CONVERTER, metrics_runtime
 from workers.worker import build_worker
 from workflows.names import rollout_workflow_id
 from workflows.rollout.messages import (
@@ -186,13 +184,7 @@ async def run(workflow_env: WorkflowEnvironment, task_queue: str) -> AsyncIterat
     )
     activities = [*cluster.activities(), *SettingsActivities(settings).activities(), samples.activity()]
     # The worker reports through a runtime serving Prometheus metrics, as the product's worker does.
-    address = f"127.0.0.1:{free_port()}"
-    client = await Client.connect(
-        workflow_env.client.service_client.config.target_host,
-        namespace=workflow_env.client.namespace,
-        data_converter=DATA_CONVERTER,
-        runtime=metrics_runtime(address),
-    )
+    client, address = await metrics_client(workflow_env.client)
     async with build_worker(client, task_queue, None, activities=activities, extra_workflows=[FakeRolloutParent]):
         yield Run(workflow_env, cluster, samples, task_queue, address)
 
@@ -385,13 +377,7 @@ async def test_status_rows_show_the_canary_phase_step_gate_and_traffic(run: Run)
 
 async def test_the_worker_serves_the_canary_metrics(workflow_env: WorkflowEnvironment, task_queue: str) -> None:
     """`ome_canary_*` on the worker's `/metrics` (spec reference §2.7), emitted by the Rollout."""
-    port = free_port()
-    client = await Client.connect(
-        workflow_env.client.service_client.config.target_host,
-        namespace=workflow_env.client.namespace,
-        data_converter=DATA_CONVERTER,
-        runtime=metrics_runtime(f"127.0.0.1:{port}"),
-    )
+    client, address = await metrics_client(workflow_env.client)
     cluster, samples = FakeCluster(client=workflow_env.client), RecordedSamples()
     activities = [*cluster.activities(), *SettingsActivities().activities(), samples.activity()]
     async with build_worker(client, task_queue, None, activities=activities, extra_workflows=[FakeRolloutParent]):
@@ -401,7 +387,7 @@ async def test_the_worker_serves_the_canary_metrics(workflow_env: WorkflowEnviro
         await run.serve_all(1, 1)
         assert run.handle is not None
         assert (await run.handle.result()).outcome == "Completed"
-        scraped = await scrape_samples(f"127.0.0.1:{port}")
+        scraped = await scrape_samples(address)
     mine = {"component": "engine", "isvc": "chat", "namespace": run.namespace}
     found = {(s.name, extra_labels(s)) for s in scraped if s.has(**mine)}
     for expected in (

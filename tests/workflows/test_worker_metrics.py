@@ -8,15 +8,12 @@ resource and code with their latency, and the scale-down wave of §14.
 from __future__ import annotations
 
 import pytest
-from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
 from models.instance import QUERY_STATUS, InstanceStatus
-from tests.fixtures.metrics_scrape import Sample, scrape_samples
-from tests.fixtures.prometheus import free_port
+from tests.fixtures.metrics_scrape import Sample, metrics_client, scrape_samples
 from tests.workflows.service_harness import NAME, NAMESPACE, engine_ready, eventually, isvc_manifest, story
-from workers.client import DATA_CONVERTER, metrics_runtime
 
 pytestmark = pytest.mark.workflows
 
@@ -31,13 +28,7 @@ def value(samples: list[Sample], name: str, **labels: str) -> float | None:
 async def test_the_worker_serves_instance_kube_and_wave_metrics(
     dev_server: WorkflowEnvironment, task_queue: str, kubesim: KubeSim
 ) -> None:
-    address = f"127.0.0.1:{free_port()}"
-    client = await Client.connect(
-        dev_server.client.service_client.config.target_host,
-        namespace=dev_server.client.namespace,
-        data_converter=DATA_CONVERTER,
-        runtime=metrics_runtime(address),
-    )
+    client, address = await metrics_client(dev_server.client)
     recreate = {"lifecycle": {"restartPolicy": "RecreateInstanceOnPodRestart"}}
     async with story(client, task_queue, kubesim) as s:
         await s.apply(isvc_manifest(**recreate))
