@@ -59,8 +59,12 @@ def record(method: str, path: str, query: Sequence[tuple[str, Any]], code: int |
     """Count and time one request; `code` None: no HTTP answer came."""
     if not activity.in_activity():
         return
+    try:
+        activity_meter = activity.metric_meter()
+    except RuntimeError:  # a non-threaded sync activity has no meter; the request itself counts more
+        return
     verb, resource = verb_and_resource(method, path, query)
-    meter = activity.metric_meter().with_additional_attributes({"verb": verb, "resource": resource})
+    meter = activity_meter.with_additional_attributes({"verb": verb, "resource": resource})
     meter.create_counter(REQUESTS, "Kubernetes API requests by verb, resource and code").add(
         1, {"code": str(code) if code is not None else ERROR_CODE}
     )
