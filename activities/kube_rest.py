@@ -14,6 +14,7 @@ guesses it, with a table for irregular plurals.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ import urllib3.util
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from activities import kube_metrics
 from models.kube_ops import ObjectRef
 
 # A single request must not hang a worker thread: (connect, read) seconds.
@@ -136,7 +138,7 @@ class KubeRest:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
-        method, url, headers, body, post = self.api_client.param_serialize(
+        verb, url, headers, body, post = self.api_client.param_serialize(
             method=method,
             resource_path=path,
             query_params=query or [],
@@ -144,7 +146,14 @@ class KubeRest:
             body=body,
             auth_settings=["BearerToken"],
         )
-        return self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
+        # The one place every request passes: counted and timed here (`activities.kube_metrics`).
+        started, code = time.monotonic(), None
+        try:
+            response = self.api_client.call_api(verb, url, headers, body, post, _request_timeout=timeout)
+            code = response.status
+            return response
+        finally:
+            kube_metrics.record(method, path, query or [], code, time.monotonic() - started)
 
     def request(
         self,

@@ -2,7 +2,9 @@
 
 Every client gets the pydantic data converter, so workflow inputs, results, signals, updates
 and query answers are the product's pydantic models on both sides. A client gets the
-OpenTelemetry tracing interceptor only when an OTLP endpoint is configured.
+OpenTelemetry tracing interceptor only when an OTLP endpoint is configured, and the worker's
+runtime serves the SDK's metrics and the product's own (`workflows.metrics`,
+`activities.kube_metrics`) at one Prometheus endpoint.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from temporalio.converter import DataConverter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import TLSConfig
 
+from activities import kube_metrics
 from workers.config import ENV_PREFIX, OtelSettings, Settings, SettingsError, TemporalSettings
+from workflows import metrics as workflow_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +90,16 @@ def metrics_runtime(address: str | None) -> Runtime | None:
     """
     if address is None:
         return None
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    return Runtime(
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(bind_address=address, histogram_bucket_overrides=product_histogram_buckets())
+        )
+    )
+
+
+def product_histogram_buckets() -> dict[str, Sequence[float]]:
+    """The buckets of the product's own histograms (the SDK's keep their defaults)."""
+    return {**workflow_metrics.HISTOGRAM_BUCKETS, **kube_metrics.HISTOGRAM_BUCKETS}
 
 
 async def connect(

@@ -58,6 +58,7 @@ from workers.config import (
 from workers.devserver import dev_server_argv, ensure_search_attributes, temporal_binary, wait_until_serving
 from workers.processes import Child, ChildFailed, first_exit
 from workers.prometheus import (
+    ALERT_RULES,
     INSTALL_HINT,
     READY_PATTERN,
     SCRAPE_INTERVAL_SECONDS,
@@ -298,7 +299,8 @@ class Stack:
         if self.kubesim_url:
             targets["kubesim"] = urllib.parse.urlsplit(self.kubesim_url).netloc
         home = self.stack.data_dir / PROMETHEUS_DIRNAME
-        config = write_config(home / "prometheus.yml", targets)
+        rules = [ALERT_RULES] if ALERT_RULES.is_file() else []
+        config = write_config(home / "prometheus.yml", targets, rule_files=rules)
         prometheus = await self._launch(
             Child(
                 "prometheus",

@@ -133,6 +133,11 @@ def test_prometheus_scrapes_services_of_the_stack(services: dict[str, dict[str, 
     assert f"temporal:{metrics_port}" in targets
     worker_port = services["worker"]["environment"]["OME_PROMETHEUS__WORKER_METRICS_ADDRESS"].split(":")[-1]
     assert f"worker:{worker_port}" in targets
+    # The alert rules read the worker's job by name, and the container sees the rules file.
+    assert any(job["job_name"] == "worker" for job in config["scrape_configs"])
+    mounted = {str(v).split(":")[1]: str(v).split(":")[0] for v in services["prometheus"]["volumes"]}
+    for rules in config["rule_files"]:
+        assert (REPO_ROOT / mounted[rules]).is_file(), f"{rules} is not mounted from the repository"
 
 
 def test_the_image_holds_every_package_and_runs_the_worker() -> None:

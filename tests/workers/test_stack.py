@@ -15,6 +15,7 @@ import yaml
 
 from tests.e2e.running_stack import free_ports
 from workers.config import KubeSettings, PrometheusSettings, Settings, StackSettings, kube_api_client
+from workers.prometheus import ALERT_RULES
 from workers.stack import EXAMPLE_RUNTIME, EXAMPLE_SPEC, Stack, _scrape_address, run_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +122,8 @@ async def test_the_stack_runs_prometheus_on_kubesim_and_the_worker_and_tells_the
         "worker": [f"127.0.0.1:{worker_port}"],
         "kubesim": ["127.0.0.1:16443"],
     }
+    # The product's alert rules are evaluated (deploy/prometheus/alerts.yml, by absolute path).
+    assert config["rule_files"] == [str(ALERT_RULES)] and ALERT_RULES.is_file()
     argv = (tmp_path / "argv").read_text().split()
     assert f"--web.listen-address=127.0.0.1:{prometheus_port}" in argv
     assert f"--storage.tsdb.path={(tmp_path / 'data' / 'prometheus' / 'data').resolve()}" in argv

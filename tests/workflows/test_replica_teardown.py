@@ -17,6 +17,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from kubesim.handle import KubeSim
+from tests.fixtures.metrics_scrape import metrics_client, scrape_samples
 from tests.workflows.service_harness import NAME, NAMESPACE, Story, eventually, isvc_manifest, story
 
 pytestmark = pytest.mark.workflows
@@ -150,7 +151,14 @@ async def test_scale_down_batch_keeps_the_next_instance_until_the_draining_one_i
         # Also the drain deadline of a deletion: Instance 2's drain becomes overdue while pinned.
         "instance_ready_timeout_seconds": 6.0,
     }
-    async with story(dev_client, task_queue, kubesim, cluster) as s:
+    client, address = await metrics_client(dev_client)
+
+    async def metric(name: str) -> float | None:
+        mine = {"namespace": NAMESPACE, "isvc": NAME, "component": "engine"}
+        found = [m.value for m in await scrape_samples(address) if m.name == name and m.has(**mine)]
+        return found[0] if found else None
+
+    async with story(client, task_queue, kubesim, cluster) as s:
         await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3, topologySpread="Preferred"))
         await eventually(lambda: serving(s, 3), "three serving engine pods", within=90)
         by_index = {int(p.metadata.labels["ome.io/instance-index"]): p.metadata.name for p in live_pods(s)}
@@ -162,6 +170,9 @@ async def test_scale_down_batch_keeps_the_next_instance_until_the_draining_one_i
         await asyncio.sleep(3)
         assert _terminating(s) == [by_index[2]]
         assert sorted(p.metadata.name for p in live_pods(s)) == [by_index[0], by_index[1]]
+        # §14's wave metrics: one pod in flight, one Instance deferred to the next wave.
+        assert await metric("ome_omenative_scale_down_active_pods") == 1
+        assert await metric("ome_omenative_scale_down_deferred_instances") == 1
 
         # Past delete start + instanceReadyTimeout: overdue, said once, and the Instance stays Deleting.
         (overdue,) = await eventually(lambda: events(s, "DrainOverdue"), "a DrainOverdue event")
@@ -172,6 +183,7 @@ async def test_scale_down_batch_keeps_the_next_instance_until_the_draining_one_i
         ), overdue
         condition = await eventually(lambda: _condition(s, "DrainOverdue", "True"), "DrainOverdue=True on the IR")
         assert condition["reason"] == "DrainsOverdue"
+        assert await metric("ome_instance_drains_overdue") == 1, "the OmeDrainOverdue alert's input"
         rows = {row.index: row.phase for row in (await s.replica_status()).instance_statuses}
         assert rows.get(2) != "Failed"
 
@@ -179,6 +191,9 @@ async def test_scale_down_batch_keeps_the_next_instance_until_the_draining_one_i
         await eventually(lambda: [p.metadata.name for p in s.pods()] == [by_index[0]], "Instance 1 removed next")
         condition = await eventually(lambda: _condition(s, "DrainOverdue", "False"), "DrainOverdue=False again")
         assert condition["reason"] == "DrainsWithinDeadline"
+        assert await metric("ome_instance_drains_overdue") == 0
+        assert await metric("ome_omenative_scale_down_deferred_instances") == 0
+        assert await metric("ome_omenative_scale_down_batch_pods_count") == 2, "two waves of one pod each"
 
 
 def _condition(s: Story, kind: str, status: str) -> dict[str, Any] | None:

@@ -8,9 +8,7 @@ The sample activity itself is tested against a real Prometheus in `tests/activit
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import urllib.request
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -20,7 +18,7 @@ from uuid import uuid4
 import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.settings import SettingsActivities
@@ -33,11 +31,10 @@ from models.canary_analysis import (
     MetricProviderBinding,
     MetricResult,
 )
-from tests.fixtures.prometheus import free_port
+from tests.fixtures.metrics_scrape import Sample, metrics_client, scrape_samples
 from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
 from tests.workflows.rollout_parent import FakeRolloutParent
-from workers.client import DATA_CONVERTER, metrics_runtime
 from workers.worker import build_worker
 from workflows.names import rollout_workflow_id
 from workflows.rollout.messages import (
@@ -89,8 +86,13 @@ class RecordedSamples:
 
 
 class Run:
-    def __init__(self, env: WorkflowEnvironment, cluster: FakeCluster, samples: RecordedSamples, task_queue: str) -> None:
+    def __init__(
+        self, env: WorkflowEnvironment, cluster: FakeCluster, samples: RecordedSamples, task_queue: str,
+        metrics_address: str | None = None,
+    ) -> None:
         self.env, self.cluster, self.samples, self.task_queue = env, cluster, samples, task_queue
+        self.metrics_address = metrics_address
+        """Where the worker serves `/metrics` (the `run` fixture's worker does)."""
         self.namespace = f"ns-{uuid4().hex[:8]}"
         self.parent: WorkflowHandle[Any, Any] | None = None
         self.handle: WorkflowHandle[Any, RolloutView] | None = None
@@ -144,6 +146,13 @@ class Run:
             await self.env.sleep(step)
         raise AssertionError(f"never reported; last: {last}")
 
+    async def metric(self, name: str, **labels: str) -> float | None:
+        """The worker's current value of `name` for this run's InferenceService (None: no series)."""
+        assert self.metrics_address is not None
+        mine = {"namespace": self.namespace, **labels}
+        found = [s.value for s in await scrape_samples(self.metrics_address) if s.name == name and s.has(**mine)]
+        return sum(found) if found else None
+
     async def ask(self, request: CanaryRequest) -> str:
         assert self.handle is not None
         return await self.handle.execute_update("canary", request, result_type=str)
@@ -174,10 +183,10 @@ async def run(workflow_env: WorkflowEnvironment, task_queue: str) -> AsyncIterat
         default_ready_timeout="15m",
     )
     activities = [*cluster.activities(), *SettingsActivities(settings).activities(), samples.activity()]
-    async with build_worker(
-        workflow_env.client, task_queue, None, activities=activities, extra_workflows=[FakeRolloutParent]
-    ):
-        yield Run(workflow_env, cluster, samples, task_queue)
+    # The worker reports through a runtime serving Prometheus metrics, as the product's worker does.
+    client, address = await metrics_client(workflow_env.client)
+    async with build_worker(client, task_queue, None, activities=activities, extra_workflows=[FakeRolloutParent]):
+        yield Run(workflow_env, cluster, samples, task_queue, address)
 
 
 async def test_a_timed_step_then_analysis_then_the_last_step_reach_stable(run: Run) -> None:
@@ -234,6 +243,12 @@ async def test_failing_samples_roll_the_canary_back_within_the_failure_limit(run
     rolled = await run.until(lambda r: phase(r) == "RolledBack")
     assert rolled.outcome is None, "a rolled-back run keeps the components on the stable revision"
     assert ("RolloutRunClosed", "run 2 closed: RolledBack") in run.cluster.events
+    # The rollback as an operator's dashboard and the OmeCanaryRolledBack alert see it (§2.7).
+    engine = {"isvc": "chat", "component": "engine"}
+    assert await run.metric("ome_canary_rollback_total", cause="analysis", **engine) == 1
+    assert await run.metric("ome_canary_analysis_evaluations_total", result="fail", **engine) == 2
+    assert await run.metric("ome_canary_analysis_evaluations_total", result="pass", **engine) == 1
+    assert await run.metric("ome_canary_traffic_weight", **engine) == 0
     # After an analysis rollback promote and rollback have nothing to act on.
     with pytest.raises(WorkflowUpdateFailedError) as refused:
         await run.ask(CanaryRequest(action="promote"))
@@ -342,6 +357,9 @@ async def test_repin_moves_the_running_canary_onto_the_live_plan_and_refuses_a_t
     accepted, message = answer_of(applied, "r-3")
     assert accepted and message.startswith("run 2 repinned: ") and applied.plan_digest != at_second.plan_digest
     assert canary_of(applied)["currentStep"] == 1 and "RolloutPlanRepinned" in run.cluster.reasons()
+    # §4's counter: the controller's verdicts only (the topology refusal is the CLI's in OME).
+    assert await run.metric("ome_rollout_repin_total", outcome="applied") == 1
+    assert await run.metric("ome_rollout_repin_total", outcome="rejected") == 1
 
 
 async def test_status_rows_show_the_canary_phase_step_gate_and_traffic(run: Run) -> None:
@@ -359,13 +377,7 @@ async def test_status_rows_show_the_canary_phase_step_gate_and_traffic(run: Run)
 
 async def test_the_worker_serves_the_canary_metrics(workflow_env: WorkflowEnvironment, task_queue: str) -> None:
     """`ome_canary_*` on the worker's `/metrics` (spec reference §2.7), emitted by the Rollout."""
-    port = free_port()
-    client = await Client.connect(
-        workflow_env.client.service_client.config.target_host,
-        namespace=workflow_env.client.namespace,
-        data_converter=DATA_CONVERTER,
-        runtime=metrics_runtime(f"127.0.0.1:{port}"),
-    )
+    client, address = await metrics_client(workflow_env.client)
     cluster, samples = FakeCluster(client=workflow_env.client), RecordedSamples()
     activities = [*cluster.activities(), *SettingsActivities().activities(), samples.activity()]
     async with build_worker(client, task_queue, None, activities=activities, extra_workflows=[FakeRolloutParent]):
@@ -375,9 +387,9 @@ async def test_the_worker_serves_the_canary_metrics(workflow_env: WorkflowEnviro
         await run.serve_all(1, 1)
         assert run.handle is not None
         assert (await run.handle.result()).outcome == "Completed"
-        text = await asyncio.to_thread(scrape, f"http://127.0.0.1:{port}/metrics")
+        scraped = await scrape_samples(address)
     mine = {"component": "engine", "isvc": "chat", "namespace": run.namespace}
-    found = {(name, extra) for name, labels, extra in series(text) if labels.items() >= mine.items()}
+    found = {(s.name, extra_labels(s)) for s in scraped if s.has(**mine)}
     for expected in (
         ("ome_canary_complete_total", ()),
         ("ome_canary_current_step", ()),
@@ -385,22 +397,11 @@ async def test_the_worker_serves_the_canary_metrics(workflow_env: WorkflowEnviro
         ("ome_canary_analysis_metric_value", (("metric", "error_rate"),)),
     ):
         assert expected in found, (expected, sorted(found))
+    weight = [s.value for s in scraped if s.name == "ome_canary_traffic_weight" and s.has(**mine)]
+    assert weight == [0.0], "the weight reads 0 once the canary completed"
 
 
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as answer:
-        return str(answer.read().decode())
-
-
-def series(text: str) -> list[tuple[str, dict[str, str], tuple[tuple[str, str], ...]]]:
-    """Each sample line: its name, its labels, and the labels beyond namespace/isvc/component."""
-    found = []
-    for line in text.splitlines():
-        if line.startswith("#") or "{" not in line:
-            continue
-        name, rest = line.split("{", 1)
-        labels = dict(pair.split("=", 1) for pair in rest.split("}", 1)[0].split(",") if "=" in pair)
-        labels = {k: v.strip('"') for k, v in labels.items()}
-        extra = tuple(sorted((k, v) for k, v in labels.items() if k not in ("namespace", "isvc", "component", "service_name", "task_queue", "workflow_type", "namespace_name")))
-        found.append((name, labels, extra))
-    return found
+def extra_labels(sample: Sample) -> tuple[tuple[str, str], ...]:
+    """The labels beyond the object's and those the meter adds to every series."""
+    common = ("namespace", "isvc", "component", "service_name", "task_queue", "workflow_type", "namespace_name")
+    return tuple(sorted((k, v) for k, v in sample.labels.items() if k not in common))

@@ -16,16 +16,19 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from kubesim.handle import KubeSim
 from models.routing_ops import RoutingSettingsResult
 from planning.trafficmap import texts
+from tests.fixtures.metrics_scrape import metrics_client, scrape_samples
 from tests.kubesim.helpers import raw_request
 from tests.unit.planning.trafficmap.routing_blocks import CAPACITY, PROBE
 from tests.workflows.trafficmap_harness import (
+    ISVC,
+    NAMESPACE,
     Gateways,
     TrafficMapHarness,
     routing_settings,
@@ -59,10 +62,18 @@ async def harness(workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queu
 
 
 @asynccontextmanager
-async def worker(h: TrafficMapHarness, settings: RoutingSettingsResult, cached: int = 100) -> AsyncIterator[Worker]:
-    async with build_worker(h.env.client, h.task_queue, h.sim.api_client(), routing=settings,
+async def worker(
+    h: TrafficMapHarness, settings: RoutingSettingsResult, cached: int = 100, client: Client | None = None
+) -> AsyncIterator[Worker]:
+    async with build_worker(client or h.env.client, h.task_queue, h.sim.api_client(), routing=settings,
                             max_cached_workflows=cached) as running:
         yield running
+
+
+async def fallback_homes(address: str) -> float | None:
+    found = [s.value for s in await scrape_samples(address)
+             if s.name == "ome_trafficmap_capacity_fallback_homes" and s.has(namespace=NAMESPACE, trafficmap=ISVC)]
+    return found[0] if found else None
 
 
 def weights_are(expected: dict[str, int]) -> Any:
@@ -168,7 +179,8 @@ async def test_a_failing_probe_gates_a_home_then_passing_lifts_it(harness: Traff
 
 
 async def test_capacity_reports_lower_allocated_and_failures_fall_back(harness: TrafficMapHarness) -> None:
-    async with worker(harness, routing_settings(capacity=CAPACITY)):
+    client, address = await metrics_client(harness.env.client)
+    async with worker(harness, routing_settings(capacity=CAPACITY), client=client):
         harness.gateways.home(A).servable = 1
         harness.gateways.home(B).servable = 5
         handle = await harness.start()
@@ -181,6 +193,7 @@ async def test_capacity_reports_lower_allocated_and_failures_fall_back(harness: 
         assert (fallback.status, fallback.reason, fallback.message) == (
             "False", "EndpointCapacityAvailable", "endpoint capacity is available for all 2 home(s)"
         )
+        assert await fallback_homes(address) == 0
 
         # A failed poll: no ceiling (fail-open to admitted), and why.
         harness.gateways.home(A).servable = None
@@ -192,6 +205,7 @@ async def test_capacity_reports_lower_allocated_and_failures_fall_back(harness: 
             "True", "EndpointCapacityUnavailable",
             "1 of 2 home(s) are using control-plane capacity; inspect spec.entries[].capacity.fallbackReason",
         )
+        assert await fallback_homes(address) == 1, "§18's gauge counts the home on control-plane capacity"
         harness.gateways.home(A).capacity_body = '{"observedAt": "2026-01-01T00:00:00Z"}'
         view = await harness.until(
             handle, lambda v: v.entries[0].capacity.fallback_reason == "capacity report has no servable count"

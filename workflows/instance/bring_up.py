@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from planning.instance.pause import is_paused, readiness_holds
     from planning.instance.pods import PodGroupStanding
-    from workflows import kube_calls
+    from workflows import kube_calls, metrics
     from workflows.instance.teardown import InstanceTeardown
 
 P = InstancePhase
@@ -292,5 +292,8 @@ class InstanceBringUp(InstanceTeardown):
         state.first_seen = {}
         if state.retry_block is not None and state.retry_block.target_revision == state.spec.revision:
             state.retry_block = None
+        if state.operation is not None and state.operation.type == "Create":
+            spec = state.spec
+            metrics.instance_serving(spec.namespace, spec.isvc, spec.component, now - state.operation.started_at)
         state.operation = None
         self.set_phase(P.READY)

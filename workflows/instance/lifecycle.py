@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from models.instance import DeleteRequest, InstanceFailure, InstancePhase
     from models.kube_ops import DeleteObjectInput, ObjectRef
     from planning.instance import rules as policy
-    from planning.instance.steps import Do, Step, confirmed_failure_step
+    from planning.instance.steps import Do, Step, Why, confirmed_failure_step
     from workflows import kube_calls
     from workflows.instance.updates import InstanceUpdates
 
@@ -43,7 +43,8 @@ class InstanceLifecycle(InstanceUpdates):
                 self.set_phase(P.CREATING)
                 self.set_phase(P.FAILED)
             case Do.RESTART:
-                await self.restart_instance(step.reason or "")
+                failure = state.last_failure if step.why == Why.POD_FAILED else None
+                await self.restart_instance(step.reason or "", failure.time if failure is not None else None)
             case Do.UPDATE:
                 assert step.way is not None
                 self.set_phase(P.UPDATING)

@@ -8,6 +8,7 @@ single-pod SurgeThenDrain holds before its old pod drains (`hold_surge_while_pau
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -20,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.pause import surge_may_drain
     from planning.instance.pods import in_place_image_patches, render_pods
     from planning.instance.rules import UpdateWay
-    from workflows import kube_calls
+    from workflows import kube_calls, metrics
     from workflows.instance.bring_up import BringUp, InstanceBringUp
 
 P = InstancePhase
@@ -128,18 +129,22 @@ class InstanceUpdates(InstanceBringUp):
         result = await self.recreate_pods(f"update to revision {self.spec.revision[:8]}")
         await self.finish_attempt(result, keep_pods=False)
 
-    async def restart_instance(self, reason: str) -> None:
-        """Recreate every pod with a new incarnation; a failed restart stays Failed."""
+    async def restart_instance(self, reason: str, failed_at: datetime | None = None) -> None:
+        """Recreate every pod with a new incarnation; a failed restart stays Failed.
+        `failed_at`: when the pod failure that asked for it happened (None: asked by a person)."""
         self.set_phase(P.RESTARTING)
         self.begin("Restart", "Drain")
-        result = await self.recreate_pods(f"restart: {reason}")
+        result = await self.recreate_pods(f"restart: {reason}", failed_at)
         failure = result.outcome if isinstance(result.outcome, InstanceFailure) else None
         await self.finish_attempt(result, keep_pods=failure is None or not failure.counting)
 
-    async def recreate_pods(self, why: str) -> BringUp:
+    async def recreate_pods(self, why: str, failed_at: datetime | None = None) -> BringUp:
         """Drain and delete every pod of the Instance, then bring it up with a new incarnation."""
         state = self.state
         await self.teardown(await self.all_pods(), state.spec.drain_seconds, why)
+        if failed_at is not None:
+            spec = state.spec
+            metrics.pod_recreated(spec.namespace, spec.isvc, spec.component, workflow.now() - failed_at)
         state.incarnation += 1
         state.members = {}
         self.progress("CreatePods")

@@ -23,6 +23,7 @@ from temporalio import workflow
 from models.inferenceservice import ComponentSpec
 from planning.replica.batching import Candidate, Wave, admit, deletion_cost
 from planning.replica.template import pod_template
+from workflows import metrics
 from workflows.replica.messages import ReplicaState
 
 POD_BATCHING = "pod-batching"
@@ -67,6 +68,14 @@ def scale_down_wave(state: ReplicaState, indexes: Sequence[int]) -> Wave:
             len(wave.admitted),
             len(wave.deferred),
         )
+    # Every pass, so the gauges fall back to 0 once the removals are done.
+    admitted_pods = sum(c.pods for c in candidates if c.index in wave.admitted)
+    config = state.config
+    metrics.scale_down_wave(
+        config.namespace, config.isvc, config.component,
+        active_pods=wave.active_pod_cost + admitted_pods, deferred=len(wave.deferred),
+        batch_pods=admitted_pods, oversized=wave.oversized,
+    )
     return wave
 
 

@@ -26,6 +26,7 @@ from planning.replica.conditions import (
     drain_overdue_condition,
     gang_scheduling_condition,
     next_drain_deadline,
+    overdue_drains,
     ready_condition,
     ready_timeout_condition,
     rollout_progress,
@@ -39,7 +40,7 @@ from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.rollback import revision_counts, stable_missing
 from planning.replica.status import project_status, with_transitions
 from planning.replica.template import instance_ready_timeout_seconds
-from workflows import kube_calls, search_attributes
+from workflows import kube_calls, metrics, search_attributes
 from workflows.names import rollout_workflow_id
 from workflows.parent import deliver
 from workflows.replica import view
@@ -169,6 +170,10 @@ async def publish(state: ReplicaState, now: datetime) -> datetime | None:
     """
     status, component = build_status(state, now)
     state.conditions = status.conditions
+    config = state.config
+    metrics.instances_by_phase(config.namespace, config.isvc, config.component, (s.phase for s in state.instances.values()))
+    metrics.rollout_hold(config.namespace, config.isvc, config.component, status.rollout_hold)
+    metrics.drains_overdue(config.namespace, config.isvc, config.component, len(overdue_drains(drain_deadlines(state), now)))
     body = status.to_manifest()
     fingerprint = digest(without_additions_at_rest(body))
     phase = phase_of(state, status)
@@ -262,6 +267,10 @@ async def report(
     # The InferenceService keeps its own transition times (planning.service.status).
     (condition,) = with_transitions([], [component], now, config.generation)
     phase = "Deleted" if deleted else phase_of(state, status)
+    if deleted:
+        metrics.instances_by_phase(config.namespace, config.isvc, config.component, ())
+        metrics.rollout_hold(config.namespace, config.isvc, config.component, None)
+        metrics.drains_overdue(config.namespace, config.isvc, config.component, 0)
     message = ReplicaReport(
         component=config.component,
         status=status.model_copy(update={"instance_statuses": []}),

@@ -1,6 +1,7 @@
 """The `ome_canary_*` metrics of spec reference §2.7, emitted by the Rollout through the
 workflow metric meter, so they appear on the worker's `/metrics` (`OME_PROMETHEUS__WORKER_METRICS_ADDRESS`)
-and are not counted again when a history is replayed.
+and are not counted again when a history is replayed. The meter and its labels are
+`workflows.metrics.meter`'s.
 
 Labels: `namespace`, `isvc`, `component` (the canary group's primary), and `result`,
 `metric` or `cause` where the reference names them. The sampler's own gauges
@@ -9,18 +10,15 @@ Labels: `namespace`, `isvc`, `component` (the canary group's primary), and `resu
 
 from __future__ import annotations
 
-from temporalio import workflow
-
 from planning.rollout.canary.decision import CanaryDecision
 from planning.rollout.canary.state import CanaryState
+from workflows import metrics
 
 
 def record(namespace: str, isvc: str, before: CanaryState, decision: CanaryDecision) -> None:
     """What one call of the canary machine changed, as metrics."""
     after = decision.state
-    meter = workflow.metric_meter().with_additional_attributes(
-        {"namespace": namespace, "isvc": isvc, "component": after.primary}
-    )
+    meter = metrics.meter(namespace, isvc=isvc, component=after.primary)
     meter.create_gauge("ome_canary_current_step", "0-based step of the canary").set(after.current_step)
     weight = 0 if after.phase in ("Stable", "RollingBack", "RolledBack") else after.observed_traffic_weight
     meter.create_gauge("ome_canary_traffic_weight", "recorded traffic weight of the canary revision").set(weight)

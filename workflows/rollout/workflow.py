@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.rollout.pairing import with_pairing
     from planning.rollout.plan import Parked, ParkReason, RolloutPlan, resolve_plan
     from planning.rollout.runs import done, failed_groups
-    from workflows import search_attributes, waiting
+    from workflows import metrics, search_attributes, waiting
     from workflows.events import isvc_ref, record_event
     from workflows.names import ROLLOUT
     from workflows.parent import deliver
@@ -311,6 +311,7 @@ class RolloutWorkflow:
         current = canary.load(state, group, now) if group is not None else None
         live = RolloutSpec.model_validate(request.rollout) if request.rollout is not None else None
         outcome = repin(request.revision or "", plan, live, str(state.input.run), current, now)
+        metrics.rollout_repinned(state.input.namespace, outcome.result)
         if outcome.result == "applied":
             state.pinned = request.rollout
             new_group = next((g for g in outcome.plan.groups if g.canary is not None), None)

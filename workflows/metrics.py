@@ -1,0 +1,144 @@
+"""The product metrics workflows emit, one typed helper per metric, through the workflow
+metric meter: they appear on the worker's `/metrics` (`OME_PROMETHEUS__WORKER_METRICS_ADDRESS`)
+beside the Temporal SDK's, and nothing is emitted while a history replays, so a worker that
+restarts does not count an Instance's creation twice. A metric call issues no workflow
+command, so adding one needs no `workflow.patched`.
+
+The meter labels everything with `task_queue` and `workflow_type`; `namespace` is overridden
+with the Kubernetes namespace of the object (the Temporal namespace is the worker's anyway).
+The canary metrics of spec reference §2.7 live in `workflows.rollout.canary_metrics`, built
+on `meter` here. Histogram buckets are in `HISTOGRAM_BUCKETS`, which the worker's runtime
+applies (`workers.client.metrics_runtime`).
+
+Imported by the workflow modules inside `workflow.unsafe.imports_passed_through()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import get_args
+
+from temporalio import workflow
+from temporalio.common import MetricMeter
+
+from models.inferencereplica import HoldGate, RolloutHoldRow
+from models.instance import InstancePhase
+
+INSTANCES = "ome_instances"
+INSTANCE_CREATE_TO_SERVING = "ome_instance_create_to_serving_seconds"
+INSTANCE_FAILURE_TO_RECREATE = "ome_instance_pod_failure_to_recreate_seconds"
+DRAINS_OVERDUE = "ome_instance_drains_overdue"
+ROLLOUT_HOLD_SINCE = "ome_rollout_hold_since_timestamp_seconds"
+SCALE_DOWN_ACTIVE_PODS = "ome_omenative_scale_down_active_pods"
+SCALE_DOWN_DEFERRED_INSTANCES = "ome_omenative_scale_down_deferred_instances"
+SCALE_DOWN_BATCH_PODS = "ome_omenative_scale_down_batch_pods"
+SCALE_DOWN_OVERSIZED_BATCH = "ome_omenative_scale_down_oversized_batch_total"
+ROLLOUT_REPIN = "ome_rollout_repin_total"
+TRAFFICMAP_FALLBACK_HOMES = "ome_trafficmap_capacity_fallback_homes"
+
+SECONDS_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
+"""An Instance comes up in seconds on kubesim and in minutes when an engine loads a large
+model from a cold node; the 30-minute readiness deadline is the last step that matters."""
+POD_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0)
+"""Pods per scale-down batch: the chart's budget is 100; an oversized Instance may exceed it."""
+HISTOGRAM_BUCKETS: Mapping[str, tuple[float, ...]] = {
+    INSTANCE_CREATE_TO_SERVING: SECONDS_BUCKETS,
+    INSTANCE_FAILURE_TO_RECREATE: SECONDS_BUCKETS,
+    SCALE_DOWN_BATCH_PODS: POD_BUCKETS,
+}
+
+
+def meter(namespace: str, **labels: str) -> MetricMeter:
+    """The workflow meter with the object's Kubernetes `namespace` and `labels` on every series."""
+    return workflow.metric_meter().with_additional_attributes({"namespace": namespace, **labels})
+
+
+# --- Instances (set by the InferenceReplica, which owns its component's series) ------------
+
+
+def instances_by_phase(namespace: str, isvc: str, component: str, phases: Iterable[InstancePhase]) -> None:
+    """`ome_instances{phase}`: how many of the component's Instances are in each phase; a
+    phase that emptied is set to 0, so a dashboard never shows a stale count."""
+    counts = dict.fromkeys(InstancePhase, 0)
+    for phase in phases:
+        counts[phase] += 1
+    gauge = meter(namespace, isvc=isvc, component=component).create_gauge(
+        INSTANCES, "Instances of the component by phase"
+    )
+    for phase, count in counts.items():
+        gauge.set(count, {"phase": phase.value})
+
+
+def drains_overdue(namespace: str, isvc: str, component: str, overdue: int) -> None:
+    """`ome_instance_drains_overdue`: deleting Instances past their drain deadline (the
+    `DrainOverdue` condition of §8 and §15, as a number)."""
+    meter(namespace, isvc=isvc, component=component).create_gauge(
+        DRAINS_OVERDUE, "deleting Instances past their drain deadline"
+    ).set(overdue)
+
+
+def rollout_hold(namespace: str, isvc: str, component: str, hold: RolloutHoldRow | None) -> None:
+    """`ome_rollout_hold_since_timestamp_seconds{gate}`: since when the component's update has
+    been held at `gate` (`status.rolloutHold.since`, Unix seconds); 0 for every gate not holding,
+    so `time() - ...` on a non-zero series is how long the hold has lasted."""
+    gauge = meter(namespace, isvc=isvc, component=component).create_gauge(
+        ROLLOUT_HOLD_SINCE, "start of the component's rollout hold, by gate (0: not held)", "s"
+    )
+    held_since: dict[str, datetime] = {}
+    if hold is not None:
+        held_since[hold.gate] = hold.since or workflow.now()
+    for gate in get_args(HoldGate):
+        since = held_since.get(gate)
+        gauge.set(int(since.timestamp()) if since is not None else 0, {"gate": gate})
+
+
+def instance_serving(namespace: str, isvc: str, component: str, after: timedelta) -> None:
+    """An Instance's create operation ended serving, `after` its start."""
+    meter(namespace, isvc=isvc, component=component).create_histogram_float(
+        INSTANCE_CREATE_TO_SERVING, "time from an Instance's create to serving", "s"
+    ).record(max(after.total_seconds(), 0.0))
+
+
+def pod_recreated(namespace: str, isvc: str, component: str, after: timedelta) -> None:
+    """A failed pod's Instance starts creating its pods again, `after` the failure."""
+    meter(namespace, isvc=isvc, component=component).create_histogram_float(
+        INSTANCE_FAILURE_TO_RECREATE, "time from a pod failure to the Instance's pods being recreated", "s"
+    ).record(max(after.total_seconds(), 0.0))
+
+
+# --- scale-down waves (spec reference §14) -------------------------------------------------
+
+
+def scale_down_wave(
+    namespace: str, isvc: str, component: str, active_pods: int, deferred: int, batch_pods: int, oversized: bool
+) -> None:
+    """One scale-down wave: pods being removed (in flight plus admitted), Instances deferred,
+    the admitted batch's pods, and whether one Instance larger than the budget went alone."""
+    labelled = meter(namespace, isvc=isvc, component=component)
+    labelled.create_gauge(SCALE_DOWN_ACTIVE_PODS, "pods of Instances being removed").set(active_pods)
+    labelled.create_gauge(SCALE_DOWN_DEFERRED_INSTANCES, "Instances waiting for the next wave").set(deferred)
+    if batch_pods:
+        labelled.create_histogram(SCALE_DOWN_BATCH_PODS, "pods admitted per scale-down wave").record(batch_pods)
+    if oversized:
+        labelled.create_counter(SCALE_DOWN_OVERSIZED_BATCH, "waves of one Instance larger than the budget").add(1)
+
+
+# --- rollouts and traffic maps ---------------------------------------------------------------
+
+
+def rollout_repinned(namespace: str, outcome: str) -> None:
+    """`ome_rollout_repin_total{outcome=applied|rejected}` (spec reference §4): the controller's
+    own verdicts only; a request refused up front (OME's CLI refusals) or already matching
+    counts as neither."""
+    if outcome in ("applied", "rejected"):
+        meter(namespace).create_counter(ROLLOUT_REPIN, "rollout repin requests by outcome").add(
+            1, {"outcome": outcome}
+        )
+
+
+def fallback_homes(namespace: str, trafficmap: str, homes: int) -> None:
+    """`ome_trafficmap_capacity_fallback_homes` (spec reference §18): homes on control-plane capacity."""
+    meter(namespace, trafficmap=trafficmap).create_gauge(
+        TRAFFICMAP_FALLBACK_HOMES, "homes using control-plane capacity"
+    ).set(homes)
