@@ -88,3 +88,18 @@ def test_progress_line(status: ServiceStatusView, generation: int, ready: bool, 
 )
 def test_what_a_timeout_names(status: ServiceStatusView, blocking: str) -> None:
     assert progress(status, 1, {}).blocking == blocking
+
+
+def test_ready_on_the_previous_revision_is_not_ready() -> None:
+    moving = ComponentStatus(
+        lifecycle=LifecycleStatus(serving_replicas=2, replicas=2, current_revision="rev-1", update_revision="rev-2")
+    )
+    assert not progress(view(engine=moving), 1, {}).ready
+    done = moving.model_copy(update={"lifecycle": moving.lifecycle.model_copy(update={"current_revision": "rev-2"})})  # type: ignore[union-attr]
+    assert progress(view(engine=done), 1, {}).ready
+
+
+def test_a_paused_service_names_the_pause() -> None:
+    assert progress(view(pause="true", engine=engine(2, 2)), 2, {}).blocking == (
+        "pause=true: changes wait for `omectl resume qwen3-0-6b -n spread-demo`"
+    )

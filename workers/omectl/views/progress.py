@@ -1,8 +1,9 @@
 """`omectl apply --wait`: what one look at the InferenceService's `status` query says about
 getting to Ready, as one progress line, and, when the wait runs out, what blocks it.
 
-Ready means the workflow has observed the applied generation and its `Ready` condition is
-True. A component line reads `engine 1/2 serving`, then its canary step or rollout phase and
+Ready means the workflow has observed the applied generation, its `Ready` condition is True,
+and every OMENative component serves its update revision (a paused service can be Ready on
+the previous one). A component line reads `engine 1/2 serving`, then its canary step or rollout phase and
 the gate holding it (`held at Budget: per-Component surge budget 1 exhausted ...`)."""
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ def component_line(name: str, status: ComponentStatus, desired: int | None) -> s
     return line
 
 
+def rolled_out(status: ComponentStatus) -> bool:
+    lifecycle = status.lifecycle
+    return lifecycle is None or lifecycle.update_revision is None or lifecycle.current_revision == lifecycle.update_revision
+
+
 def blocking(view: ServiceStatusView) -> str:
+    if view.pause is not None:
+        return f"pause={view.pause}: changes wait for `omectl resume {view.name} -n {view.namespace}`"
     for name, status in view.status.components.items():
         hold = status.lifecycle.rollout_hold if status.lifecycle is not None else None
         if hold is not None:
@@ -52,7 +60,12 @@ def progress(view: ServiceStatusView, generation: int, desired: Mapping[str, int
     """`generation`: the one `apply` answered; `desired`: each component's Instance count."""
     found = view.status.condition("Ready")
     observed = view.status.observed_generation or 0
-    ready = found is not None and found.status == "True" and observed >= generation
+    ready = (
+        found is not None
+        and found.status == "True"
+        and observed >= generation
+        and all(rolled_out(status) for status in view.status.components.values())
+    )
     parts = [
         component_line(name, status, desired.get(name))
         for name, status in sorted(view.status.components.items())
