@@ -1,0 +1,86 @@
+"""The README's "Operating it with `omectl`" section on the running stack, command by command,
+exactly as written (issue 16): `apply --wait` progress to Ready, every `get` table, a refused
+`promote` with its text and exit code, the dry runs, the signals, and a node drained and
+released through `omectl`.
+
+omectl reads `OME_TEMPORAL__ADDRESS` as the worker does (the `temporal` CLI reads
+`TEMPORAL_ADDRESS`): the test's stack listens on a free port, so both are set from outside."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.running_stack import RunningStack
+from tests.e2e.test_walkthrough import README, output_of, run_walkthrough, walkthrough_commands
+from workflows.service.canary_requests import REFUSED_NO_RUN
+
+HEADING = "Operating it with `omectl`"
+NAME = "qwen3-omectl"
+
+
+@pytest.mark.timeout(300)
+def test_readme_omectl_section_runs_as_written(stack: RunningStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OME_TEMPORAL__ADDRESS", stack.address)
+    commands = walkthrough_commands(README.read_text(), heading=HEADING)
+    assert len(commands) >= 25, f"the section lost its commands: {commands}"
+    outputs, stderr = run_walkthrough(stack, tmp_path, commands)
+
+    def out(starts_with: str, nth: int = 0) -> str:
+        return output_of(commands, outputs, starts_with, nth)
+
+    assert out("omectl apply -f deploy/examples/srt-qwen3-0-6b.yaml").strip() in (
+        "clusterservingruntime.ome.io/srt-qwen3-0-6b created",
+        "clusterservingruntime.ome.io/srt-qwen3-0-6b configured",
+        "clusterservingruntime.ome.io/srt-qwen3-0-6b unchanged",
+    )
+    applied = out("omectl apply -f deploy/examples/omectl-demo.yaml").splitlines()
+    assert applied[:3] == [
+        "namespace/omectl-demo created",
+        f"inferenceservice.ome.io/{NAME} accepted (generation 1, changed)",
+        f"waiting for omectl-demo/{NAME} generation 1 to be Ready (timeout 180s)",
+    ], applied
+    progress = [line for line in applied if line.startswith("generation 1 (")]
+    assert len(progress) >= 2, f"--wait showed no progress before Ready: {applied}"
+    assert progress[-1] == "generation 1 (Ready): engine 2/2 serving", applied
+    assert applied[-1] == f"omectl-demo/{NAME} is Ready"
+
+    assert out("omectl get isvc -n omectl-demo").splitlines()[1].split()[:6] == [
+        NAME, "Ready", "1", "True", "false", "engine=2/2",
+    ]
+    replicas = out("omectl get irep -n omectl-demo -o wide").splitlines()
+    assert replicas[0].split()[:9] == ["NAME", "COMPONENT", "DESIRED", "CURRENT", "READY", "AVAILABLE", "PARENT", "LIFECYCLE", "AGE"]
+    assert replicas[1].split()[:8] == [f"{NAME}-engine", "engine", "2", "2", "2", "2", NAME, "Ready=True"]
+    instances = [line.split() for line in out("omectl get instances").splitlines()]
+    assert instances[0] == ["COMP", "IDX/INC", "PHASE", "PODS", "REVS", "AOF", "EVIDENCE"]
+    assert [(row[0], row[1], row[2], row[3], row[5], row[6]) for row in instances[1:]] == [
+        ("engine", "0/1", "Ready", "1/1/1", "A--", "OK"),
+        ("engine", "1/1", "Ready", "1/1/1", "A--", "OK"),
+    ]
+    assert out("omectl get retry-blocks").splitlines()[1].split() == ["-", "EMPTY", "-", "-", "-", "NO", "-"]
+    assert out("omectl get trafficmap").split() == ["NAME", "MODE", "TARGETS", "ROUTABLE", "PUBLISHED"]
+
+    # The refused promote: the reference's text on stderr, exit code 1
+    assert out("omectl promote").strip() == "exit code 1"
+    assert f"{REFUSED_NO_RUN}\n" in stderr
+    assert f"temporal: temporal workflow update execute --workflow-id isvc/omectl-demo/{NAME} --name promote" in stderr
+    rollback = out("omectl rollback").splitlines()
+    assert rollback[:4] == ["dry run: nothing sent", f"workflow: isvc/omectl-demo/{NAME}", "update: rollback", "input: none"]
+    assert '"revision": "engine=5d9c7b8f"' in out("omectl retry")
+    assert '--name repin --input \'{"digest": "now"}\'' in out("omectl repin")
+
+    assert out("omectl pause").strip() == f"signal pause sent to isvc/omectl-demo/{NAME}"
+    assert out(f"omectl get isvc {NAME}").splitlines()[1].split()[4] == "true"
+    assert out("omectl resume").strip() == f"signal resume sent to isvc/omectl-demo/{NAME}"
+    assert out("omectl release-held").strip().startswith("signal release_held sent")
+    assert out("omectl reset").strip().startswith("signal reset_instances sent")
+
+    assert "--name migrate --input" in out("omectl migrate")
+    assert re.fullmatch(r"started Drain drain/node/\S+\n", out("omectl drain node")), out("omectl drain node")
+    migrations = out("omectl get migrations").splitlines()
+    assert migrations[0].split() == ["SUBJECT/COMP", "STATUS", "DETAIL"]
+    assert any(re.match(r"\S+/engine\s+Completed/Terminal/Current\s+instance=1->\d+", row) for row in migrations[1:]), migrations
+    assert out("omectl undrain node").startswith("signal release sent to drain/node/")
+    assert "--name drain_cluster" in out("omectl drain cluster")
