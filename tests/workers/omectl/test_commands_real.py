@@ -7,6 +7,7 @@ actions (a refused `promote` with the reference's text, `pause`/`resume`, a node
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,10 @@ async def test_apply_get_and_act_on_the_real_workflows(
         assert services.stdout.splitlines()[1].split()[:6] == [NAME, "Ready", "1", "True", "false", "engine=2/2"]
         replicas = await omectl("get", "irep", "-n", NAMESPACE, "-o", "wide")
         assert replicas.stdout.splitlines()[1].split()[:8] == [f"{NAME}-engine", "engine", "2", "2", "2", "2", NAME, "Ready=True"]
+        one = await omectl("get", "irep", f"{NAME}-engine", "-n", NAMESPACE, "-o", "json")
+        assert one.exit_code == 0, one.output
+        (status,) = json.loads(one.stdout)
+        assert (status["replicas"], status["readyReplicas"], len(status["instanceStatuses"])) == (2, 2, 2)
         instances = await omectl("get", "instances", NAME, "-n", NAMESPACE)
         rows = [line.split() for line in instances.stdout.splitlines()[1:]]
         assert [(row[0], row[1], row[2], row[3], row[5], row[6]) for row in rows] == [
