@@ -32,7 +32,7 @@ app.command("get", help=get.__doc__)(get)
 actions.register(app)
 
 try:
-    from workers.omectl import rollout  # written beside this module; absent on branches without it
+    import workers.omectl.rollout as rollout  # written beside this module; absent on branches without it
 except ModuleNotFoundError as missing:  # pragma: no cover - depends on the checkout
     if missing.name != "workers.omectl.rollout":
         raise  # rollout is there but something it imports is not: say so
