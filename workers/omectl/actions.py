@@ -9,6 +9,8 @@ Grammar: `omectl VERB ISVC [ARGS] [-n NS]` steers an InferenceService; `omectl d
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from workers.omectl import plans
@@ -20,11 +22,11 @@ NAMESPACE_HELP = "Namespace of the InferenceService."
 DRY_RUN_HELP = "Print what would be sent (workflow, message, JSON input, temporal command); send nothing."
 
 
-def namespace_option() -> str:
+def namespace_option() -> Any:
     return typer.Option("default", "--namespace", "-n", help=NAMESPACE_HELP)
 
 
-def dry_run_option() -> bool:
+def dry_run_option() -> Any:
     return typer.Option(False, "--dry-run", help=DRY_RUN_HELP)
 
 

@@ -36,7 +36,7 @@ try:
 except ModuleNotFoundError as missing:  # pragma: no cover - depends on the checkout
     if missing.name != "workers.omectl.rollout":
         raise  # rollout is there but something it imports is not: say so
-    rollout = None  # type: ignore[assignment]
+    rollout = None
 if rollout is not None:
     app.add_typer(rollout.app, name="rollout")
 

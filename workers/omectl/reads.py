@@ -57,7 +57,8 @@ async def query(client: Client, workflow_id: str, name: str, result_type: type[T
     """A query's answer; a workflow that does not exist or cannot answer ends the command."""
     handle = client.get_workflow_handle(workflow_id)
     try:
-        return await handle.query(name, result_type=result_type)
+        answer: T = await handle.query(name, result_type=result_type)
+        return answer
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             raise CommandFailed(f"no workflow {workflow_id}: {error.message}") from error
