@@ -14,17 +14,19 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 import yaml
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities.kube_objects import ObjectActivities
 from models.duration import parse_duration
 from models.kube_ops import ApplyObjectInput
 from workers.config import KubeSettings, kube_api_client
+
+if TYPE_CHECKING:
+    from activities.kube_objects import ObjectActivities
 from workers.control.temporal import Refused, apply_with_start
 from workers.omectl import reads
 from workers.omectl.session import EXIT_REFUSED, CommandFailed, client, run, settings, stderr, stdout
@@ -80,6 +82,9 @@ async def apply_others(docs: list[dict[str, Any]]) -> bool:
     """Write the non-InferenceService documents; False when one was refused."""
     if not docs:
         return True
+    # Imported here: the kubernetes client costs every other command a quarter second to load.
+    from activities.kube_objects import ObjectActivities
+
     objects = ObjectActivities(kube_api_client(kube_settings()))
     ok = True
     for doc in docs:
