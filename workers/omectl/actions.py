@@ -16,14 +16,9 @@ import typer
 from workers.omectl import plans
 from workers.omectl.plans import Send
 from workers.omectl.sending import perform
-from workers.omectl.session import client, run, settings
+from workers.omectl.session import client, option_namespace, run, settings
 
-NAMESPACE_HELP = "Namespace of the InferenceService."
 DRY_RUN_HELP = "Print what would be sent (workflow, message, JSON input, temporal command); send nothing."
-
-
-def namespace_option() -> Any:
-    return typer.Option("default", "--namespace", "-n", help=NAMESPACE_HELP)
 
 
 def dry_run_option() -> Any:
@@ -45,7 +40,7 @@ def register(app: typer.Typer) -> None:
         isvc: str = typer.Argument(..., help="The InferenceService."),
         revision: str | None = typer.Option(None, help="The canary revision hash the promote is meant for."),
         override_analysis: bool = typer.Option(False, "--override-analysis", help="Pass an Analysis gate."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Advance a canary past its manual gate (Update `promote`).
@@ -61,7 +56,7 @@ def register(app: typer.Typer) -> None:
     def rollback(
         isvc: str = typer.Argument(..., help="The InferenceService."),
         revision: str | None = typer.Option(None, help="The canary revision hash to roll back."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Abort a canary to each component's stable revision (Update `rollback`).
@@ -76,7 +71,7 @@ def register(app: typer.Typer) -> None:
     def retry(
         isvc: str = typer.Argument(..., help="The InferenceService."),
         revision: str = typer.Argument(..., help="`engine=<hash>` or `<hash>` of the Failed or RolledBack canary."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Resume a Failed or RolledBack canary from step 1 (Update `retry`).
@@ -91,7 +86,7 @@ def register(app: typer.Typer) -> None:
     def repin(
         isvc: str = typer.Argument(..., help="The InferenceService."),
         digest: str = typer.Option("now", help="The live plan digest `rp1:<12 hex>`, or `now` to skip the check."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Pin the edited spec.rollout onto the active run (Update `repin`).
@@ -109,7 +104,7 @@ def register(app: typer.Typer) -> None:
         discard_pending_actions: bool = typer.Option(
             False, "--discard-pending-actions", help="Also drop pending promote and rollback requests."
         ),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Hold updates, new Instances and spec changes (signal `pause`; a refusal becomes a
@@ -125,7 +120,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def resume(
         isvc: str = typer.Argument(..., help="The InferenceService."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Lift a pause of either depth (signal `resume`).
@@ -141,7 +136,7 @@ def register(app: typer.Typer) -> None:
         isvc: str = typer.Argument(..., help="The InferenceService."),
         component: str = typer.Argument(..., help="engine, decoder or router."),
         revision: str = typer.Argument(..., help="The held revision: its name, hash or 8-hex prefix."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Release a Held retry block (signal `release_held`; see `omectl get retry-blocks`).
@@ -157,7 +152,7 @@ def register(app: typer.Typer) -> None:
         isvc: str = typer.Argument(..., help="The InferenceService."),
         component: str = typer.Argument(..., help="engine, decoder or router."),
         instances: str = typer.Option("all", help="`all`, an index, or a comma list (`0,2`)."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Reset failed Instances: delete their pods, clear their operation (signal `reset_instances`).
@@ -177,7 +172,7 @@ def register(app: typer.Typer) -> None:
         reason: str = typer.Option("", help="Why (kept in the audit ConfigMap)."),
         hint_target_node: list[str] = typer.Option([], "--hint-target-node", help="A node to prefer (up to 8)."),
         uuid: str | None = typer.Option(None, help="The request's uuid (default: the workflow picks one)."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Move one Instance off its node, replacement first (Update `migrate`).
@@ -229,7 +224,7 @@ def register(app: typer.Typer) -> None:
         workload_cluster: str = typer.Option(..., "--workload-cluster", help="The WorkloadCluster to hold at weight 0."),
         override_id: str = typer.Option(..., "--id", help="Override ID (lowercase letters, digits, hyphens)."),
         reason: str = typer.Option("", help="Why."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Hold a workload cluster's traffic at 0 (TrafficMap Update `drain_cluster`).
@@ -244,7 +239,7 @@ def register(app: typer.Typer) -> None:
     def undrain_cluster(
         isvc: str = typer.Argument(..., help="The multi-cluster InferenceService."),
         override_id: str = typer.Option(..., "--id", help="The override ID the drain used."),
-        namespace: str = namespace_option(),
+        namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
         """Remove a workload cluster override (TrafficMap Update `undrain_cluster`).

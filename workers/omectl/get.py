@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel
 
 from workers.omectl import reads
-from workers.omectl.session import client, run, stdout
+from workers.omectl.session import client, option_namespace, run, stdout
 from workers.omectl.views.instances import instances_table
 from workers.omectl.views.irep import Replica, irep_table
 from workers.omectl.views.isvc import isvc_table
@@ -184,7 +184,7 @@ READERS = {
 def get(
     kind: str = typer.Argument(..., help="isvc, irep, instances, retry-blocks, migrations or trafficmap."),
     name: str | None = typer.Argument(None, help="The InferenceService (irep: the InferenceReplica); all when omitted."),
-    namespace: str = typer.Option("default", "--namespace", "-n", help="Namespace of the objects."),
+    namespace: str = option_namespace(),
     output: Output | None = typer.Option(None, "--output", "-o", help="wide, json or yaml."),
 ) -> None:
     reader = KINDS.get(kind.lower())
