@@ -1,13 +1,16 @@
 """The README's "Operating it with `omectl`" section on the running stack, command by command,
 exactly as written (issue 16): `apply --wait` progress to Ready, every `get` table, a refused
-`promote` with its text and exit code, the dry runs, the signals, and a node drained and
-released through `omectl`.
+`promote` with its text and exit code, the dry runs, the signals, a node drained and released
+through `omectl`, and `omectl rollout status --watch` following an update mid-way (the tree's
+Instances move from frame to frame). Where `workers.omectl.rollout` is not installed (a branch
+without it), the `omectl rollout` commands are left out and said so.
 
 omectl reads `OME_TEMPORAL__ADDRESS` as the worker does (the `temporal` CLI reads
 `TEMPORAL_ADDRESS`): the test's stack listens on a free port, so both are set from outside."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -19,13 +22,19 @@ from workflows.service.canary_requests import REFUSED_NO_RUN
 
 HEADING = "Operating it with `omectl`"
 NAME = "qwen3-omectl"
+ROLLOUT_INSTALLED = importlib.util.find_spec("workers.omectl.rollout") is not None
+INSTANCE_LINE = re.compile(r"#(\d+)\s+(\w+)\s+(\S+)(?: -> (\S+))?")
+"""An Instance of a `rollout status` frame: index, phase, running revision, revision moving to."""
 
 
 @pytest.mark.timeout(300)
 def test_readme_omectl_section_runs_as_written(stack: RunningStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OME_TEMPORAL__ADDRESS", stack.address)
     commands = walkthrough_commands(README.read_text(), heading=HEADING)
-    assert len(commands) >= 25, f"the section lost its commands: {commands}"
+    assert len(commands) >= 30, f"the section lost its commands: {commands}"
+    if not ROLLOUT_INSTALLED:
+        commands = [command for command in commands if not command.startswith("omectl rollout")]
+        print("workers.omectl.rollout is not installed: the `omectl rollout` commands are left out")
     outputs, stderr = run_walkthrough(stack, tmp_path, commands)
 
     def out(starts_with: str, nth: int = 0) -> str:
@@ -86,3 +95,17 @@ def test_readme_omectl_section_runs_as_written(stack: RunningStack, tmp_path: Pa
     assert any(re.match(moved, row) for row in migrations[1:]), migrations
     assert out("omectl undrain node").startswith("signal release sent to drain/node/")
     assert "--name drain_cluster" in out("omectl drain cluster")
+
+    # The rollout: the new image is accepted, and the watch saw the Instances move
+    assert out("omectl apply -f deploy/examples/omectl-demo-new-image.yaml").strip() == (
+        f"inferenceservice.ome.io/{NAME} accepted (generation 2, changed)"
+    )
+    if ROLLOUT_INSTALLED:
+        from workers.omectl.rollout_watch import FRAME_MARK
+
+        watched = out("omectl rollout status qwen3-omectl -n omectl-demo --watch")
+        frames = [frame for frame in watched.split(FRAME_MARK)[1:] if INSTANCE_LINE.search(frame)]
+        revisions = {tuple(match[3] for match in INSTANCE_LINE.finditer(frame)) for frame in frames}
+        assert len(frames) >= 2 and len(revisions) >= 2, f"the watch saw no Instance move:\n{watched}"
+        assert any(match[4] for frame in frames for match in INSTANCE_LINE.finditer(frame)), watched
+        assert "has had no rollout run" in out("omectl rollout history")
