@@ -31,6 +31,8 @@ class TrafficMapView(BaseModel):
 
     namespace: str
     isvc: str
+    mode: str | None = None
+    """The placement mode the map weighs for (`All`, `Split`, ...), `kubectl ome get tm`'s MODE."""
     observed_isvc_generation: int | None = None
     entries: list[TrafficMapEntry] = Field(default_factory=list)
     weights: dict[str, int] = Field(default_factory=dict)
@@ -58,7 +60,7 @@ def view_of(state: TrafficMapState, annotated: dict[str, Drain], refusals: list[
     trusted, note = current(state.map_generation, state.publication.observed_generation,
                             state.publication.route_conditions)
     view = TrafficMapView(
-        namespace=state.namespace, isvc=state.isvc,
+        namespace=state.namespace, isvc=state.isvc, mode=state.spec.mode if state.spec is not None else None,
         observed_isvc_generation=state.spec.observed_isvc_generation if state.spec is not None else None,
         entries=entries, weights={e.cluster: e.weight for e in entries}, conditions=state.conditions,
         drains=sorted(drains, key=lambda d: d.id), errors=state.errors, publication=state.publication,

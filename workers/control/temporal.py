@@ -33,6 +33,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from planning.controller.annotations import Request
+from planning.controller.objects import identity
 from planning.controller.spec import AppliedFacts, SpecRelay
 from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
 from workflows.service.messages import QUERY_APPLIED, SIGNAL_DELETE, SIGNAL_RUNTIME_CHANGED, UPDATE_APPLY
@@ -49,6 +50,7 @@ __all__ = [
     "Refused",
     "TemporalSender",
     "TemporalTimeout",
+    "apply_with_start",
 ]
 
 RPC_TIMEOUT = timedelta(seconds=30)
@@ -58,12 +60,14 @@ T = TypeVar("T")
 
 
 class Refused(Exception):
-    """The workflow refused the request; `str()` is its refusal text."""
+    """The workflow refused the request; `str()` is its refusal text, `reasons` admission's
+    reason codes when it gave them."""
 
-    def __init__(self, message: str, error_type: str | None) -> None:
+    def __init__(self, message: str, error_type: str | None, reasons: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.error_type = error_type
+        self.reasons = reasons
 
 
 class NoWorkflow(Exception):
@@ -77,8 +81,44 @@ class TemporalTimeout(Exception):
 def _refusal(error: WorkflowUpdateFailedError) -> Refused:
     cause = error.cause
     if isinstance(cause, ApplicationError):
-        return Refused(cause.message, cause.type)
+        details = cause.details[0] if cause.details and isinstance(cause.details[0], list) else []
+        return Refused(cause.message, cause.type, tuple(str(reason) for reason in details))
     return Refused(str(getattr(cause, "message", None) or cause or error), None)
+
+
+async def apply_with_start(
+    client: Client,
+    task_queue: str,
+    manifest: dict[str, Any],
+    *,
+    origin: dict[str, Any] | None = None,
+    update_id: str | None = None,
+    rpc_timeout: timedelta | None = None,
+) -> dict[str, Any]:
+    """The `apply` Update with start of `isvc/{ns}/{name}`, as the README's `temporal workflow
+    execute-update-with-start` sends it (the controller adds the `origin` of the object it read);
+    the workflow's `ApplyResult` as a dict, or `Refused` with admission's text and reason codes."""
+    namespace, name = identity(manifest)
+    start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        INFERENCE_SERVICE,
+        {"manifest": manifest},
+        id=isvc_workflow_id(namespace, name),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    args: list[Any] = [manifest] if origin is None else [manifest, origin]
+    try:
+        result = await client.execute_update_with_start_workflow(
+            UPDATE_APPLY,
+            args=args,
+            start_workflow_operation=start,
+            id=update_id,
+            result_type=dict,
+            rpc_timeout=rpc_timeout,
+        )
+    except WorkflowUpdateFailedError as error:
+        raise _refusal(error) from error
+    return result if isinstance(result, dict) else {}
 
 
 class TemporalSender:
@@ -134,28 +174,17 @@ class TemporalSender:
     async def apply(self, relay: SpecRelay) -> dict[str, Any]:
         """The `apply` Update with start; the workflow's `ApplyResult` as a dict."""
         workflow_id = isvc_workflow_id(relay.namespace, relay.name)
-        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            INFERENCE_SERVICE,
-            {"manifest": relay.manifest},
-            id=workflow_id,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        return await self._bounded(
+            apply_with_start(
+                self.client,
+                self.task_queue,
+                relay.manifest,
+                origin=relay.origin(),
+                update_id=relay.update_id,
+                rpc_timeout=self.rpc_timeout,
+            ),
+            f"{UPDATE_APPLY} of {workflow_id}",
         )
-        try:
-            result = await self._bounded(
-                self.client.execute_update_with_start_workflow(
-                    UPDATE_APPLY,
-                    args=[relay.manifest, relay.origin()],
-                    start_workflow_operation=start,
-                    id=relay.update_id,
-                    result_type=dict,
-                    rpc_timeout=self.rpc_timeout,
-                ),
-                f"{UPDATE_APPLY} of {workflow_id}",
-            )
-        except WorkflowUpdateFailedError as error:
-            raise _refusal(error) from error
-        return result if isinstance(result, dict) else {}
 
     async def signal(self, namespace: str, name: str, signal: str, payload: Any = None) -> None:
         handle = self.client.get_workflow_handle(isvc_workflow_id(namespace, name))

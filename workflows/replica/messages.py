@@ -39,6 +39,9 @@ phase again (and brings the caps in force now)."""
 SIGNAL_CANCEL_MIGRATION = "cancel_migration"
 """From a `Migration` workflow: a `MigrationCancel`."""
 QUERY_STATUS = "status"
+QUERY_SPEC = "spec"
+"""The InferenceReplica's spec as the workflow writes it: desired Instance count and pause
+(`omectl get irep` reads DESIRED from it; the status carries counts, not the desired one)."""
 SIGNAL_REPLICA_CHANGED = "replica_changed"
 """To the InferenceService (its parent): a `ReplicaReport`."""
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+from models.inferencereplica import InferenceReplicaSpec
 from models.kube_ops import (
     ApplyObjectInput,
     CrdExistsInput,
@@ -55,11 +56,10 @@ RELEASE_CALL = timedelta(seconds=30)
 """A finalizer release whose read went stale is read again on the next pass, not retried."""
 
 
-async def write_spec(state: ReplicaState, desired: int, now: datetime | None = None) -> None:
-    """Apply the object with `desired` replicas and the pause, unless that is what it has and
-    (given `now`) the finalizer re-check is not due."""
+def desired_spec(state: ReplicaState, desired: int) -> InferenceReplicaSpec:
+    """The object's spec with `desired` Instances and the pause in force."""
     config = state.config
-    spec = config.ir_spec.model_copy(
+    return config.ir_spec.model_copy(
         update={
             "replicas": desired,
             "paused": config.paused,
@@ -68,6 +68,13 @@ async def write_spec(state: ReplicaState, desired: int, now: datetime | None = N
             "pause_mode": config.effective_pause_mode or "Recover",
         }
     )
+
+
+async def write_spec(state: ReplicaState, desired: int, now: datetime | None = None) -> None:
+    """Apply the object with `desired` replicas and the pause, unless that is what it has and
+    (given `now`) the finalizer re-check is not due."""
+    config = state.config
+    spec = desired_spec(state, desired)
     manifest = render_inference_replica(spec, config.isvc, config.namespace, config.isvc_uid)
     finalizer = workflow.patched(IR_TEARDOWN)
     if finalizer:

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from models.inferencereplica import InferenceReplicaStatus
+    from models.inferencereplica import InferenceReplicaSpec, InferenceReplicaStatus
     from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
     from planning.replica import events
     from planning.replica.overlay import earliest
@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
     from workflows.replica.messages import (
+        QUERY_SPEC,
         QUERY_STATUS,
         SIGNAL_CANCEL_MIGRATION,
         SIGNAL_CONFIGURE,
@@ -54,7 +55,14 @@ with workflow.unsafe.imports_passed_through():
         ReplicaConfig,
         ReplicaState,
     )
-    from workflows.replica.object import IR_TEARDOWN, check_gang_scheduling, delete_object, record, write_spec
+    from workflows.replica.object import (
+        IR_TEARDOWN,
+        check_gang_scheduling,
+        delete_object,
+        desired_spec,
+        record,
+        write_spec,
+    )
     from workflows.replica.projection import build_status, publish, report
     from workflows.replica.requests import answer_releases, answer_resets
 
@@ -133,6 +141,11 @@ class InferenceReplicaWorkflow:
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> InferenceReplicaStatus:
         return build_status(self.state, workflow.now())[0]
+
+    @workflow.query(name=QUERY_SPEC)
+    def spec(self) -> InferenceReplicaSpec:
+        state = self.state
+        return desired_spec(state, state.last_desired if state.last_desired is not None else view.desired(state.config))
 
     # --- main loop ------------------------------------------------------------------
 

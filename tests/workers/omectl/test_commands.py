@@ -1,0 +1,204 @@
+"""omectl's commands end to end through a real Temporal dev server, against stand-ins that answer
+the product workflows' message names (tests/workers/test_controller_workflow.py's InferenceService,
+standins.py's TrafficMap and Drain): the input each verb sends, what it prints, its exit code, and
+that `--dry-run` sends nothing."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import uuid4
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from tests.workers.omectl.cli import Omectl, omectl_runner
+from tests.workers.omectl.standins import StandInDrain, StandInTrafficMap
+from tests.workers.test_controller_workflow import REFUSED_REVISION, FakeInferenceService
+
+NAMESPACE = "omectl-plumbing"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def standins(dev_client: Client, task_queue: str) -> AsyncIterator[None]:
+    async with Worker(
+        dev_client, task_queue=task_queue, workflows=[FakeInferenceService, StandInTrafficMap, StandInDrain]
+    ):
+        yield
+
+
+@pytest.fixture
+def omectl(monkeypatch: pytest.MonkeyPatch, dev_client: Client, task_queue: str) -> Omectl:
+    return omectl_runner(monkeypatch, dev_client, task_queue)
+
+
+async def calls(client: Client, workflow_id: str) -> list[dict[str, Any]]:
+    return await client.get_workflow_handle(workflow_id).query("calls")
+
+
+async def start_isvc(client: Client, task_queue: str, name: str) -> str:
+    workflow_id = f"isvc/{NAMESPACE}/{name}"
+    await client.start_workflow("InferenceService", {"manifest": {}}, id=workflow_id, task_queue=task_queue)
+    return workflow_id
+
+
+async def test_update_verbs_print_the_answer_and_the_temporal_line(
+    standins: None, omectl: Omectl, dev_client: Client, task_queue: str
+) -> None:
+    name = f"svc-{uuid4().hex[:6]}"
+    workflow_id = await start_isvc(dev_client, task_queue, name)
+
+    done = await omectl("promote", name, "-n", NAMESPACE, "--override-analysis")
+    assert done.exit_code == 0, done.output
+    assert done.stdout.strip() == "promote accepted"
+    line = done.stderr.strip().removeprefix("temporal: ")
+    assert shlex.split(line) == [
+        "temporal", "workflow", "update", "execute", "--workflow-id", workflow_id, "--name", "promote",
+        "--input", '{"override_analysis": true}', "--address", dev_client.service_client.config.target_host,
+    ]
+
+    refused = await omectl("retry", name, REFUSED_REVISION, "-n", NAMESPACE)
+    assert refused.exit_code == 1
+    assert refused.stderr.strip().endswith(f"action refused: canary revision {REFUSED_REVISION} is not the active canary")
+
+    migrated = await omectl("migrate", name, "engine", "1", "--from-node", "gpu-node-2", "--uuid", "u-1", "-n", NAMESPACE)
+    assert migrated.exit_code == 0, migrated.output
+    assert json.loads(migrated.stdout) == {"uuid": "u-1", "workflow_id": "migration/x"}
+    bad = await omectl("migrate", name, "bogus", "0", "--from-node", "n", "-n", NAMESPACE)
+    assert bad.exit_code == 1
+    assert "migration request: component 'bogus' is not a component" in bad.stderr
+
+    assert [(c["name"], c["input"]) for c in await calls(dev_client, workflow_id)] == [
+        ("promote", {"override_analysis": True}),
+        ("retry", {"revision": REFUSED_REVISION}),
+        ("migrate", {"component": "engine", "instance": 1, "from_node": "gpu-node-2", "requested_by": "omectl", "uuid": "u-1"}),
+        ("migrate", {"component": "bogus", "instance": 0, "from_node": "n", "requested_by": "omectl"}),
+    ]
+    await dev_client.get_workflow_handle(workflow_id).signal("delete")
+
+
+async def test_signal_verbs_send_the_readmes_inputs(standins: None, omectl: Omectl, dev_client: Client, task_queue: str) -> None:
+    name = f"svc-{uuid4().hex[:6]}"
+    workflow_id = await start_isvc(dev_client, task_queue, name)
+    for args in (
+        ("pause", name, "--freeze"),
+        ("resume", name),
+        ("release-held", name, "engine", "rev-1"),
+        ("reset", name, "decoder", "--instances", "0,2"),
+    ):
+        sent = await omectl(*args, "-n", NAMESPACE)
+        assert sent.exit_code == 0, sent.output
+        assert sent.stdout.startswith(f"signal {args[0].replace('-', '_').replace('reset', 'reset_instances')} sent to {workflow_id}")
+    assert [(c["name"], c["input"]) for c in await calls(dev_client, workflow_id)] == [
+        ("pause", "freeze"),
+        ("resume", None),
+        ("release_held", {"component": "engine", "revision": "rev-1"}),
+        ("reset_instances", {"component": "decoder", "instances": "0,2"}),
+    ]
+    await dev_client.get_workflow_handle(workflow_id).signal("delete")
+
+
+async def test_dry_run_sends_nothing(standins: None, omectl: Omectl, dev_client: Client, task_queue: str) -> None:
+    name = f"svc-{uuid4().hex[:6]}"
+    workflow_id = await start_isvc(dev_client, task_queue, name)
+    shown = await omectl("rollback", name, "-n", NAMESPACE, "--dry-run")
+    assert shown.exit_code == 0
+    assert shown.stdout.splitlines()[:4] == ["dry run: nothing sent", f"workflow: {workflow_id}", "update: rollback", "input: none"]
+    assert shown.stdout.splitlines()[4].startswith(f"temporal: temporal workflow update execute --workflow-id {workflow_id} --name rollback")
+    assert await calls(dev_client, workflow_id) == []
+    await dev_client.get_workflow_handle(workflow_id).signal("delete")
+
+
+async def test_a_verb_for_a_missing_workflow_exits_1(standins: None, omectl: Omectl) -> None:
+    missing = await omectl("resume", "nothing-here", "-n", NAMESPACE)
+    assert missing.exit_code == 1
+    assert f"no running workflow isvc/{NAMESPACE}/nothing-here" in missing.stderr
+
+
+async def test_drain_node_starts_once_then_conflicts_and_undrain_releases(
+    standins: None, omectl: Omectl, dev_client: Client
+) -> None:
+    node = f"node-{uuid4().hex[:6]}"
+    started = await omectl("drain", "node", node, "--reason", "kernel upgrade", "--timeout", "2h")
+    assert started.exit_code == 0, started.output
+    assert started.stdout.strip() == f"started Drain drain/node/{node}"
+    handle = dev_client.get_workflow_handle(f"drain/node/{node}")
+    assert await handle.query("input") == {"node": node, "reason": "kernel upgrade", "timeout": "2h"}
+
+    again = await omectl("drain", "node", node)
+    assert again.exit_code == 3
+    assert f"drain/node/{node} is already running" in again.stderr
+
+    released = await omectl("undrain", "node", node)
+    assert released.exit_code == 0, released.output
+    assert await handle.result() == "Released"
+
+
+def trafficmap_view(name: str) -> dict[str, Any]:
+    return {
+        "namespace": NAMESPACE,
+        "isvc": name,
+        "mode": "All",
+        "map_generation": 2,
+        "entries": [
+            {"cluster": "worker-a", "weight": 2, "healthy": True},
+            {"cluster": "worker-b", "weight": 3, "healthy": True},
+        ],
+        "conditions": [
+            {"type": "Routable", "status": "True", "reason": "Routable", "observedGeneration": 2},
+            {"type": "Published", "status": "True", "reason": "Published", "observedGeneration": 1},
+        ],
+    }
+
+
+async def test_trafficmap_get_and_cluster_drain(standins: None, omectl: Omectl, dev_client: Client, task_queue: str) -> None:
+    name = f"chat-{uuid4().hex[:6]}"
+    workflow_id = f"trafficmap/{NAMESPACE}/{name}"
+    handle = await dev_client.start_workflow("TrafficMap", trafficmap_view(name), id=workflow_id, task_queue=task_queue)
+
+    shown = await omectl("get", "tm", name, "-n", NAMESPACE)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "MODE", "TARGETS", "ROUTABLE", "PUBLISHED"]
+    assert lines[1].split() == [name, "All", "2", "True", "Unknown"]  # Published is of generation 1
+    assert [line.split() for line in lines[3:]] == [
+        ["CLUSTER", "WEIGHT", "HEALTHY", "DRAINS", "PROBE"], ["worker-a", "2", "true", "-", "-"], ["worker-b", "3", "true", "-", "-"],
+    ]
+    as_json = await omectl("get", "trafficmap", name, "-n", NAMESPACE, "-o", "json")
+    assert json.loads(as_json.stdout)[0]["weights"] == {}
+
+    drained = await omectl("drain", "cluster", name, "--workload-cluster", "worker-b", "--id", "upgrade-42", "-n", NAMESPACE)
+    assert drained.exit_code == 0, drained.output
+    assert drained.stdout.strip() == "override-id=upgrade-42 cluster=worker-b overrides=0 -> 1"
+    again = await omectl("drain", "cluster", name, "--workload-cluster", "worker-b", "--id", "upgrade-42", "-n", NAMESPACE)
+    assert again.exit_code == 1
+    assert again.stderr.strip().endswith("traffic drain refused: override ID already exists")
+    await handle.signal("delete")
+
+
+async def test_get_of_a_missing_workflow_exits_1(standins: None, omectl: Omectl) -> None:
+    missing = await omectl("get", "isvc", "nothing-here", "-n", NAMESPACE)
+    assert missing.exit_code == 1
+    assert f"no workflow isvc/{NAMESPACE}/nothing-here" in missing.stderr
+
+
+async def test_unknown_kind_is_a_usage_error(omectl: Omectl) -> None:
+    wrong = await omectl("get", "pods")
+    assert wrong.exit_code == 2
+    flat = " ".join(wrong.output.replace("│", " ").split())
+    assert "KIND must be one of isvc, irep, instances, retry-blocks, migrations, trafficmap, got 'pods'" in flat
+
+
+async def test_every_command_has_help_with_an_example(omectl: Omectl) -> None:
+    commands = [
+        ["apply"], ["get"], ["promote"], ["rollback"], ["retry"], ["repin"], ["pause"], ["resume"], ["release-held"],
+        ["reset"], ["migrate"], ["drain", "node"], ["drain", "cluster"], ["undrain", "node"], ["undrain", "cluster"],
+    ]
+    for command in commands:
+        shown = await omectl(*command, "--help")
+        assert shown.exit_code == 0, command
+        assert "Example" in shown.stdout and f"omectl {' '.join(command)}" in shown.stdout, command

@@ -1,0 +1,104 @@
+"""Sending a planned message (`workers.omectl.plans.Send`) and turning the workflow's answer
+into omectl's output and exit code: 0 done, 1 refused (the workflow's refusal text, verbatim),
+3 conflict (a drain already running on the node, or a refusal the reference calls a conflict)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from workers.omectl.plans import Send, temporal_command
+from workers.omectl.session import EXIT_CONFLICT, EXIT_REFUSED, CommandFailed, settings, stderr, stdout
+
+CONFLICT_PREFIXES = (
+    "guarded annotation patch rejected",
+    "migration precondition conflicts or is stale",
+    "held-release preview became stale",
+    "guarded held-release rejected",
+)
+"""Refusals of spec reference §3.3, §11, §13 and §20 that exit 3 (conflict), not 1."""
+
+
+def exit_code_of(message: str) -> int:
+    return EXIT_CONFLICT if message.startswith(CONFLICT_PREFIXES) else EXIT_REFUSED
+
+
+def refusal_text(error: WorkflowUpdateFailedError) -> str:
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        return cause.message
+    return str(getattr(cause, "message", None) or cause or error)
+
+
+def shown(answer: Any) -> str:
+    """A string answer verbatim; `{"rows": [...]}` (a traffic drain) as its rows; else JSON."""
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, dict) and isinstance(answer.get("rows"), list):
+        return "\n".join(
+            f"override-id={row.get('override_id')} cluster={row.get('cluster')} overrides={row.get('overrides')}"
+            for row in answer["rows"]
+        )
+    return json.dumps(answer)
+
+
+def command_line(send: Send) -> str:
+    temporal = settings().temporal
+    return temporal_command(send, temporal.address, temporal.namespace)
+
+
+def print_dry_run(send: Send) -> None:
+    stdout.print(f"dry run: nothing sent\nworkflow: {send.workflow_id}", markup=False)
+    stdout.print(f"{send.kind}: {send.name}", markup=False)
+    stdout.print(f"input: {'none' if send.input is None else json.dumps(send.input)}", markup=False)
+    stdout.print(f"temporal: {command_line(send)}", markup=False)
+
+
+async def deliver(temporal: Client, send: Send) -> Any:
+    """Send it; the answer of an Update, None for a signal or a start."""
+    handle = temporal.get_workflow_handle(send.workflow_id)
+    try:
+        if send.kind == "update":
+            if send.input is None:
+                return await handle.execute_update(send.name)
+            return await handle.execute_update(send.name, send.input)
+        if send.kind == "signal":
+            if send.input is None:
+                await handle.signal(send.name)
+            else:
+                await handle.signal(send.name, send.input)
+            return None
+        await temporal.start_workflow(send.name, send.input, id=send.workflow_id, task_queue=send.task_queue)
+        return None
+    except WorkflowUpdateFailedError as error:
+        message = refusal_text(error)
+        raise CommandFailed(message, exit_code_of(message)) from error
+    except WorkflowAlreadyStartedError as error:
+        raise CommandFailed(f"{send.workflow_id} is already running: {send.name} not started again", EXIT_CONFLICT) from error
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise CommandFailed(f"no running workflow {send.workflow_id}: {error.message}") from error
+        raise
+
+
+async def perform(temporal_client: Any, send: Send, dry_run: bool) -> None:
+    """The whole verb: a dry run prints what would go; otherwise send, print the answer, and
+    the `temporal` command that does the same (on stderr, so stdout is the answer alone)."""
+    if dry_run:
+        print_dry_run(send)
+        return
+    temporal = await temporal_client()
+    try:
+        answer = await deliver(temporal, send)
+    finally:
+        stderr.print(f"temporal: {command_line(send)}", markup=False)
+    if send.kind == "update":
+        stdout.print(shown(answer), markup=False)
+    elif send.kind == "signal":
+        stdout.print(f"signal {send.name} sent to {send.workflow_id}", markup=False)
+    else:
+        stdout.print(f"started {send.name} {send.workflow_id}", markup=False)
