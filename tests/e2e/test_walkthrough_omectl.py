@@ -10,7 +10,6 @@ omectl reads `OME_TEMPORAL__ADDRESS` as the worker does (the `temporal` CLI read
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -18,11 +17,11 @@ import pytest
 
 from tests.e2e.running_stack import RunningStack
 from tests.e2e.test_walkthrough import README, output_of, run_walkthrough, walkthrough_commands
+from workers.omectl.rollout_watch import FRAME_MARK
 from workflows.service.canary_requests import REFUSED_NO_RUN
 
 HEADING = "Operating it with `omectl`"
 NAME = "qwen3-omectl"
-ROLLOUT_INSTALLED = importlib.util.find_spec("workers.omectl.rollout") is not None
 INSTANCE_LINE = re.compile(r"#(\d+)\s+(\w+)\s+(\S+)(?: -> (\S+))?")
 """An Instance of a `rollout status` frame: index, phase, running revision, revision moving to."""
 
@@ -32,9 +31,6 @@ def test_readme_omectl_section_runs_as_written(stack: RunningStack, tmp_path: Pa
     monkeypatch.setenv("OME_TEMPORAL__ADDRESS", stack.address)
     commands = walkthrough_commands(README.read_text(), heading=HEADING)
     assert len(commands) >= 30, f"the section lost its commands: {commands}"
-    if not ROLLOUT_INSTALLED:
-        commands = [command for command in commands if not command.startswith("omectl rollout")]
-        print("workers.omectl.rollout is not installed: the `omectl rollout` commands are left out")
     outputs, stderr = run_walkthrough(stack, tmp_path, commands)
 
     def out(starts_with: str, nth: int = 0) -> str:
@@ -100,12 +96,12 @@ def test_readme_omectl_section_runs_as_written(stack: RunningStack, tmp_path: Pa
     assert out("omectl apply -f deploy/examples/omectl-demo-new-image.yaml").strip() == (
         f"inferenceservice.ome.io/{NAME} accepted (generation 2, changed)"
     )
-    if ROLLOUT_INSTALLED:
-        from workers.omectl.rollout_watch import FRAME_MARK
-
-        watched = out("omectl rollout status qwen3-omectl -n omectl-demo --watch")
-        frames = [frame for frame in watched.split(FRAME_MARK)[1:] if INSTANCE_LINE.search(frame)]
-        revisions = {tuple(match[3] for match in INSTANCE_LINE.finditer(frame)) for frame in frames}
-        assert len(frames) >= 2 and len(revisions) >= 2, f"the watch saw no Instance move:\n{watched}"
-        assert any(match[4] for frame in frames for match in INSTANCE_LINE.finditer(frame)), watched
-        assert "has had no rollout run" in out("omectl rollout history")
+    watched = out("omectl rollout status qwen3-omectl -n omectl-demo --watch")
+    frames = [frame for frame in watched.split(FRAME_MARK)[1:] if INSTANCE_LINE.search(frame)]
+    revisions = {tuple(match[3] for match in INSTANCE_LINE.finditer(frame)) for frame in frames}
+    assert len(frames) >= 2 and len(revisions) >= 2, f"the watch saw no Instance move:\n{watched}"
+    assert any(match[4] for frame in frames for match in INSTANCE_LINE.finditer(frame)), watched
+    last = list(INSTANCE_LINE.finditer(frames[-1]))
+    assert last and all(m[2] == "Ready" and m[4] is None for m in last), f"the watch ended mid-change:\n{frames[-1]}"
+    assert len({m[3] for m in last}) == 1 and revisions != {tuple(m[3] for m in last)}, watched
+    assert "has had no rollout run" in out("omectl rollout history")

@@ -3,13 +3,13 @@
 `apply` and `get` read and write through the workflows (`workers.omectl.apply`,
 `workers.omectl.get`); the action verbs send their Updates and signals
 (`workers.omectl.actions`); `rollout` (status, explain, history) comes from
-`workers.omectl.rollout` when it is installed. Every command has `--help` with an example."""
+`workers.omectl.rollout`. Every command has `--help` with an example."""
 
 from __future__ import annotations
 
 import typer
 
-from workers.omectl import actions
+from workers.omectl import actions, rollout
 from workers.omectl.apply import apply
 from workers.omectl.get import get
 from workers.omectl.session import finish
@@ -31,14 +31,7 @@ app.command("apply", help=apply.__doc__)(apply)
 app.command("get", help=get.__doc__)(get)
 actions.register(app)
 
-try:
-    import workers.omectl.rollout as rollout  # written beside this module; absent on branches without it
-except ModuleNotFoundError as missing:  # pragma: no cover - depends on the checkout
-    if missing.name != "workers.omectl.rollout":
-        raise  # rollout is there but something it imports is not: say so
-    rollout = None
-if rollout is not None:
-    app.add_typer(rollout.app, name="rollout")
+app.add_typer(rollout.app, name="rollout")
 
 
 def main() -> None:

@@ -75,4 +75,5 @@ async def _call(command: Callable[[], Awaitable[T]]) -> T:
 
 
 def option_namespace() -> str:
-    return typer.Option("default", "--namespace", "-n", help="Namespace of the InferenceService.")
+    option: str = typer.Option("default", "--namespace", "-n", help="Namespace of the InferenceService.")
+    return option
