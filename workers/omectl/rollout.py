@@ -128,7 +128,7 @@ def history(
         client = await session.client()
         found = await rollout_reads.rollout_histories(client, namespace, name, runs)
         if not found:
-            session.stdout.print(f"{namespace}/{name} has had no rollout run (the first revision never runs one)")
+            session.stdout.print(f"{namespace}/{name} has had no rollout run (runs exist for components in spec.rollout.groups, from their second revision on)")
             return
         oldest = min((run.started for run in found if run.started is not None), default=None)
         steering = await rollout_reads.service_history(client, namespace, name, oldest)

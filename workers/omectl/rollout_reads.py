@@ -50,6 +50,7 @@ async def snapshot(client: Client, namespace: str, name: str) -> StatusSnapshot:
             ) from error
         raise
     replicas: dict[str, InferenceReplicaStatus] = {}
+    unread: set[str] = set()
     for component, status in service.status.components.items():
         if status.lifecycle is None:
             continue  # a Deployment-mode component has no InferenceReplica
@@ -57,8 +58,8 @@ async def snapshot(client: Client, namespace: str, name: str) -> StatusSnapshot:
         try:
             replicas[component] = await replica.query(REPLICA_STATUS, result_type=InferenceReplicaStatus)
         except (RPCError, WorkflowQueryFailedError):
-            continue  # retired, or not started yet: the service's totals still show it
-    return StatusSnapshot(service=service, rollout=rollout, replicas=replicas)
+            unread.add(component)  # retired, or not started yet: the service's totals still show it
+    return StatusSnapshot(service=service, rollout=rollout, replicas=replicas, unread=frozenset(unread))
 
 
 async def explain(client: Client, namespace: str, name: str, component: str) -> tuple[ExplainView, StatusSnapshot]:

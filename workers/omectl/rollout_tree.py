@@ -38,6 +38,8 @@ class StatusSnapshot:
     rollout: RolloutStatusView
     replicas: dict[str, InferenceReplicaStatus] = field(default_factory=dict)
     """Component -> its InferenceReplica's `status` (OMENative components only)."""
+    unread: frozenset[str] = frozenset()
+    """OMENative components whose InferenceReplica did not answer (not started yet, or busy)."""
 
     def to_json(self) -> dict[str, Any]:
         """`-o json`: the answers as the `temporal` CLI would print them, in one document."""

@@ -17,8 +17,12 @@ from enum import StrEnum
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError
 
+from workers.omectl.rollout_reads import not_found
 from workers.omectl.rollout_tree import StatusSnapshot, render_text, same_revision, status_tree
+from workers.omectl.session import stderr
 
 POLL_SECONDS = 1.0
 """How often the queries are asked: a person sees a change within a second, and a query is cheap."""
@@ -37,14 +41,16 @@ class Progress(StrEnum):
     FAILED = "Failed"
 
 
-def progress_of(snapshot: StatusSnapshot) -> Progress:
-    """Whether the service's change is done: the run (if any) failed or rolled back, or no run
-    is active and every OMENative component serves its update revision on every Instance."""
+def progress_of(snapshot: StatusSnapshot, watched_runs: frozenset[int] = frozenset()) -> Progress:
+    """Whether the service's change is done: the run failed or rolled back (the active run, or one
+    this watch saw active: a run that closed before the watch began is an earlier change's), or
+    no run is active and every OMENative component serves its update revision on every Instance."""
     rollout = snapshot.rollout
     phases = {rollout.reported, *(row.phase for row in rollout.rows), *(row.group_phase for row in rollout.rows)}
-    if phases & FAILED_PHASES:
+    ours = rollout.active or (rollout.run is not None and rollout.run in watched_runs)
+    if ours and phases & FAILED_PHASES:
         return Progress.FAILED
-    if rollout.active:
+    if rollout.active or snapshot.unread:
         return Progress.MOVING
     ready = snapshot.service.status.condition("Ready")
     if ready is None or ready.status != "True":
@@ -90,10 +96,25 @@ async def poll(
     poll_seconds: float,
 ) -> Progress | None:
     moved, settled = False, 0
+    watched_runs: set[int] = set()
+    waiting = False
     while True:
-        snapshot = await read()
+        try:
+            snapshot = await read()
+        except (RPCError, WorkflowQueryFailedError) as error:
+            if not_found(error):
+                raise
+            # A worker restarting or busy: keep the last frame and ask again.
+            if not waiting:
+                stderr.print(f"waiting for the workflows to answer: {error}", markup=False)
+            waiting = True
+            await asyncio.sleep(poll_seconds)
+            continue
+        waiting = False
         show(snapshot)
-        progress = progress_of(snapshot)
+        if snapshot.rollout.active and snapshot.rollout.run is not None:
+            watched_runs.add(snapshot.rollout.run)
+        progress = progress_of(snapshot, frozenset(watched_runs))
         if progress is Progress.MOVING:
             moved, settled = True, 0
         else:

@@ -75,10 +75,20 @@ def test_json_holds_every_answer() -> None:
 # --- the --until-done verdict --------------------------------------------------------------
 
 
-def failed_canary() -> StatusSnapshot:
+def failed_canary(active: bool = True, base: StatusSnapshot | None = None) -> StatusSnapshot:
     paused = canary_paused()
     row = RolloutRow.model_validate({**paused.rollout.rows[0].model_dump(), "phase": "RolledBack", "group_phase": "RolledBack"})
-    return StatusSnapshot(paused.service, RolloutStatusView(reported="RolledBack", run=3, active=True, rows=[row]), paused.replicas)
+    rollout = RolloutStatusView(reported="RolledBack", run=3, active=active, rows=[row])
+    return StatusSnapshot((base or paused).service, rollout, (base or paused).replicas)
+
+
+def closed_rollback_then(later: StatusSnapshot) -> StatusSnapshot:
+    """A run that rolled back before the watch began, while a later change (no run) moves or rests."""
+    return failed_canary(active=False, base=later)
+
+
+def unread(snapshot: StatusSnapshot) -> StatusSnapshot:
+    return StatusSnapshot(snapshot.service, snapshot.rollout, {}, unread=frozenset({"engine"}))
 
 
 @pytest.mark.parametrize(
@@ -86,6 +96,15 @@ def failed_canary() -> StatusSnapshot:
     [
         pytest.param(canary_paused(), Progress.MOVING, id="run-active"),
         pytest.param(failed_canary(), Progress.FAILED, id="rolled-back"),
+        pytest.param(
+            closed_rollback_then(rolling([instance(0, NEW), instance(1, OLD)])), Progress.MOVING, id="earlier-run-rolled-back-now-moving"
+        ),
+        pytest.param(
+            closed_rollback_then(rolling([instance(0, NEW), instance(1, NEW)], current=NEW)),
+            Progress.COMPLETE,
+            id="earlier-run-rolled-back-now-done",
+        ),
+        pytest.param(unread(rolling([instance(0, NEW)], current=NEW)), Progress.MOVING, id="replica-unread"),
         pytest.param(rolling([instance(0, NEW), instance(1, NEW)], current=NEW), Progress.COMPLETE, id="all-on-update"),
         pytest.param(rolling([instance(0, NEW), instance(1, OLD)]), Progress.MOVING, id="one-behind"),
         pytest.param(rolling([instance(0, NEW), instance(1, NEW)]), Progress.MOVING, id="current-not-promoted-yet"),
@@ -94,6 +113,43 @@ def failed_canary() -> StatusSnapshot:
 )
 def test_progress(snapshot: StatusSnapshot, expected: Progress) -> None:
     assert progress_of(snapshot) is expected
+
+
+def test_a_closed_run_the_watch_saw_active_that_rolled_back_is_a_failure() -> None:
+    assert progress_of(failed_canary(active=False), frozenset({3})) is Progress.FAILED
+
+
+async def test_the_watch_rides_out_workflows_that_do_not_answer_for_a_while() -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    answers: Iterator[StatusSnapshot | Exception] = iter(
+        [
+            RPCError("deadline exceeded", RPCStatusCode.DEADLINE_EXCEEDED, b""),
+            RPCError("deadline exceeded", RPCStatusCode.DEADLINE_EXCEEDED, b""),
+            rolling([instance(0, OLD, NEW, phase="Updating")]),
+            rolling([instance(0, NEW)], current=NEW),
+        ]
+    )
+
+    async def read() -> StatusSnapshot:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    out = io.StringIO()
+    ended = await watch(read, Console(file=out, width=220), until_done=True, poll_seconds=0)
+    assert ended is Progress.COMPLETE and len(out.getvalue().split(FRAME_MARK)[1:]) == 2
+
+
+async def test_the_watch_ends_when_the_service_is_gone() -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    async def read() -> StatusSnapshot:
+        raise RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
+
+    with pytest.raises(RPCError):
+        await watch(read, Console(file=io.StringIO()), until_done=True, poll_seconds=0)
 
 
 # --- the watch's frames --------------------------------------------------------------------
