@@ -1,24 +1,41 @@
-"""Temporal's OpenTelemetry tracing interceptor, made to give one trace per workflow operation
-with the product's `ome.*` attributes.
+"""Temporal's OpenTelemetry tracing interceptor, made to give one trace per workflow run with
+the product's `ome.*` attributes.
 
 `temporalio.contrib.opentelemetry.TracingInterceptor` propagates span context from a client
-span through workflows, child workflows and activities. Two things it does not do for us:
+span through workflows, child workflows, continue-as-new runs and activities. Left alone, that
+makes one trace per InferenceService *lifetime*: its InferenceReplicas, Instances and Rollouts
+are child workflows and every continue-as-new run carries the context on, so weeks of
+operations pile into one trace. What this subclass changes:
 
-1. **A root for workflows started without a span.** `temporal workflow start`, a schedule or
-   any client without this interceptor carry no span context. The SDK then either makes no
-   workflow spans, or (`always_create_workflow_spans`) makes every `StartActivity` its own
-   trace: the `RunWorkflow` span is emitted and forgotten, because a span kept open in workflow
-   code would not survive replay. Here such a workflow gets a parent context derived from its
-   workflow ID and run ID (`root_carrier`), the same on every replay, and its `RunWorkflow` span
-   is created with exactly those IDs (`PinnedIdGenerator`), so it is the root of one trace that
-   every later activity, child workflow and HTTP call joins, even after the worker restarts.
-2. **Attributes.** Every workflow span carries the `ome.*` attributes of its workflow ID
+1. **Every workflow run is the root of its own trace.** The run's `RunWorkflow` span has IDs
+   derived from its workflow ID and run ID (`root_ids`): the workflow-side interceptor uses
+   that context as the workflow's (`root_carrier`), the same on every replay, and the extern
+   function creates the `RunWorkflow` span with exactly those IDs (`PinnedIdGenerator`) and no
+   parent. Every later activity, child-workflow start, signal, update and HTTP call of the run
+   joins it, even after the worker restarts.
+2. **Where the run came from is a link, not the parent.** The context that arrived in the
+   start headers (the parent workflow's `StartChildWorkflow` span, the previous run of a
+   continue-as-new, a traced client's `StartWorkflow` span) becomes a span link on
+   `RunWorkflow`, so a trace UI can jump from a child to its parent's trace and back while each
+   stays bounded. A link to a span context that was not sampled (a client span dropped as an
+   orphan, see workers/tracing.py) is left off: it would point at nothing.
+3. **Attributes.** Every workflow span carries the `ome.*` attributes of its workflow ID
    (`models/trace_attributes.py`); `RunWorkflow` and every `RunActivity` add `ome.revision`
    when their input carries one.
 
-Replay safety: workflow-side code here only reads the workflow's info and input and hashes
-them; spans are still created by the SDK's extern function, which skips them during replay.
-A run continued-as-new carries its context in its headers, so it stays in the same trace.
+Replay safety: workflow-side code here only reads the workflow's info, headers and input and
+hashes them; spans are still created by the SDK's extern function, which skips them during
+replay. One duplicate remains, as for every span of the SDK's: when the run's *first* workflow
+task fails after the root was emitted (a worker dies mid-task, a task timeout), the retried
+task is not a replay and emits `RunWorkflow` again, with the same trace and span ID (backends
+show one span, Jaeger with a "duplicate span ID" warning). `workflow.info().attempt` cannot
+guard this: it counts workflow retries (each a new run, so a new root), not task attempts.
+
+Instances are long-lived: one Instance run holds every operation (create, update, restart,
+delete) until it continues as new (`is_continue_as_new_suggested`, so its trace is bounded by
+Temporal's history limits, not by the Instance's lifetime). Rooting each operation in its own
+trace would mean re-attaching the workflow's OpenTelemetry context from workflow code at each
+`begin()` and on the run after a continue-as-new mid-operation; that is left for later.
 
 The SDK documents subclassing these two classes as the way to customise them; the methods
 overridden here (`_completed_span`, `_load_workflow_context_carrier`, `_completed_workflow_span`)
@@ -50,8 +67,8 @@ from temporalio.worker import (
 from models.trace_attributes import REVISION, revision_of, workflow_attributes
 
 _ROOT_MARK = "ome.trace_root"
-"""Passed from workflow code to the extern function, which removes it: this span is the
-workflow's root and must get the IDs its children already name."""
+"""Passed from workflow code to the extern function, which removes it: this span is the run's
+root and must get the IDs its children already name."""
 
 _pinned: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("ome_pinned_ids", default=None)
 
@@ -81,7 +98,7 @@ def pinned_ids(trace_id: int, span_id: int) -> Iterator[None]:
 
 
 def root_ids(workflow_id: str, run_id: str) -> tuple[int, int]:
-    """Trace and span ID of a spanless workflow run's root: a hash, so every replay agrees."""
+    """Trace and span ID of a workflow run's root: a hash, so every replay agrees."""
     digest = hashlib.sha256(f"{workflow_id}\0{run_id}".encode()).digest()
     # W3C forbids all-zero IDs; a zero from sha256 is not going to happen, but costs nothing.
     return int.from_bytes(digest[:16]) or 1, int.from_bytes(digest[16:24]) or 1
@@ -100,6 +117,12 @@ def _ids_of(carrier: Mapping[str, Any]) -> tuple[int, int] | None:
     return int(parts[1], 16), int(parts[2], 16)
 
 
+def _sampled(carrier: Mapping[str, Any] | None) -> bool:
+    """Whether a carrier names a sampled span (a W3C `traceparent` with the sampled flag)."""
+    parts = str((carrier or {}).get("traceparent", "")).split("-")
+    return len(parts) == 4 and bool(int(parts[3] or "0", 16) & 1)
+
+
 def _plain(value: Any) -> Mapping[str, Any] | None:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
@@ -113,7 +136,8 @@ def input_revision(args: Any) -> str | None:
 
 
 class OmeTracingInterceptor(TracingInterceptor):
-    """The SDK's tracing interceptor with spanless workflows rooted and `ome.*` attributes added.
+    """The SDK's tracing interceptor with every workflow run rooted, its origin linked, and
+    `ome.*` attributes added.
 
     Goes on the client (`workers/client.py`): every client and every worker built on it."""
 
@@ -128,6 +152,8 @@ class OmeTracingInterceptor(TracingInterceptor):
         return super().intercept_activity(_ActivityAttributes(next))
 
     def _completed_workflow_span(self, params: Any) -> Any:
+        if params.link_context is not None and not _sampled(params.link_context):
+            params = dataclasses.replace(params, link_context=None)
         attributes = dict(params.attributes or {})
         if not attributes.pop(_ROOT_MARK, False):
             return super()._completed_workflow_span(params)
@@ -142,7 +168,7 @@ class OmeTracingInterceptor(TracingInterceptor):
 
 
 class OmeWorkflowInboundInterceptor(TracingWorkflowInboundInterceptor):
-    """Workflow side: the derived root for spanless runs and `ome.*` on every workflow span."""
+    """Workflow side: the run's derived root, its origin as a link, `ome.*` on every span."""
 
     # Read from the workflow's info on first use: the info does not exist yet while the SDK
     # constructs its interceptors.
@@ -153,25 +179,29 @@ class OmeWorkflowInboundInterceptor(TracingWorkflowInboundInterceptor):
             self._ome_attributes = workflow_attributes(workflow.info().workflow_id)
         return self._ome_attributes
 
-    def _derived_root(self) -> bool:
-        """Started without span context (CLI, schedule, an untraced client)."""
-        return self.header_key not in workflow.info().headers
-
     def _load_workflow_context_carrier(self) -> Any:
-        if self._derived_root():
+        """The run's own root, whatever arrived in its headers (that is `_origin_carrier`)."""
+        if not self._workflow_context_carrier:
             info = workflow.info()
-            return root_carrier(info.workflow_id, info.run_id)
-        return super()._load_workflow_context_carrier()
+            self._workflow_context_carrier = root_carrier(info.workflow_id, info.run_id)
+        return self._workflow_context_carrier
+
+    def _origin_carrier(self) -> Any:
+        """The span context the run was started with: a parent workflow's `StartChildWorkflow`,
+        the previous run of a continue-as-new, a traced client's start; None when untraced."""
+        header = workflow.info().headers.get(self.header_key)
+        return self.payload_converter.from_payloads([header])[0] if header else None
 
     async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
-        # The SDK's own version, plus the root mark and the revision of the workflow's input.
-        extra: dict[str, Any] = {_ROOT_MARK: True} if self._derived_root() else {}
+        # The SDK's own version, plus the root mark, the origin link and the input's revision.
+        extra: dict[str, Any] = {_ROOT_MARK: True}
         if revision := input_revision(input.args):
             extra[REVISION] = revision
         with self._top_level_workflow_context(success_is_complete=True):
             self._completed_span(
                 f"RunWorkflow:{workflow.info().workflow_type}",
                 kind=opentelemetry.trace.SpanKind.SERVER,
+                link_context_carrier=self._origin_carrier(),
                 additional_attributes=extra,
             )
             return await WorkflowInboundInterceptor.execute_workflow(self, input)

@@ -24,3 +24,18 @@ class StepsWorkflow:
         for number in range(count):
             await workflow.execute_activity(step, number, start_to_close_timeout=timedelta(seconds=10))
         return count
+
+
+PARENT = "TraceTestParent"
+
+
+@workflow.defn(name=PARENT)
+class ParentWorkflow:
+    """Starts a `StepsWorkflow` child, then continues as new once: three runs, three traces."""
+
+    @workflow.run
+    async def run(self, continued: bool) -> int:
+        if continued:
+            return await workflow.execute_activity(step, 1, start_to_close_timeout=timedelta(seconds=10))
+        await workflow.execute_child_workflow(StepsWorkflow.run, 1, id=f"{workflow.info().workflow_id}/child")
+        workflow.continue_as_new(True)
