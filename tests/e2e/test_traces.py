@@ -1,17 +1,23 @@
 """Traces end to end: the worker process exports to a real OTLP/gRPC receiver, and one workflow
-operation is one trace across the workflow, its activities and the HTTP calls they make.
+run is one trace across the workflow, its activities and the HTTP calls they make.
 
 The worker runs as its own process (`workers.worker.run`, what `python -m workers` runs),
 configured only through the environment, `OME_OTEL__OTLP_ENDPOINT` pointing at the receiver of
 tests/fixtures/otlp_receiver.py (the Collector and Jaeger are not installable here). Workflows
-are started by a client without tracing, as `temporal workflow start` starts them: no span
-context arrives with them, so the workflow's `RunWorkflow` span must be the trace's root.
+are started by a client without tracing, as `temporal workflow start` and `omectl` start them.
+Every run's `RunWorkflow` span is its trace's root; where the run came from (a parent
+workflow's `StartChildWorkflow` span) is a link.
 
-1. An Instance created against kubesim: `RunWorkflow:Instance` is the root; its activities'
-   `RunActivity` spans descend from it; the pod create (`POST /api/v1/namespaces/{ns}/pods`) is
-   a child of the create-pods activity span, although that activity runs on a worker thread;
-   everything is one trace and the workflow and activity spans carry `ome.*` attributes.
-2. A canary analysis sample against the real Prometheus: its `GET /api/v1/query` is a child of
+1. An InferenceService applied as the controller, `omectl apply` and the README apply it (the
+   `apply` Update with start): its Instance's `RunWorkflow:Instance` is the root of a trace of
+   its own, linked to the InferenceReplica's `StartChildWorkflow:Instance` span, and holding
+   the Instance's pod create (`POST /api/v1/namespaces/{ns}/pods`) under the create-pods
+   activity span; the InferenceService's and the InferenceReplica's traces hold none of the
+   Instance's spans.
+2. An Instance started directly: the same tree (a root without links), the pod create a child of
+   the create-pods activity span although that activity runs on a worker thread, and `ome.*`
+   attributes on every workflow and activity span.
+3. A canary analysis sample against the real Prometheus: its `GET /api/v1/query` is a child of
    the `prometheus.analysis_sample` activity span, in the trace of the workflow that took it.
 """
 
@@ -35,6 +41,7 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
+from bench.lifecycle_stack import isvc_manifest, runtime_manifest
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from models.canary_analysis import (
@@ -52,8 +59,16 @@ from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.fixtures.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.fixtures.prometheus import RunningPrometheus
 from workers.config import ENV_PREFIX
+from workers.control.temporal import apply_with_start
 from workers.watch.pods import PodWatcher, TemporalSignalSink
-from workflows.names import instance_workflow_id, rollout_workflow_id
+from workflows.names import (
+    INFERENCE_REPLICA,
+    INFERENCE_SERVICE,
+    INSTANCE,
+    instance_workflow_id,
+    isvc_workflow_id,
+    rollout_workflow_id,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -163,7 +178,8 @@ def render(spans: Iterable[ReceivedSpan], root: ReceivedSpan, limit: int = 60) -
         shown = {k: v for k, v in span.attributes.items() if k.startswith("ome.")}
         if http_method(span):
             shown = {"http": f"{http_method(span)} {http_path(span)}"}
-        lines.append(f"{'  ' * depth}{span.name} [{span.service}] {shown}")
+        linked = f" links={[span_id for _, span_id in span.links]}" if span.links else ""
+        lines.append(f"{'  ' * depth}{span.name} [{span.service}] {span.span_id} {shown}{linked}")
         for child in sorted(children.get(span.span_id, []), key=lambda s: s.start_ns):
             walk(child, depth + 1)
 
@@ -182,7 +198,105 @@ def root_of(spans: list[ReceivedSpan], workflow_type: str, workflow_id: str) -> 
     )
 
 
+def root_where(spans: list[ReceivedSpan], workflow_type: str, **attributes: str) -> ReceivedSpan | None:
+    """The `RunWorkflow` root of a workflow type whose `ome.*` attributes include `attributes`."""
+    wanted = {f"ome.{key}": value for key, value in attributes.items()}
+    return next(
+        (s for s in spans if s.name == f"RunWorkflow:{workflow_type}" and s.attributes.items() >= wanted.items()),
+        None,
+    )
+
+
 # --- the tests ----------------------------------------------------------------------------------
+
+
+APPLIED = "chat-v3"
+"""The InferenceService the apply test applies (its own, so the other tests' spans stay apart)."""
+
+
+async def test_an_applied_inferenceservice_gives_each_instance_run_its_own_linked_trace(traced: TracedStack) -> None:
+    # A namespace of its own: the other Instance's pod creates must not be mistaken for these.
+    namespace = f"{traced.namespace}-apply"
+    api = traced.sim.api_client()
+    kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    kubernetes.client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "ome.io", "v1beta1", namespace, "servingruntimes", runtime_manifest(namespace)
+    )
+    api.close()
+    manifest = isvc_manifest(namespace, APPLIED, 1, "engine:1")
+    # The controller's call: the `apply` Update with start of `isvc/{ns}/{name}`.
+    await apply_with_start(traced.client, traced.task_queue, manifest)
+    isvc_id = isvc_workflow_id(namespace, APPLIED)
+    pods_path = f"/api/v1/namespaces/{namespace}/pods"
+    instance = {"isvc": APPLIED, "component": "engine", "instance": f"{APPLIED}-engine-0"}
+
+    def instance_root(spans: list[ReceivedSpan]) -> ReceivedSpan | None:
+        return root_where(spans, INSTANCE, **instance)
+
+    def complete(spans: list[ReceivedSpan]) -> bool:
+        root = instance_root(spans)
+        received = {s.span_id for s in spans}
+        return (
+            root is not None
+            and root_where(spans, INFERENCE_SERVICE, isvc=APPLIED) is not None
+            and root_where(spans, INFERENCE_REPLICA, isvc=APPLIED) is not None
+            and any(
+                http_method(s) == "POST"
+                and http_path(s) == pods_path
+                and s.trace_id == root.trace_id
+                and s.parent_id in received
+                for s in spans
+            )
+        )
+
+    try:
+        spans = await asyncio.to_thread(
+            traced.receiver.wait_for, complete, 60.0, f"the applied Instance's trace (worker log {traced.worker_log})"
+        )
+    finally:
+        await traced.client.get_workflow_handle(isvc_id).terminate("trace test finished")
+
+    root = instance_root(spans)
+    isvc_root = root_where(spans, INFERENCE_SERVICE, isvc=APPLIED)
+    irep_root = root_where(spans, INFERENCE_REPLICA, isvc=APPLIED)
+    assert root is not None and isvc_root is not None and irep_root is not None
+    by_id = {s.span_id: s for s in spans}
+    trees = "\n".join(render(spans, r) for r in (isvc_root, irep_root, root))
+    print(f"\nspan trees of {isvc_id}:\n{trees}")
+    instance_id = str(root.attributes["temporalWorkflowID"])
+
+    # Three runs, three traces, each rooted at its own RunWorkflow span.
+    assert len({isvc_root.trace_id, irep_root.trace_id, root.trace_id}) == 3, trees
+    for run_root in (isvc_root, irep_root, root):
+        assert run_root.parent_id == "" and run_root.kind == "SERVER", trees
+
+    # The Instance's root links to the InferenceReplica's span that started it, in that trace.
+    assert len(root.links) == 1, trees
+    ((linked_trace, linked_span),) = root.links
+    start_child = by_id.get(linked_span)
+    assert start_child is not None and start_child.name == f"StartChildWorkflow:{INSTANCE}", trees
+    assert linked_trace == start_child.trace_id == irep_root.trace_id, trees
+    assert irep_root in ancestors(start_child, by_id), trees
+    # ... and the InferenceReplica's root links to the InferenceService's span that started it.
+    ((_, irep_origin),) = irep_root.links
+    assert by_id[irep_origin].trace_id == isvc_root.trace_id, trees
+
+    # The pod create is in the Instance's trace, under its create-pods activity.
+    posts = [s for s in spans if http_method(s) == "POST" and http_path(s) == pods_path and s.trace_id == root.trace_id]
+    assert posts, trees
+    for post in posts:
+        assert by_id[post.parent_id].name == "RunActivity:kube.create_pods", trees
+        assert root in ancestors(post, by_id), trees
+
+    # Bounded: the Instance's trace holds only the Instance's spans and its HTTP calls, and no
+    # other trace holds any of the Instance's spans.
+    in_instance_trace = [s for s in spans if s.trace_id == root.trace_id]
+    assert all(http_method(s) or s.attributes.get("temporalWorkflowID") == instance_id for s in in_instance_trace), trees
+    assert {s.trace_id for s in spans if s.attributes.get("temporalWorkflowID") == instance_id} == {root.trace_id}
+    isvc_trace = [s for s in spans if s.trace_id == isvc_root.trace_id]
+    assert not any(s.attributes.get("temporalWorkflowID") == instance_id for s in isvc_trace), trees
+    assert not any(http_method(s) == "POST" and http_path(s) == pods_path for s in isvc_trace), trees
+
 
 
 async def test_an_instance_is_one_trace_from_workflow_to_kubernetes_calls(traced: TracedStack) -> None:
@@ -227,8 +341,10 @@ async def test_an_instance_is_one_trace_from_workflow_to_kubernetes_calls(traced
     print(f"\nspan tree of {workflow_id}:\n{tree}")
     by_id = {s.span_id: s for s in spans}
 
-    # The root: no parent, named for the Instance, with every attribute its ID and input give.
+    # The root: no parent and no link (nothing traced started it), named for the Instance, with
+    # every attribute its ID and input give.
     assert root.parent_id == "" and root.kind == "SERVER" and root.service == "omeflow-worker", tree
+    assert root.links == [], tree
     instance_attributes = {
         "ome.namespace": namespace,
         "ome.isvc": ISVC,
