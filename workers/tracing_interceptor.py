@@ -31,11 +31,15 @@ task is not a replay and emits `RunWorkflow` again, with the same trace and span
 show one span, Jaeger with a "duplicate span ID" warning). `workflow.info().attempt` cannot
 guard this: it counts workflow retries (each a new run, so a new root), not task attempts.
 
-Instances are long-lived: one Instance run holds every operation (create, update, restart,
-delete) until it continues as new (`is_continue_as_new_suggested`, so its trace is bounded by
-Temporal's history limits, not by the Instance's lifetime). Rooting each operation in its own
-trace would mean re-attaching the workflow's OpenTelemetry context from workflow code at each
-`begin()` and on the run after a continue-as-new mid-operation; that is left for later.
+4. **Operations of long-lived runs.** An Instance run lives for weeks and carries out one
+   operation after another (create, update, restart, delete). Workflow code names them
+   (workflows/tracing.py): `operation_began` emits an `Operation:{kind}` root with IDs derived
+   from the workflow ID, its first run ID and the operation ID (`root_ids`; the same after a
+   continue-as-new) and a link to the run's root, and while `follow_operations`' callback
+   names an operation, every span the run would have parented on its root is parented on the
+   operation's instead. Between operations (an idle Ready Instance's `pods_changed` signals)
+   spans stay in the run's trace. The state is this interceptor's, one per workflow instance,
+   rebuilt on every replay from the same workflow code, so it is as deterministic as the code.
 
 The SDK documents subclassing these two classes as the way to customise them; the methods
 overridden here (`_completed_span`, `_load_workflow_context_carrier`, `_completed_workflow_span`)
@@ -47,7 +51,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -56,6 +60,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
+from temporalio.contrib.opentelemetry._context import attached_context
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
@@ -64,7 +69,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from models.trace_attributes import REVISION, revision_of, workflow_attributes
+from models.trace_attributes import OPERATION, REVISION, revision_of, workflow_attributes
 
 _ROOT_MARK = "ome.trace_root"
 """Passed from workflow code to the extern function, which removes it: this span is the run's
@@ -97,16 +102,18 @@ def pinned_ids(trace_id: int, span_id: int) -> Iterator[None]:
         _pinned.reset(token)
 
 
-def root_ids(workflow_id: str, run_id: str) -> tuple[int, int]:
-    """Trace and span ID of a workflow run's root: a hash, so every replay agrees."""
-    digest = hashlib.sha256(f"{workflow_id}\0{run_id}".encode()).digest()
+def root_ids(workflow_id: str, run_id: str, operation_id: str | None = None) -> tuple[int, int]:
+    """Trace and span ID of a workflow run's root, or with `operation_id` (and the chain's first
+    run ID as `run_id`) of an operation's root: a hash, so every replay agrees."""
+    key = f"{workflow_id}\0{run_id}" if operation_id is None else f"{workflow_id}\0{run_id}\0{operation_id}"
+    digest = hashlib.sha256(key.encode()).digest()
     # W3C forbids all-zero IDs; a zero from sha256 is not going to happen, but costs nothing.
     return int.from_bytes(digest[:16]) or 1, int.from_bytes(digest[16:24]) or 1
 
 
-def root_carrier(workflow_id: str, run_id: str) -> dict[str, str]:
-    """A W3C `traceparent` carrier naming the run's root span as sampled."""
-    trace_id, span_id = root_ids(workflow_id, run_id)
+def root_carrier(workflow_id: str, run_id: str, operation_id: str | None = None) -> dict[str, str]:
+    """A W3C `traceparent` carrier naming the run's (or the operation's) root span as sampled."""
+    trace_id, span_id = root_ids(workflow_id, run_id, operation_id)
     return {"traceparent": f"00-{trace_id:032x}-{span_id:016x}-01"}
 
 
@@ -206,9 +213,50 @@ class OmeWorkflowInboundInterceptor(TracingWorkflowInboundInterceptor):
             )
             return await WorkflowInboundInterceptor.execute_workflow(self, input)
 
+    # --- operations of long-lived runs (workflows/tracing.py) ---------------------------
+
+    _operation: Callable[[], str | None] | None = None
+
+    def follow_operations(self, current: Callable[[], str | None]) -> None:
+        self._operation = current
+
+    def operation_began(self, operation_id: str, name: str) -> None:
+        with self._in_operation(operation_id):
+            self._completed_span(
+                f"Operation:{name}",
+                kind=opentelemetry.trace.SpanKind.INTERNAL,
+                link_context_carrier=self._load_workflow_context_carrier(),
+                additional_attributes={_ROOT_MARK: True, OPERATION: operation_id},
+            )
+
+    @contextmanager
+    def _in_operation(self, operation_id: str) -> Iterator[None]:
+        info = workflow.info()
+        carrier = root_carrier(info.workflow_id, info.first_execution_run_id, operation_id)
+        with attached_context(self._set_on_context(self.text_map_propagator.extract(carrier))):
+            yield
+
+    def _current_operation(self) -> str | None:
+        """The operation a span emitted now belongs to: one is in progress, and the span would
+        otherwise hang off the run's root (not a query's client span, not a root itself)."""
+        if self._operation is None:
+            return None
+        operation = self._operation()
+        if operation is None:
+            return None
+        info = workflow.info()
+        current = opentelemetry.trace.get_current_span().get_span_context()
+        return operation if current.span_id == root_ids(info.workflow_id, info.run_id)[1] else None
+
     def _completed_span(self, span_name: str, **kwargs: Any) -> None:
-        kwargs["additional_attributes"] = {**self._workflow_attributes(), **(kwargs.get("additional_attributes") or {})}
-        super()._completed_span(span_name, **kwargs)
+        extra = kwargs.get("additional_attributes") or {}
+        kwargs["additional_attributes"] = {**self._workflow_attributes(), **extra}
+        operation = None if _ROOT_MARK in extra else self._current_operation()
+        if operation is None:
+            super()._completed_span(span_name, **kwargs)
+            return
+        with self._in_operation(operation):
+            super()._completed_span(span_name, **kwargs)
 
 
 class _ActivityAttributes(ActivityInboundInterceptor):
