@@ -22,7 +22,15 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from tests.replay.test_replay import FILES, history, replayer, workflow_type
-from tests.workers.trace_steps import PARENT, STEPS, ParentWorkflow, StepsWorkflow, step
+from tests.workers.trace_steps import (
+    OPERATIONS,
+    PARENT,
+    STEPS,
+    OperationsWorkflow,
+    ParentWorkflow,
+    StepsWorkflow,
+    step,
+)
 from workers.client import tracing_interceptors
 from workers.config import OtelSettings
 from workers.tracing import build_provider
@@ -60,7 +68,7 @@ async def run_steps(
     async with Worker(
         env.client,
         task_queue=task_queue,
-        workflows=[StepsWorkflow, ParentWorkflow],
+        workflows=[StepsWorkflow, ParentWorkflow, OperationsWorkflow],
         activities=[step],
         interceptors=[interceptor],
         max_cached_workflows=0,
@@ -161,6 +169,36 @@ async def test_a_child_and_a_continued_run_are_their_own_traces_linked_to_their_
     second_run = [s for s in spans if (s.attributes or {}).get("temporalRunID") == last_run]
     assert {s.context.trace_id for s in second_run} == {second.context.trace_id}
     assert named(second_run, "RunActivity:")
+
+
+async def test_each_operation_of_a_long_lived_run_is_its_own_trace(
+    workflow_env: WorkflowEnvironment, provider: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    tracer_provider, exporter = provider
+    interceptor = OmeTracingInterceptor(tracer_provider.get_tracer("test"))
+    workflow_id = instance_workflow_id("prod", "chat-v2", "engine", 3)
+    workflow_id = f"{workflow_id}-{uuid4().hex[:6]}"
+    run_id = await run_steps(workflow_env, workflow_env.client, interceptor, workflow_id, OPERATIONS, 2)
+    spans = exporter.get_finished_spans()
+
+    (root,) = named(spans, f"RunWorkflow:{OPERATIONS}")
+    # One root per operation, emitted once although every activation replayed the history.
+    operations = named(spans, "Operation:Update")
+    assert sorted((s.attributes or {})["ome.operation"] for s in operations) == ["update-1", "update-2"]
+    for operation in operations:
+        operation_id = str((operation.attributes or {})["ome.operation"])
+        # Derived from the workflow ID, its first run ID and the operation ID: found again
+        # after a continue-as-new.
+        assert (operation.context.trace_id, operation.context.span_id) == root_ids(workflow_id, run_id, operation_id)
+        assert operation.parent is None
+        assert link_ids(operation) == [(root.context.trace_id, root.context.span_id)]
+        starts = [s for s in named(spans, "StartActivity:") if s.parent and s.parent.span_id == operation.context.span_id]
+        assert len(starts) == 2 and {s.context.trace_id for s in starts} == {operation.context.trace_id}
+    # The step outside any operation, and the run's completion, stay in the run's trace.
+    in_run = {s.name for s in spans if s.context.trace_id == root.context.trace_id}
+    assert in_run == {f"RunWorkflow:{OPERATIONS}", "StartActivity:TraceTestStep", "RunActivity:TraceTestStep", f"CompleteWorkflow:{OPERATIONS}"}
+    assert len(named([s for s in spans if s.context.trace_id == root.context.trace_id], "StartActivity:")) == 1
+    assert len({s.context.trace_id for s in spans}) == 3
 
 
 def test_calls_outside_an_operation_are_not_sampled(

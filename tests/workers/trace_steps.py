@@ -9,6 +9,9 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 
+with workflow.unsafe.imports_passed_through():
+    from workflows import tracing
+
 STEPS = "TraceTestSteps"
 
 
@@ -39,3 +42,26 @@ class ParentWorkflow:
             return await workflow.execute_activity(step, 1, start_to_close_timeout=timedelta(seconds=10))
         await workflow.execute_child_workflow(StepsWorkflow.run, 1, id=f"{workflow.info().workflow_id}/child")
         workflow.continue_as_new(True)
+
+
+OPERATIONS = "TraceTestOperations"
+
+
+@workflow.defn(name=OPERATIONS)
+class OperationsWorkflow:
+    """A long-lived run's shape: a step outside any operation, then two operations of two steps."""
+
+    def __init__(self) -> None:
+        self.operation: str | None = None
+
+    @workflow.run
+    async def run(self, count: int) -> int:
+        tracing.follow_operations(lambda: self.operation)
+        await workflow.execute_activity(step, 0, start_to_close_timeout=timedelta(seconds=10))
+        for number in range(1, count + 1):
+            self.operation = f"update-{number}"
+            tracing.operation_began(self.operation, "Update")
+            for _ in range(2):
+                await workflow.execute_activity(step, number, start_to_close_timeout=timedelta(seconds=10))
+            self.operation = None
+        return count
