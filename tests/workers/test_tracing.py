@@ -2,7 +2,8 @@
 one trace, rooted at its own `RunWorkflow` span, even when every activation replays it from
 history (a worker restart, a cache eviction); a traced client's span, a parent workflow and the
 previous run of a continue-as-new are links, never the parent, so each run is its own bounded
-trace; HTTP calls, signals and queries made outside any operation are not sampled; omectl is not
+trace; each operation of a long-lived run (workflows/tracing.py) is a trace of its own, its root
+emitted once across replays and linked to the run's; HTTP calls, signals and queries made outside any operation are not sampled; omectl is not
 traced; and a committed history of each workflow type replays with the interceptor installed
 (its workflow-side code is replay-safe in every product workflow), emitting nothing. Spans go to an in-memory exporter of a local provider
 (the process-wide one is left alone)."""
