@@ -26,9 +26,11 @@ from tests.replay.test_replay import FILES, history, replayer, workflow_type
 from tests.workers.trace_steps import (
     OPERATIONS,
     PARENT,
+    SIGNALLED,
     STEPS,
     OperationsWorkflow,
     ParentWorkflow,
+    SignalledWorkflow,
     StepsWorkflow,
     step,
 )
@@ -227,6 +229,29 @@ def test_calls_outside_an_operation_are_not_sampled(
         "RunActivity:kube.read_object",
         "StartUpdateWithStartWorkflow:InferenceService",
     ]
+
+
+async def test_a_signal_sent_outside_any_span_is_recorded_by_the_run_without_a_link(
+    workflow_env: WorkflowEnvironment, provider: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    tracer_provider, exporter = provider
+    interceptor = OmeTracingInterceptor(tracer_provider.get_tracer("test"))
+    config = workflow_env.client.config()
+    config["interceptors"] = [interceptor]
+    traced_client = Client(**config)  # a watcher's client: traced, but no span around its sends
+    task_queue = f"tq-{uuid4()}"
+    async with Worker(workflow_env.client, task_queue=task_queue, workflows=[SignalledWorkflow], interceptors=[interceptor]):
+        handle = await workflow_env.client.start_workflow(SIGNALLED, id=f"signalled-{uuid4()}", task_queue=task_queue)
+        await traced_client.get_workflow_handle(handle.id).signal("go")
+        assert await handle.result() is True
+    spans = exporter.get_finished_spans()
+
+    # The client's span is dropped (it would be a one-span trace); the run records the signal
+    # in its own trace and links to nothing (a link to a span nobody kept would dangle).
+    assert named(spans, "SignalWorkflow:") == []
+    (root,) = named(spans, f"RunWorkflow:{SIGNALLED}")
+    (handled,) = named(spans, "HandleSignal:go")
+    assert handled.context.trace_id == root.context.trace_id and handled.links == ()
 
 
 def test_omectl_and_one_off_clients_are_not_traced() -> None:

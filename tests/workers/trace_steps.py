@@ -65,3 +65,23 @@ class OperationsWorkflow:
                 await workflow.execute_activity(step, number, start_to_close_timeout=timedelta(seconds=10))
             self.operation = None
         return count
+
+
+SIGNALLED = "TraceTestSignalled"
+
+
+@workflow.defn(name=SIGNALLED)
+class SignalledWorkflow:
+    """Waits for one `go` signal: the watcher's and the controller's kind of message."""
+
+    def __init__(self) -> None:
+        self.went = False
+
+    @workflow.signal(name="go")
+    def go(self) -> None:
+        self.went = True
+
+    @workflow.run
+    async def run(self) -> bool:
+        await workflow.wait_condition(lambda: self.went)
+        return self.went
