@@ -190,7 +190,8 @@ class OmeWorkflowInboundInterceptor(TracingWorkflowInboundInterceptor):
         """The run's own root, whatever arrived in its headers (that is `_origin_carrier`)."""
         if not self._workflow_context_carrier:
             info = workflow.info()
-            self._workflow_context_carrier = root_carrier(info.workflow_id, info.run_id)
+            carrier: dict[str, str | list[str]] = {**root_carrier(info.workflow_id, info.run_id)}
+            self._workflow_context_carrier = carrier
         return self._workflow_context_carrier
 
     def _origin_carrier(self) -> Any:
