@@ -42,6 +42,8 @@ REVISION = "ome.revision"
 NAMESPACE = "ome.namespace"
 CLUSTER = "ome.cluster"
 NODE = "ome.node"
+OPERATION = "ome.operation"
+"""The operation ID of a long-lived workflow's operation root (`create-1`, `update-4`)."""
 
 _COMPONENT = "|".join(COMPONENTS)
 # `{isvc}-{component}` and `{isvc}-{component}-{index}`, each optionally `@{cluster}`. The isvc

@@ -28,6 +28,12 @@ from workflows import metrics as workflow_metrics
 
 logger = logging.getLogger(__name__)
 
+TRACED_ROLES = frozenset({"worker", "watcher", "controller"})
+"""Roles that get the tracing interceptor when an OTLP endpoint is set: the long-running
+processes. `omectl` and any other one-off client are not traced (a CLI waiting at exit to flush
+spans to an unreachable collector is a hang, and its calls are linked from the workflows
+they start only when traced)."""
+
 DATA_CONVERTER: DataConverter = pydantic_data_converter
 """The converter every client and test environment uses; payloads written by one and read by
 another must agree, so nothing else constructs a converter."""
@@ -65,10 +71,12 @@ def tracing_interceptors(otel: OtelSettings, role: str) -> Sequence[Interceptor]
     """The tracing interceptor when an OTLP endpoint is configured, else nothing.
 
     The tracer provider is process-wide (`workers/tracing.py` builds it once, naming the
-    process by the first `role`), so later calls reuse the same interceptor.
+    process by the first `role`), so later calls reuse the same interceptor. Only the long-running
+    roles are traced (`TRACED_ROLES`): `omectl` and other one-off clients get nothing, so they
+    never wait on a collector at exit.
     """
     global _tracing_interceptor
-    if otel.otlp_endpoint is None:
+    if otel.otlp_endpoint is None or role not in TRACED_ROLES:
         return []
     if _tracing_interceptor is None:
         # Imported here: OpenTelemetry's SDK, exporter and instrumentations cost a third of a

@@ -307,7 +307,8 @@ class OtelSettings(_Group):
 
     otlp_endpoint: str | None = None
     """OTLP/gRPC collector endpoint, e.g. `http://127.0.0.1:4317`. Unset: no tracing interceptor
-    and no exporter, so a process without a collector pays nothing for tracing."""
+    and no exporter, so a process without a collector pays nothing for tracing. Only the worker,
+    the watcher and the controller are traced; `omectl` never is (workers/client.py)."""
 
     service_name: str = "omeflow"
     """`service.name` on exported spans; the worker and the watcher append their role."""

@@ -10,7 +10,13 @@ the Prometheus and gateway calls (httpx) run inside activities, so their spans a
 the activity span and belong to the workflow's trace. The watcher's and the controller's HTTP
 calls are long watches that belong to no workflow operation. Even in the worker, an HTTP call
 made outside any span (the workload-cluster directory's periodic list) is not sampled
-(`_NoOrphanHttpCalls`): one-span traces of housekeeping would bury the operations.
+(`_NoOrphans`): one-span traces of housekeeping would bury the operations. The same rule drops
+a Temporal client's signal or query made outside any span (the watcher's `pods_changed`, the
+controller's `delete` and `runtime_changed`): each would be a one-span trace. The workflow's
+`HandleSignal` span still records it, in the run's trace, without a link to a span nobody kept.
+
+Command-line roles (`omectl`) are not traced at all (`TRACED_ROLES` of workers/client.py): a CLI's few calls are not
+worth a span exporter, and one waiting on an unreachable collector at exit is a hang.
 """
 
 from __future__ import annotations
@@ -40,12 +46,25 @@ HTTP_TRACED_ROLES = frozenset({"worker"})
 """Processes whose HTTP clients are instrumented (see the module docstring for why only these)."""
 
 _HTTP_METHOD_KEYS = ("http.request.method", "http.method")
+_TEMPORAL_WORKFLOW_KEY = "temporalWorkflowID"
+_ORPHAN_TEMPORAL_CALLS = ("SignalWorkflow:", "QueryWorkflow:")
+"""Client spans of the SDK's tracing interceptor that are dropped when they would be a root."""
 
 _tracer: trace.Tracer | None = None
 
 
-class _NoOrphanHttpCalls(Sampler):
-    """Root sampler: every root span except an HTTP client call, which only a parent may sample."""
+def _orphan(name: str, kind: SpanKind | None, attributes: Attributes) -> bool:
+    """A client call that is worth a span only inside an operation's trace."""
+    if kind != SpanKind.CLIENT or not attributes:
+        return False
+    if any(key in attributes for key in _HTTP_METHOD_KEYS):
+        return True
+    return _TEMPORAL_WORKFLOW_KEY in attributes and name.startswith(_ORPHAN_TEMPORAL_CALLS)
+
+
+class _NoOrphans(Sampler):
+    """Root sampler: every root span except an HTTP client call or a Temporal signal or query,
+    which only a parent may sample."""
 
     def should_sample(
         self,
@@ -57,12 +76,12 @@ class _NoOrphanHttpCalls(Sampler):
         links: Sequence[Link] | None = None,
         trace_state: trace.TraceState | None = None,
     ) -> SamplingResult:
-        if kind == SpanKind.CLIENT and attributes and any(key in attributes for key in _HTTP_METHOD_KEYS):
+        if _orphan(name, kind, attributes):
             return SamplingResult(Decision.DROP)
         return ALWAYS_ON.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
 
     def get_description(self) -> str:
-        return "NoOrphanHttpCalls"
+        return "NoOrphans"
 
 
 def configure(otel: OtelSettings, role: str) -> trace.Tracer | None:
@@ -86,7 +105,7 @@ def build_provider(service_name: str) -> TracerProvider:
     exporter yet, and not installed as the global one (tests add an in-memory exporter)."""
     return TracerProvider(
         resource=Resource.create({SERVICE_NAME: service_name}),
-        sampler=ParentBased(root=_NoOrphanHttpCalls()),
+        sampler=ParentBased(root=_NoOrphans()),
         id_generator=PinnedIdGenerator(),
     )
 

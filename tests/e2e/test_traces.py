@@ -1,17 +1,24 @@
 """Traces end to end: the worker process exports to a real OTLP/gRPC receiver, and one workflow
-operation is one trace across the workflow, its activities and the HTTP calls they make.
+run is one trace across the workflow, its activities and the HTTP calls they make.
 
 The worker runs as its own process (`workers.worker.run`, what `python -m workers` runs),
 configured only through the environment, `OME_OTEL__OTLP_ENDPOINT` pointing at the receiver of
 tests/fixtures/otlp_receiver.py (the Collector and Jaeger are not installable here). Workflows
-are started by a client without tracing, as `temporal workflow start` starts them: no span
-context arrives with them, so the workflow's `RunWorkflow` span must be the trace's root.
+are started by a client without tracing, as `temporal workflow start` and `omectl` start them.
+Every run's `RunWorkflow` span is its trace's root; where the run came from (a parent
+workflow's `StartChildWorkflow` span) is a link.
 
-1. An Instance created against kubesim: `RunWorkflow:Instance` is the root; its activities'
-   `RunActivity` spans descend from it; the pod create (`POST /api/v1/namespaces/{ns}/pods`) is
-   a child of the create-pods activity span, although that activity runs on a worker thread;
-   everything is one trace and the workflow and activity spans carry `ome.*` attributes.
-2. A canary analysis sample against the real Prometheus: its `GET /api/v1/query` is a child of
+1. An InferenceService applied as the controller, `omectl apply` and the README apply it (the
+   `apply` Update with start): its Instance's `RunWorkflow:Instance` is the root of a trace of
+   its own, linked to the InferenceReplica's `StartChildWorkflow:Instance` span; the
+   Instance's create operation is one more trace, rooted at `Operation:Create` (linked to the
+   Instance's run), holding the pod create (`POST /api/v1/namespaces/{ns}/pods`) under the
+   create-pods activity span; the InferenceService's and the InferenceReplica's traces hold
+   none of the Instance's spans.
+2. An Instance started directly: the same trees (a run root without links), the pod create a
+   child of the create-pods activity span although that activity runs on a worker thread, and
+   `ome.*` attributes on every workflow and activity span.
+3. A canary analysis sample against the real Prometheus: its `GET /api/v1/query` is a child of
    the `prometheus.analysis_sample` activity span, in the trace of the workflow that took it.
 """
 
@@ -35,6 +42,7 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
+from bench.lifecycle_stack import isvc_manifest, runtime_manifest
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from models.canary_analysis import (
@@ -52,8 +60,16 @@ from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.fixtures.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.fixtures.prometheus import RunningPrometheus
 from workers.config import ENV_PREFIX
+from workers.control.temporal import apply_with_start
 from workers.watch.pods import PodWatcher, TemporalSignalSink
-from workflows.names import instance_workflow_id, rollout_workflow_id
+from workflows.names import (
+    INFERENCE_REPLICA,
+    INFERENCE_SERVICE,
+    INSTANCE,
+    instance_workflow_id,
+    isvc_workflow_id,
+    rollout_workflow_id,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -163,7 +179,8 @@ def render(spans: Iterable[ReceivedSpan], root: ReceivedSpan, limit: int = 60) -
         shown = {k: v for k, v in span.attributes.items() if k.startswith("ome.")}
         if http_method(span):
             shown = {"http": f"{http_method(span)} {http_path(span)}"}
-        lines.append(f"{'  ' * depth}{span.name} [{span.service}] {shown}")
+        linked = f" links={[span_id for _, span_id in span.links]}" if span.links else ""
+        lines.append(f"{'  ' * depth}{span.name} [{span.service}] {span.span_id} {shown}{linked}")
         for child in sorted(children.get(span.span_id, []), key=lambda s: s.start_ns):
             walk(child, depth + 1)
 
@@ -182,7 +199,126 @@ def root_of(spans: list[ReceivedSpan], workflow_type: str, workflow_id: str) -> 
     )
 
 
+def root_where(spans: list[ReceivedSpan], name: str, **attributes: str) -> ReceivedSpan | None:
+    """The root span named `name` (`RunWorkflow:Instance`, `Operation:Create`) whose `ome.*`
+    attributes include `attributes`."""
+    wanted = {f"ome.{key}": value for key, value in attributes.items()}
+    return next(
+        (s for s in spans if s.name == name and s.parent_id == "" and s.attributes.items() >= wanted.items()),
+        None,
+    )
+
+
+def operation_root(spans: list[ReceivedSpan], workflow_id: str, kind: str) -> ReceivedSpan | None:
+    """The root of an Instance's operation trace (`Operation:Create`), by workflow ID."""
+    return next(
+        (s for s in spans if s.name == f"Operation:{kind}" and s.attributes.get("temporalWorkflowID") == workflow_id),
+        None,
+    )
+
+
 # --- the tests ----------------------------------------------------------------------------------
+
+
+APPLIED = "chat-v3"
+"""The InferenceService the apply test applies (its own, so the other tests' spans stay apart)."""
+
+
+async def test_an_applied_inferenceservices_instance_create_is_its_own_linked_trace(traced: TracedStack) -> None:
+    # A namespace of its own: the other Instance's pod creates must not be mistaken for these.
+    namespace = f"{traced.namespace}-apply"
+    api = traced.sim.api_client()
+    kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    kubernetes.client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "ome.io", "v1beta1", namespace, "servingruntimes", runtime_manifest(namespace)
+    )
+    api.close()
+    manifest = isvc_manifest(namespace, APPLIED, 1, "engine:1")
+    # The controller's call: the `apply` Update with start of `isvc/{ns}/{name}`.
+    await apply_with_start(traced.client, traced.task_queue, manifest)
+    isvc_id = isvc_workflow_id(namespace, APPLIED)
+    pods_path = f"/api/v1/namespaces/{namespace}/pods"
+    instance = {"isvc": APPLIED, "component": "engine", "instance": f"{APPLIED}-engine-0"}
+
+    def instance_root(spans: list[ReceivedSpan]) -> ReceivedSpan | None:
+        return root_where(spans, f"RunWorkflow:{INSTANCE}", **instance)
+
+    def create_root(spans: list[ReceivedSpan]) -> ReceivedSpan | None:
+        return root_where(spans, "Operation:Create", **instance)
+
+    def complete(spans: list[ReceivedSpan]) -> bool:
+        create = create_root(spans)
+        received = {s.span_id for s in spans}
+        return (
+            instance_root(spans) is not None
+            and create is not None
+            and root_where(spans, f"RunWorkflow:{INFERENCE_SERVICE}", isvc=APPLIED) is not None
+            and root_where(spans, f"RunWorkflow:{INFERENCE_REPLICA}", isvc=APPLIED) is not None
+            and any(
+                http_method(s) == "POST"
+                and http_path(s) == pods_path
+                and s.trace_id == create.trace_id
+                and s.parent_id in received
+                for s in spans
+            )
+        )
+
+    try:
+        spans = await asyncio.to_thread(
+            traced.receiver.wait_for, complete, 60.0, f"the applied Instance's trace (worker log {traced.worker_log})"
+        )
+    finally:
+        await traced.client.get_workflow_handle(isvc_id).terminate("trace test finished")
+
+    root = instance_root(spans)
+    create = create_root(spans)
+    isvc_root = root_where(spans, f"RunWorkflow:{INFERENCE_SERVICE}", isvc=APPLIED)
+    irep_root = root_where(spans, f"RunWorkflow:{INFERENCE_REPLICA}", isvc=APPLIED)
+    assert root is not None and create is not None and isvc_root is not None and irep_root is not None
+    by_id = {s.span_id: s for s in spans}
+    trees = "\n".join(render(spans, r) for r in (isvc_root, irep_root, root, create))
+    print(f"\nspan trees of {isvc_id}:\n{trees}")
+    instance_id = str(root.attributes["temporalWorkflowID"])
+
+    # Three runs, three traces, each rooted at its own RunWorkflow span; the Instance's create
+    # operation a fourth, rooted at `Operation:Create` and linked to the Instance's run.
+    assert len({isvc_root.trace_id, irep_root.trace_id, root.trace_id, create.trace_id}) == 4, trees
+    for run_root in (isvc_root, irep_root, root):
+        assert run_root.parent_id == "" and run_root.kind == "SERVER", trees
+    assert create.attributes.get("temporalWorkflowID") == instance_id, trees
+    assert create.attributes.get("ome.operation") == "create-1", trees
+    assert create.links == [(root.trace_id, root.span_id)], trees
+
+    # The Instance's root links to the InferenceReplica's span that started it, in that trace.
+    assert len(root.links) == 1, trees
+    ((linked_trace, linked_span),) = root.links
+    start_child = by_id.get(linked_span)
+    assert start_child is not None and start_child.name == f"StartChildWorkflow:{INSTANCE}", trees
+    assert linked_trace == start_child.trace_id == irep_root.trace_id, trees
+    assert irep_root in ancestors(start_child, by_id), trees
+    # ... and the InferenceReplica's root links to the InferenceService's span that started it.
+    ((_, irep_origin),) = irep_root.links
+    assert by_id[irep_origin].trace_id == isvc_root.trace_id, trees
+
+    # The pod create is in the create operation's trace, under its create-pods activity.
+    posts = [s for s in spans if http_method(s) == "POST" and http_path(s) == pods_path]
+    assert posts, trees
+    for post in posts:
+        assert post.trace_id == create.trace_id, trees
+        assert by_id[post.parent_id].name == "RunActivity:kube.create_pods", trees
+        assert create in ancestors(post, by_id), trees
+
+    # Bounded: the Instance's two traces hold only the Instance's spans and its HTTP calls, and
+    # no other trace holds any of the Instance's spans.
+    own_traces = {root.trace_id, create.trace_id}
+    in_instance_traces = [s for s in spans if s.trace_id in own_traces]
+    assert all(http_method(s) or s.attributes.get("temporalWorkflowID") == instance_id for s in in_instance_traces), trees
+    assert {s.trace_id for s in spans if s.attributes.get("temporalWorkflowID") == instance_id} <= own_traces, trees
+    for other in (isvc_root, irep_root):
+        other_trace = [s for s in spans if s.trace_id == other.trace_id]
+        assert not any(s.attributes.get("temporalWorkflowID") == instance_id for s in other_trace), trees
+        assert not any(http_method(s) == "POST" and http_path(s) == pods_path for s in other_trace), trees
+
 
 
 async def test_an_instance_is_one_trace_from_workflow_to_kubernetes_calls(traced: TracedStack) -> None:
@@ -211,24 +347,32 @@ async def test_an_instance_is_one_trace_from_workflow_to_kubernetes_calls(traced
 
         def complete(spans: list[ReceivedSpan]) -> bool:
             received = {s.span_id for s in spans}
-            return root_of(spans, "Instance", workflow_id) is not None and any(
-                http_method(s) == "POST" and http_path(s) == pods_path and s.parent_id in received for s in spans
+            return (
+                root_of(spans, "Instance", workflow_id) is not None
+                and operation_root(spans, workflow_id, "Create") is not None
+                and any(
+                    http_method(s) == "POST" and http_path(s) == pods_path and s.parent_id in received for s in spans
+                )
             )
 
         spans = await asyncio.to_thread(
-            traced.receiver.wait_for, complete, 30.0, "the Instance's root span and its pod create"
+            traced.receiver.wait_for, complete, 30.0, "the Instance's root span, its create and its pod create"
         )
     finally:
         await handle.terminate("trace test finished")
 
     root = root_of(spans, "Instance", workflow_id)
-    assert root is not None
-    tree = render(spans, root)
-    print(f"\nspan tree of {workflow_id}:\n{tree}")
+    operation = operation_root(spans, workflow_id, "Create")
+    assert root is not None and operation is not None
+    tree = f"{render(spans, root)}\n{render(spans, operation)}"
+    print(f"\nspan trees of {workflow_id}:\n{tree}")
     by_id = {s.span_id: s for s in spans}
+    roots = (root, operation)
 
-    # The root: no parent, named for the Instance, with every attribute its ID and input give.
+    # The root: no parent and no link (nothing traced started it), named for the Instance, with
+    # every attribute its ID and input give.
     assert root.parent_id == "" and root.kind == "SERVER" and root.service == "omeflow-worker", tree
+    assert root.links == [], tree
     instance_attributes = {
         "ome.namespace": namespace,
         "ome.isvc": ISVC,
@@ -236,16 +380,19 @@ async def test_an_instance_is_one_trace_from_workflow_to_kubernetes_calls(traced
         "ome.instance": f"{ISVC}-engine-0",
     }
     assert root.attributes.items() >= {**instance_attributes, "ome.revision": "rev-abc123"}.items(), tree
+    # The create operation: a root of its own, linked to the run's root.
+    assert operation.parent_id == "" and operation.links == [(root.trace_id, root.span_id)], tree
+    assert operation.attributes.items() >= {**instance_attributes, "ome.operation": "create-1"}.items(), tree
 
-    # Every span of this workflow, in the workflow or in an activity, is in the root's trace.
+    # Every span of this workflow, in the workflow or in an activity, is in one of the two.
     own = [s for s in spans if s.attributes.get("temporalWorkflowID") == workflow_id]
-    assert {s.trace_id for s in own} == {root.trace_id}, tree
+    assert {s.trace_id for s in own} == {root.trace_id, operation.trace_id}, tree
 
-    # Its activities descend from the root and carry the Instance's attributes.
+    # Its activities descend from one of the roots and carry the Instance's attributes.
     activities = [s for s in own if s.name.startswith("RunActivity:")]
     assert activities, tree
     for span in activities:
-        assert root in ancestors(span, by_id), f"{span.name} is not under the root:\n{tree}"
+        assert any(r in ancestors(span, by_id) for r in roots), f"{span.name} is under no root:\n{tree}"
         assert span.attributes.items() >= instance_attributes.items(), (span.name, span.attributes)
     create = [s for s in activities if s.name == "RunActivity:kube.create_pods"]
     assert create and all(s.attributes.get("ome.revision") == "rev-abc123" for s in create), tree
@@ -255,7 +402,7 @@ async def test_an_instance_is_one_trace_from_workflow_to_kubernetes_calls(traced
     posts = [s for s in spans if http_method(s) == "POST" and http_path(s) == pods_path]
     assert posts, tree
     for post in posts:
-        assert post.kind == "CLIENT" and post.trace_id == root.trace_id, tree
+        assert post.kind == "CLIENT" and post.trace_id == operation.trace_id, tree
         assert post.parent_id in by_id and by_id[post.parent_id].name == "RunActivity:kube.create_pods", tree
 
 

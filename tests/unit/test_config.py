@@ -132,11 +132,15 @@ def test_an_unreadable_tls_file_names_its_variable(tmp_path: Path) -> None:
 
 
 def test_tracing_only_when_an_otlp_endpoint_is_set() -> None:
-    assert tracing_interceptors(OtelSettings(), "test") == []
-    interceptors = tracing_interceptors(OtelSettings(otlp_endpoint="http://127.0.0.1:4317"), "test")
+    # The watcher: a traced role whose HTTP clients are not instrumented (this test's process
+    # must not start tracing every urllib3 and httpx call of the tests after it).
+    assert tracing_interceptors(OtelSettings(), "watcher") == []
+    interceptors = tracing_interceptors(OtelSettings(otlp_endpoint="http://127.0.0.1:4317"), "watcher")
     assert len(interceptors) == 1 and isinstance(interceptors[0], TracingInterceptor)
     # One process-wide provider: a second client reuses the interceptor.
-    assert tracing_interceptors(OtelSettings(otlp_endpoint="http://127.0.0.1:4317"), "test") == interceptors
+    assert tracing_interceptors(OtelSettings(otlp_endpoint="http://127.0.0.1:4317"), "watcher") == interceptors
+    # omectl is never traced: it would wait on the collector at exit.
+    assert tracing_interceptors(OtelSettings(otlp_endpoint="http://127.0.0.1:4317"), "omectl") == []
 
 
 KUBECONFIG = """

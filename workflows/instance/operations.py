@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance import rules as policy
     from planning.instance.pods import POD_GROUP_LABEL, PodGroupStanding, render_headless_service
     from planning.instance.state import InstanceState, build_status, newer_observation, report_fingerprint
-    from workflows import kube_calls, search_attributes, waiting
+    from workflows import kube_calls, search_attributes, tracing, waiting
     from workflows.events import EventType, isvc_ref, record_event
     from workflows.instance import gang as instance_gang
     from workflows.parent import deliver
@@ -84,6 +84,8 @@ class InstanceOperations:
             target_revision=self.spec.revision,
             strategy=self.spec.update_strategy_type if kind == "Update" else None,
         )
+        # The operation is a trace of its own (workflows/tracing.py); `run` follows it.
+        tracing.operation_began(self.state.operation.id, kind)
 
     def progress(self, step: str, deadline: datetime | None = None, waiting: str | None = None) -> None:
         if self.state.operation is not None:

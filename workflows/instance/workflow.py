@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.pause import hold_update
     from planning.instance.state import InstanceState, build_status, newer_observation
     from planning.instance.steps import next_step, next_wake
-    from workflows import search_attributes
+    from workflows import search_attributes, tracing
     from workflows.instance.lifecycle import InstanceLifecycle
 
 P = InstancePhase
@@ -138,6 +138,9 @@ class InstanceWorkflow(InstanceLifecycle):
     @workflow.run
     async def run(self, arg: InstanceSpec | InstanceState) -> InstanceStatus:
         spec = self.state.spec
+        # Each operation (create, update, restart, delete) is its own trace; between them, the
+        # run's. After a continue-as-new mid-operation the new run finds the same trace.
+        tracing.follow_operations(lambda: self.state.operation.id if self.state.operation is not None else None)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(spec.isvc),
