@@ -19,6 +19,7 @@ EMITTERS = [
     "workflows/rollout/canary_metrics.py",
     "activities/kube_metrics.py",
     "activities/prometheus.py",
+    "planning/controller/state_metrics.py",
 ]
 
 
