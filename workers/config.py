@@ -127,6 +127,12 @@ class PrometheusSettings(_Group):
     schedule-to-start) at `/metrics` for Prometheus to scrape. Unset: not served, so two local
     workers never fight over a port; docker-compose sets `0.0.0.0:9464`."""
 
+    controller_metrics_address: str | None = None
+    """host:port where the controller serves the product's state gauges (`ome_instances`,
+    `ome_instance_drains_overdue`, `ome_rollout_hold_*_timestamp_seconds`, rendered from the
+    InferenceReplicas it watches) at `/metrics`. Unset: not served; docker-compose and
+    deploy/controller.yaml set `0.0.0.0:9465`."""
+
 
 class CanarySettings(_Group):
     """Canary rollouts: the operator's default ready timeout and the `canaryAnalysis` settings
@@ -371,6 +377,12 @@ class StackSettings(_Group):
     """Port on 127.0.0.1 where the stack's worker serves its SDK metrics for the stack's Prometheus
     (used only while that Prometheus runs and `OME_PROMETHEUS__WORKER_METRICS_ADDRESS` is unset):
     the port docker-compose and deploy/worker.yaml use."""
+
+    controller_metrics_port: int = 9465
+    """Port on 127.0.0.1 where the stack's controller serves the state gauges for the stack's
+    Prometheus (used only while that Prometheus runs and
+    `OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS` is unset): the port of docker-compose and
+    deploy/controller.yaml."""
 
     webhook_port: int = Field(default=9443, ge=1, le=65535)
     """Port on 127.0.0.1 of the validating admission webhook `make up` runs beside kubesim (not with

@@ -5,6 +5,9 @@ annotations of InferenceReplicas) drive the InferenceService workflows, exactly 
 `temporal` CLI does (`workers.control.service_controller`), until SIGTERM or SIGINT. One
 replica: a second would relay the same objects (harmless, thanks to the workflow's dedup, but
 twice the work).
+
+With `OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS` set it also serves `/metrics`: the product's
+state gauges rendered from the InferenceReplicas it watches (`workers.control.metrics_server`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import signal
 from workers.client import connect, exit_process
 from workers.config import Settings, kube_api_client
 from workers.control.kube import KubeWriter
+from workers.control.metrics_server import StateMetricsServer
 from workers.control.service_controller import InferenceServiceController
 from workers.control.temporal import TemporalSender
 
@@ -39,7 +43,15 @@ async def main() -> None:
         "controller starting temporal=%s namespace=%s task_queue=%s",
         settings.temporal.address, settings.temporal.namespace, settings.temporal.task_queue,
     )
-    await controller.run(stop)
+    address = settings.prometheus.controller_metrics_address
+    metrics = StateMetricsServer(address, controller.replicas) if address else None
+    if metrics is not None:
+        await metrics.start()
+    try:
+        await controller.run(stop)
+    finally:
+        if metrics is not None:
+            await metrics.stop()
     logger.info("controller stopped")
     # Exit from inside the loop, before `asyncio.run`'s teardown (`workers.client.exit_process`).
     exit_process(0)

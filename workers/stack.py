@@ -2,7 +2,8 @@
 Prometheus, worker, watcher and controller.
 
     python -m workers.stack [--data-dir DIR] [--frontend-port N] [--ui-port N] [--kubesim-port N]
-                            [--prometheus-port N] [--worker-metrics-port N] [--webhook-port N]
+                            [--prometheus-port N] [--worker-metrics-port N]
+                            [--controller-metrics-port N] [--webhook-port N]
 
 Starts each process in its own process group and waits until it is ready, prints where the UI
 is and what to try with the `temporal` CLI, then runs until Ctrl-C (or SIGTERM) and stops them
@@ -15,8 +16,8 @@ the validating admission webhook (`workers.webhook`: its certificate under `<dat
 its ValidatingWebhookConfiguration pointing at 127.0.0.1; a real API server could not reach it); and the dev
 server only while `OME_STACK__DEV_SERVER` is true; otherwise the worker and watcher reach the
 configured cluster and Temporal service. Prometheus starts when the `prometheus` binary is
-installed and no `OME_PROMETHEUS__URL` is configured: it scrapes kubesim's simulated engines
-and the worker's SDK metrics, and the worker gets its URL for canary analysis. Without it the
+installed and no `OME_PROMETHEUS__URL` is configured: it scrapes kubesim's simulated engines,
+the worker's SDK and product metrics and the controller's state gauges, and the worker gets its URL for canary analysis. Without it the
 banner says how to install it, and the rest of the stack runs as before.
 
 With `OME_STACK__WORKLOAD_CLUSTERS` (`2`, or names), one more kubesim runs per workload cluster,
@@ -142,6 +143,7 @@ class Stack:
         # A configured Prometheus is used as it is; otherwise the stack's own, once it runs.
         self.prometheus_url: str | None = settings.prometheus.url
         self.worker_metrics_address: str | None = settings.prometheus.worker_metrics_address
+        self.controller_metrics_address: str | None = settings.prometheus.controller_metrics_address
         self.webhook_url: str | None = None
         self.webhook_cert_dir: Path | None = None
 
@@ -164,6 +166,8 @@ class Stack:
             env[f"{ENV_PREFIX}PROMETHEUS__URL"] = self.prometheus_url
         if self.worker_metrics_address:
             env[f"{ENV_PREFIX}PROMETHEUS__WORKER_METRICS_ADDRESS"] = self.worker_metrics_address
+        if self.controller_metrics_address:
+            env[f"{ENV_PREFIX}PROMETHEUS__CONTROLLER_METRICS_ADDRESS"] = self.controller_metrics_address
         if self.workload_clusters:
             # The TrafficMaps publish to the global Gateway this stack created, unless told otherwise.
             for name, value in ROUTING_DEFAULTS.items():
@@ -295,7 +299,15 @@ class Stack:
         if self.worker_metrics_address is None:
             _check_port_free(self.stack.worker_metrics_port, "worker_metrics_port")
             self.worker_metrics_address = f"127.0.0.1:{self.stack.worker_metrics_port}"
-        targets = {"prometheus": f"127.0.0.1:{port}", "worker": _scrape_address(self.worker_metrics_address)}
+        if self.controller_metrics_address is None:
+            _check_port_free(self.stack.controller_metrics_port, "controller_metrics_port")
+            self.controller_metrics_address = f"127.0.0.1:{self.stack.controller_metrics_port}"
+        targets = {
+            "prometheus": f"127.0.0.1:{port}",
+            "worker": _scrape_address(self.worker_metrics_address),
+            # The state gauges (Instances by phase, holds, overdue drains), from one process.
+            "controller": _scrape_address(self.controller_metrics_address),
+        }
         if self.kubesim_url:
             targets["kubesim"] = urllib.parse.urlsplit(self.kubesim_url).netloc
         home = self.stack.data_dir / PROMETHEUS_DIRNAME
@@ -405,7 +417,7 @@ class Stack:
         if self.settings.prometheus.url:
             return f"{self.settings.prometheus.url} ({ENV_PREFIX}PROMETHEUS__URL)"
         if self.prometheus_url:
-            scraped = "kubesim's engines and the worker" if self.kubesim_url else "the worker"
+            scraped = "kubesim's engines, the worker and the controller" if self.kubesim_url else "the worker and the controller"
             return f"{self.prometheus_url} (scrapes {scraped} every {SCRAPE_INTERVAL_SECONDS:g} s)"
         if prometheus_binary() is None:
             return f"not installed, so canary analysis has no metrics: `{INSTALL_HINT}`, then `make up` again"
@@ -481,6 +493,10 @@ def parse_args(argv: list[str] | None, defaults: StackSettings) -> argparse.Name
         ("--kubesim-port", int, defaults.kubesim_port, "kubesim API port on 127.0.0.1"),
         ("--prometheus-port", int, defaults.prometheus_port, "Prometheus port on 127.0.0.1"),
         ("--worker-metrics-port", int, defaults.worker_metrics_port, "worker SDK metrics port on 127.0.0.1"),
+        (
+            "--controller-metrics-port", int, defaults.controller_metrics_port,
+            "controller state metrics port on 127.0.0.1",
+        ),
         ("--webhook-port", int, defaults.webhook_port, "admission webhook port on 127.0.0.1"),
     ):
         variable = f"{ENV_PREFIX}STACK__{flag.removeprefix('--').replace('-', '_').upper()}"
@@ -501,6 +517,7 @@ def main(argv: list[str] | None = None) -> None:
             "kubesim_port": args.kubesim_port,
             "prometheus_port": args.prometheus_port,
             "worker_metrics_port": args.worker_metrics_port,
+            "controller_metrics_port": args.controller_metrics_port,
             "webhook_port": args.webhook_port,
         }
     )

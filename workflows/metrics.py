@@ -1,5 +1,5 @@
-"""The product metrics workflows emit, one typed helper per metric, through the workflow
-metric meter: they appear on the worker's `/metrics` (`OME_PROMETHEUS__WORKER_METRICS_ADDRESS`)
+"""The product metrics workflows emit (counters, histograms, and the §14 wave and §18
+gauges), one typed helper per metric, through the workflow metric meter: they appear on the worker's `/metrics` (`OME_PROMETHEUS__WORKER_METRICS_ADDRESS`)
 beside the Temporal SDK's, and nothing is emitted while a history replays, so a worker that
 restarts does not count an Instance's creation twice. A metric call issues no workflow
 command, so adding one needs no `workflow.patched`.
@@ -15,21 +15,14 @@ Imported by the workflow modules inside `workflow.unsafe.imports_passed_through(
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
-from typing import get_args
+from collections.abc import Mapping
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import MetricMeter
 
-from models.inferencereplica import HoldGate, RolloutHoldRow
-from models.instance import InstancePhase
-
-INSTANCES = "ome_instances"
 INSTANCE_CREATE_TO_SERVING = "ome_instance_create_to_serving_seconds"
 INSTANCE_FAILURE_TO_RECREATE = "ome_instance_pod_failure_to_recreate_seconds"
-DRAINS_OVERDUE = "ome_instance_drains_overdue"
-ROLLOUT_HOLD_SINCE = "ome_rollout_hold_since_timestamp_seconds"
 SCALE_DOWN_ACTIVE_PODS = "ome_omenative_scale_down_active_pods"
 SCALE_DOWN_DEFERRED_INSTANCES = "ome_omenative_scale_down_deferred_instances"
 SCALE_DOWN_BATCH_PODS = "ome_omenative_scale_down_batch_pods"
@@ -54,43 +47,12 @@ def meter(namespace: str, **labels: str) -> MetricMeter:
     return workflow.metric_meter().with_additional_attributes({"namespace": namespace, **labels})
 
 
-# --- Instances (set by the InferenceReplica, which owns its component's series) ------------
-
-
-def instances_by_phase(namespace: str, isvc: str, component: str, phases: Iterable[InstancePhase]) -> None:
-    """`ome_instances{phase}`: how many of the component's Instances are in each phase; a
-    phase that emptied is set to 0, so a dashboard never shows a stale count."""
-    counts = dict.fromkeys(InstancePhase, 0)
-    for phase in phases:
-        counts[phase] += 1
-    gauge = meter(namespace, isvc=isvc, component=component).create_gauge(
-        INSTANCES, "Instances of the component by phase"
-    )
-    for phase, count in counts.items():
-        gauge.set(count, {"phase": phase.value})
-
-
-def drains_overdue(namespace: str, isvc: str, component: str, overdue: int) -> None:
-    """`ome_instance_drains_overdue`: deleting Instances past their drain deadline (the
-    `DrainOverdue` condition of §8 and §15, as a number)."""
-    meter(namespace, isvc=isvc, component=component).create_gauge(
-        DRAINS_OVERDUE, "deleting Instances past their drain deadline"
-    ).set(overdue)
-
-
-def rollout_hold(namespace: str, isvc: str, component: str, hold: RolloutHoldRow | None) -> None:
-    """`ome_rollout_hold_since_timestamp_seconds{gate}`: since when the component's update has
-    been held at `gate` (`status.rolloutHold.since`, Unix seconds); 0 for every gate not holding,
-    so `time() - ...` on a non-zero series is how long the hold has lasted."""
-    gauge = meter(namespace, isvc=isvc, component=component).create_gauge(
-        ROLLOUT_HOLD_SINCE, "start of the component's rollout hold, by gate (0: not held)", "s"
-    )
-    held_since: dict[str, datetime] = {}
-    if hold is not None:
-        held_since[hold.gate] = hold.since or workflow.now()
-    for gate in get_args(HoldGate):
-        since = held_since.get(gate)
-        gauge.set(int(since.timestamp()) if since is not None else 0, {"gate": gate})
+# --- Instances ---------------------------------------------------------------------------
+# The state gauges (`ome_instances`, `ome_instance_drains_overdue`,
+# `ome_rollout_hold_since_timestamp_seconds`, `ome_rollout_hold_deadline_timestamp_seconds`) are
+# not set here: a gauge in a worker's SDK runtime keeps its last value after the workflow moves
+# to another worker. The controller renders them from the InferenceReplica status at scrape
+# time (`planning.controller.state_metrics`).
 
 
 def instance_serving(namespace: str, isvc: str, component: str, after: timedelta) -> None:

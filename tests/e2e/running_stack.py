@@ -69,8 +69,9 @@ class RunningStack:
             self.kubesim_port,
             self.prometheus_port,
             self.worker_metrics_port,
+            self.controller_metrics_port,
             self.webhook_port,
-        ) = free_ports(6)
+        ) = free_ports(7)
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -115,6 +116,7 @@ class RunningStack:
                     "--kubesim-port", str(self.kubesim_port),
                     "--prometheus-port", str(self.prometheus_port),
                     "--worker-metrics-port", str(self.worker_metrics_port),
+                    "--controller-metrics-port", str(self.controller_metrics_port),
                     "--webhook-port", str(self.webhook_port),
                 ],
                 cwd=REPO_ROOT,

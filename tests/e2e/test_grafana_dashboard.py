@@ -1,9 +1,15 @@
 """Every query of the Grafana dashboard (`deploy/prometheus/grafana-dashboard.json`) against the
-running stack's Prometheus, after an InferenceService was created the way the README does it:
-each expression parses (the HTTP API answers `success`), and each returns data, except the
-panels whose description says they show an event (`Event metric: ...`: a canary, a repin, a
-pod failure, a multi-cluster TrafficMap), whose metrics must then be documented in the README's
-metrics table. The stack's Prometheus evaluates the product's alert rules too: they load.
+running stack's Prometheus, after an InferenceService was created the way the README does it
+(and scaled from one Instance to two, so the rates of the create histogram move): each
+expression parses (the HTTP API answers `success`), and each returns data, that is at least one
+value that is not NaN (a `histogram_quantile` over a quiet window is NaN everywhere), and not
+thanks to a trailing `or vector(0)` (checked without it; `QUIET_WHEN_HEALTHY` panels, empty when
+all is well, are exempt by name). Panels whose description says they show an event (`Event
+metric: ...`: a canary, a repin, a pod failure, a multi-cluster TrafficMap) are only parsed;
+their metrics must be documented in the README's metrics table, and every label their matchers
+and `by (...)` use must be one the README documents for the metric and the emitters set
+(`tests.unit.test_product_metrics.emitter_labels`). The stack's Prometheus evaluates the
+product's alert rules too: they load.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import pytest
 from tests.e2e.running_stack import REPO_ROOT, RunningStack
 from tests.e2e.test_walkthrough_kubectl import ensure_namespace, kubectl
 from tests.fixtures.prometheus import require_prometheus
+from tests.unit.test_product_metrics import COMMON_LABELS, documented_labels, emitter_labels
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +41,9 @@ GRAFANA_VARIABLES = {"$namespace": ".*", "$__rate_interval": "1m"}
 """What Grafana substitutes: the namespace variable's "All", and a rate window of at least
 four scrapes of the stack's 5 s interval."""
 DATA_WITHIN = 90.0
+ZERO_FILL = re.compile(r"\s+or\s+vector\(0\)\s*$")
+QUIET_WHEN_HEALTHY = {"Alerts firing"}
+"""Panels that read 0 through `or vector(0)` exactly when nothing is wrong (no alert fires)."""
 
 
 def panel_queries() -> list[tuple[dict[str, Any], str]]:
@@ -68,16 +78,46 @@ def metric_names(expression: str) -> set[str]:
     return {re.sub(r"_(bucket|count|sum)$", "", name) for name in names}
 
 
+def labels_used(expression: str) -> set[str]:
+    """Label names in the expression's matchers and `by (...)` / `without (...)` clauses."""
+    used: set[str] = set()
+    for matchers in re.findall(r"\{([^}]*)\}", expression):
+        used |= set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", matchers))
+    for grouping in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", expression):
+        used |= {label.strip() for label in grouping.split(",") if label.strip()}
+    return used
+
+
+def check_event_labels(title: str, expression: str) -> None:
+    """Every label the expression uses is one its metrics carry (README and emitters agree)."""
+    documented, emitted = documented_labels(), emitter_labels()
+    for metric in metric_names(expression):
+        if not metric.startswith("ome_"):
+            continue
+        allowed = (documented.get(metric, set()) & emitted) | COMMON_LABELS
+        unknown = labels_used(expression) - allowed
+        assert not unknown, f"{title}: {metric} carries no label {sorted(unknown)} (it has {sorted(allowed)})"
+
+
+def has_values(result: list[Any]) -> bool:
+    """At least one sample whose value is a number (instant vectors: `value`; ranges: `values`)."""
+    for series in result:
+        points = [series["value"]] if "value" in series else series.get("values", [])
+        if any(str(point[1]).lower() != "nan" for point in points):
+            return True
+    return False
+
+
 def documented_metrics() -> set[str]:
     return set(re.findall(r"^\| `((?:ome|temporal)_[a-z_]+)` \|", README.read_text(), flags=re.MULTILINE))
 
 
-def apply_isvc(stack: RunningStack, tmp_path: Path) -> None:
+def apply_isvc(stack: RunningStack, tmp_path: Path, replicas: int = 1) -> None:
     ensure_namespace(stack, NAMESPACE)
     kubectl(stack, "apply", "-f", "deploy/examples/srt-qwen3-0-6b.yaml")
     spec = json.loads((REPO_ROOT / "deploy/examples/qwen3-0-6b.json").read_text())
     spec["metadata"].update(name=NAME, namespace=NAMESPACE)
-    spec["spec"]["engine"].update(minReplicas=1, maxReplicas=1)
+    spec["spec"]["engine"].update(minReplicas=replicas, maxReplicas=replicas)
     path = tmp_path / "isvc.json"
     path.write_text(json.dumps(spec))
     stack.temporal(
@@ -88,12 +128,15 @@ def apply_isvc(stack: RunningStack, tmp_path: Path) -> None:
 
 
 def wait_for_data(url: str, expression: str, within: float) -> list[Any]:
+    """The query's result once it has a value that is not NaN; empty if none came in time."""
     deadline = time.monotonic() + within
     while True:
         answer = prometheus_api(url, "/api/v1/query", query=expression)
         result = answer.get("data", {}).get("result", [])
-        if result or time.monotonic() > deadline:
+        if has_values(result):
             return list(result)
+        if time.monotonic() > deadline:
+            return []
         time.sleep(1.0)
 
 
@@ -104,7 +147,13 @@ def test_every_dashboard_query_parses_and_returns_data(stack: RunningStack, tmp_
     apply_isvc(stack, tmp_path)
     try:
         serving = wait_for_data(url, f'ome_instances{{namespace="{NAMESPACE}",phase="Ready"}} == 1', DATA_WITHIN)
-        assert serving, f"the Instance of {NAMESPACE}/{NAME} never showed Ready on the worker's /metrics"
+        assert serving, f"the Instance of {NAMESPACE}/{NAME} never showed Ready on the controller's /metrics"
+        assert {s["metric"]["job"] for s in serving} == {"controller"}, "one series, from the controller"
+        # A second Instance while the first one's series are scraped: rates over the last
+        # minute move (a counter born at 1 shows no increase), so quantiles are not NaN.
+        apply_isvc(stack, tmp_path, replicas=2)
+        serving = wait_for_data(url, f'ome_instances{{namespace="{NAMESPACE}",phase="Ready"}} == 2', DATA_WITHIN)
+        assert serving, f"the second Instance of {NAMESPACE}/{NAME} never showed Ready"
 
         queries = panel_queries()
         assert len(queries) >= 20, "the dashboard lost its panels"
@@ -117,9 +166,16 @@ def test_every_dashboard_query_parses_and_returns_data(stack: RunningStack, tmp_
             if panel["description"].startswith(EVENT):
                 undocumented = metric_names(sent) - documented
                 assert not undocumented, f"{panel['title']}: {undocumented} missing from the README's metrics table"
+                check_event_labels(panel["title"], sent)
                 continue
-            if not wait_for_data(url, sent, 30.0):
-                empty.append((panel["title"], sent))
+            base = ZERO_FILL.sub("", sent)
+            if base != sent:
+                answer = prometheus_api(url, "/api/v1/query", query=base)
+                assert answer.get("status") == "success", (panel["title"], base, answer)
+                if panel["title"] in QUIET_WHEN_HEALTHY:
+                    continue
+            if not wait_for_data(url, base, 30.0):
+                empty.append((panel["title"], base))
         assert not empty, f"panels without data after an Instance was created: {empty}"
 
         rules = prometheus_api(url, "/api/v1/rules", type="alert")

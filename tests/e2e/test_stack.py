@@ -182,7 +182,7 @@ def test_the_session_stack_runs_prometheus_on_kubesims_engines_and_the_worker(st
     assert found[0]["metric"]["revision_hash"] == "abc123" and found[0]["metric"]["job"] == "kubesim"
     # Each target's first scrape comes at its own offset within the 5 s interval.
     poll_prometheus(
-        stack, "up", lambda result: by_label(result, "job") == {"kubesim": 1, "worker": 1, "prometheus": 1}
+        stack, "up", lambda result: by_label(result, "job") == {"kubesim": 1, "worker": 1, "controller": 1, "prometheus": 1}
     )
 
 

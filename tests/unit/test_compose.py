@@ -133,6 +133,9 @@ def test_prometheus_scrapes_services_of_the_stack(services: dict[str, dict[str, 
     assert f"temporal:{metrics_port}" in targets
     worker_port = services["worker"]["environment"]["OME_PROMETHEUS__WORKER_METRICS_ADDRESS"].split(":")[-1]
     assert f"worker:{worker_port}" in targets
+    # The state gauges come from the one controller (alerts and dashboard read them there).
+    address = services["controller"]["environment"]["OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS"]
+    assert f"controller:{address.split(':')[-1]}" in targets
     # The alert rules read the worker's job by name, and the container sees the rules file.
     assert any(job["job_name"] == "worker" for job in config["scrape_configs"])
     mounted = {str(v).split(":")[1]: str(v).split(":")[0] for v in services["prometheus"]["volumes"]}

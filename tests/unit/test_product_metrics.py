@@ -19,6 +19,7 @@ EMITTERS = [
     "workflows/rollout/canary_metrics.py",
     "activities/kube_metrics.py",
     "activities/prometheus.py",
+    "planning/controller/state_metrics.py",
 ]
 
 
@@ -48,6 +49,47 @@ def test_requests_are_named_by_verb_and_resource(
     method: str, path: str, query: list[tuple[str, object]], expected: tuple[str, str]
 ) -> None:
     assert verb_and_resource(method, path, query) == expected
+
+
+COMMON_LABELS = frozenset({"job", "instance", "le", "task_queue", "workflow_type", "activity_type", "service_name"})
+"""Labels every series may carry: Prometheus's target labels, histogram buckets, and what the
+SDK's meter adds."""
+
+
+def emitter_labels() -> set[str]:
+    """Every label name the emitters set: the workflow meter's keyword labels
+    (`meter(namespace, isvc=..., component=...)`) and attribute keys (`{"cause": ...}`)."""
+    labels = {"namespace"}
+    for module in EMITTERS:
+        text = (REPO_ROOT / module).read_text()
+        for arguments in re.findall(r"meter\(namespace((?:, \w+=[\w.]+)*)\)", text):
+            labels |= set(re.findall(r"(\w+)=", arguments))
+        labels |= set(re.findall(r'"([a-z_]+)": ', text))
+    return labels
+
+
+def documented_labels() -> dict[str, set[str]]:
+    """The README table's labels column, per metric (`outcome=applied|rejected` -> outcome)."""
+    section = (REPO_ROOT / "README.md").read_text().split("\n## Metrics and alerts\n", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        match = re.match(r"^\| `(ome_[a-z_]+)` \|", line)
+        if match is None:
+            continue
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+        found[match.group(1)] = {
+            label.split("=", 1)[0].strip() for label in cells[3].split(",") if not label.strip().startswith("(")
+        }
+    return found
+
+
+def test_the_readme_documents_only_labels_the_emitters_set() -> None:
+    """The labels column is what dashboards may group by (the dashboard test checks its event
+    panels against it): every label in it is one some emitter sets."""
+    emitted_labels = emitter_labels()
+    for metric, labels in documented_labels().items():
+        assert labels <= emitted_labels | COMMON_LABELS, (metric, sorted(labels - emitted_labels - COMMON_LABELS))
+    assert documented_labels()["ome_canary_complete_total"] == {"namespace", "isvc"}, "reference §2.7"
 
 
 def emitted() -> set[str]:

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -27,6 +28,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from kubesim.handle import KubeSim
 from planning.service.relay import ISVC_FINALIZER, RELAYED_ANNOTATION
+from tests.fixtures.metrics_scrape import scrape_samples
+from tests.fixtures.prometheus import free_port
 from tests.unit.deploy_usage import logged_client
 from tests.workers.test_controller_workflow import (
     ADMISSION_MESSAGE,
@@ -35,6 +38,7 @@ from tests.workers.test_controller_workflow import (
     FakeInferenceService,
 )
 from workers.control.kube import KubeWriter
+from workers.control.metrics_server import StateMetricsServer
 from workers.control.service_controller import InferenceServiceController
 from workers.control.temporal import TemporalSender
 from workflows.names import isvc_workflow_id
@@ -379,6 +383,53 @@ async def test_inferencereplica_annotations_reach_their_inferenceservice(cluster
         assert len(await cluster.calls("chat")) == 3
 
 
+async def test_the_state_gauges_follow_the_inferencereplicas_the_controller_watches(cluster: Cluster) -> None:
+    """`/metrics` of the controller: rendered from its InferenceReplica cache at scrape time,
+    so a status write shows at the next scrape and a deleted object's series are gone."""
+    mine = {"namespace": cluster.namespace, "isvc": "chat", "component": "engine"}
+    address = f"127.0.0.1:{free_port()}"
+    async with cluster.controller() as controller:
+        server = StateMetricsServer(address, controller.replicas)
+        await server.start()
+        try:
+            cluster.create("chat-engine", "inferencereplicas", spec={"inferenceService": "chat", "component": "engine"})
+            status = {
+                "instanceStatuses": [{"index": 0, "phase": "Ready"}, {"index": 1, "phase": "Failed"}],
+                "rolloutHold": {"gate": "Budget", "reason": "r", "since": "2026-01-01T11:00:00Z"},
+                "conditions": [
+                    {"type": "InstanceReadyTimeoutUnconfigured", "status": "False",
+                     "reason": "InstanceReadyTimeoutConfigured", "message": "Instance readiness deadline is 45m0s"},
+                ],
+            }  # fmt: skip
+            cluster.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, cluster.namespace, "inferencereplicas", "chat-engine", {"status": status}
+            )
+
+            async def shown(name: str, **labels: str) -> list[float]:
+                return [s.value for s in await scrape_samples(address) if s.name == name and s.has(**mine, **labels)]
+
+            await until(lambda: shown("ome_instances", phase="Failed"), seconds=WAIT_SECONDS)
+            assert await shown("ome_instances", phase="Failed") == [1]
+            assert await shown("ome_instances", phase="Ready") == [1]
+            assert await shown("ome_instances", phase="Creating") == [0]
+            assert await shown("ome_instance_drains_overdue") == [0]
+            since = 1767265200  # 2026-01-01T11:00:00Z
+            assert await shown("ome_rollout_hold_since_timestamp_seconds", gate="Budget") == [since]
+            assert await shown("ome_rollout_hold_since_timestamp_seconds", gate="Ratio") == [0]
+            assert await shown("ome_rollout_hold_deadline_timestamp_seconds", gate="Budget") == [since + 2700]
+
+            cluster.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, cluster.namespace, "inferencereplicas", "chat-engine"
+            )
+
+            async def gone() -> bool:
+                return not [s for s in await scrape_samples(address) if s.has(namespace=cluster.namespace)]
+
+            await until(gone)
+        finally:
+            await server.stop()
+
+
 async def test_a_runtime_change_reaches_the_services_it_serves(cluster: Cluster) -> None:
     cluster.create("rt", "servingruntimes", spec={"supportedModelFormats": []})
     cluster.custom.create_cluster_custom_object(
@@ -503,6 +554,7 @@ async def test_python_m_workers_controller_relays_and_stops_on_sigterm(cluster: 
         "OME_TEMPORAL__ADDRESS": cluster.client.service_client.config.target_host,
         "OME_TEMPORAL__TASK_QUEUE": cluster.task_queue,
         "OME_KUBE__KUBECONFIG": str(cluster.sim.kubeconfig_path),
+        "OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS": f"127.0.0.1:{free_port()}",
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "workers.controller",
@@ -512,6 +564,10 @@ async def test_python_m_workers_controller_relays_and_stops_on_sigterm(cluster: 
     try:
         cluster.create("chat")
         await until(lambda: cluster.calls("chat", "apply"), seconds=30)
+        # The state gauges are served (no InferenceReplica yet: the families alone).
+        address = env["OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS"]
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read())
+        assert b"# TYPE ome_instances gauge" in text
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = await asyncio.wait_for(process.communicate(), 30)

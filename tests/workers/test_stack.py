@@ -96,16 +96,19 @@ def fake_prometheus(tmp_path: Path) -> Path:
     return script
 
 
-async def test_the_stack_runs_prometheus_on_kubesim_and_the_worker_and_tells_the_worker(
+async def test_the_stack_runs_prometheus_on_kubesim_the_worker_and_the_controller_and_tells_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     binary = fake_prometheus(tmp_path)
     monkeypatch.setattr("workers.stack.prometheus_binary", lambda: binary)
-    prometheus_port, worker_port = free_ports(2)
+    prometheus_port, worker_port, controller_port = free_ports(3)
     stack = Stack(
         Settings(
             stack=StackSettings(
-                data_dir=tmp_path / "data", prometheus_port=prometheus_port, worker_metrics_port=worker_port
+                data_dir=tmp_path / "data",
+                prometheus_port=prometheus_port,
+                worker_metrics_port=worker_port,
+                controller_metrics_port=controller_port,
             )
         )
     )
@@ -120,6 +123,7 @@ async def test_the_stack_runs_prometheus_on_kubesim_and_the_worker_and_tells_the
     assert targets == {
         "prometheus": [f"127.0.0.1:{prometheus_port}"],
         "worker": [f"127.0.0.1:{worker_port}"],
+        "controller": [f"127.0.0.1:{controller_port}"],
         "kubesim": ["127.0.0.1:16443"],
     }
     # The product's alert rules are evaluated (deploy/prometheus/alerts.yml, by absolute path).
@@ -130,8 +134,10 @@ async def test_the_stack_runs_prometheus_on_kubesim_and_the_worker_and_tells_the
     env = stack._child_env()
     assert env["OME_PROMETHEUS__URL"] == f"http://127.0.0.1:{prometheus_port}"
     assert env["OME_PROMETHEUS__WORKER_METRICS_ADDRESS"] == f"127.0.0.1:{worker_port}"
+    # The controller serves the state gauges; the stack's Prometheus scrapes it.
+    assert env["OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS"] == f"127.0.0.1:{controller_port}"
     assert (
-        f"Prometheus:         http://127.0.0.1:{prometheus_port} (scrapes kubesim's engines and the worker"
+        f"Prometheus:         http://127.0.0.1:{prometheus_port} (scrapes kubesim's engines, the worker and the controller"
         in (stack.banner())
     )
 

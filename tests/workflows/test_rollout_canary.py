@@ -391,12 +391,14 @@ async def test_the_worker_serves_the_canary_metrics(workflow_env: WorkflowEnviro
     mine = {"component": "engine", "isvc": "chat", "namespace": run.namespace}
     found = {(s.name, extra_labels(s)) for s in scraped if s.has(**mine)}
     for expected in (
-        ("ome_canary_complete_total", ()),
         ("ome_canary_current_step", ()),
         ("ome_canary_analysis_evaluations_total", (("result", "pass"),)),
         ("ome_canary_analysis_metric_value", (("metric", "error_rate"),)),
     ):
         assert expected in found, (expected, sorted(found))
+    # §2.7: completions are counted per InferenceService, without a component label.
+    completed = [s for s in scraped if s.name == "ome_canary_complete_total" and s.has(isvc="chat", namespace=run.namespace)]
+    assert [s.value for s in completed] == [1.0] and "component" not in completed[0].labels, completed
     weight = [s.value for s in scraped if s.name == "ome_canary_traffic_weight" and s.has(**mine)]
     assert weight == [0.0], "the weight reads 0 once the canary completed"
 

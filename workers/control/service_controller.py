@@ -215,6 +215,10 @@ class InferenceServiceController(WatchLoop):
                 self._dirty.add(target)
             logger.info("runtime changed kind=%s name=%s", RUNTIME_KINDS[kind], f"{namespace}/{name}".lstrip("/"))
 
+    def replicas(self) -> list[dict[str, Any]]:
+        """The InferenceReplicas as last listed or watched (the state metrics read them)."""
+        return [obj for key, obj in self._objects.items() if key[0] == REPLICAS]
+
     def idle(self) -> bool:
         """Listed, and nothing dirty or in flight (tests and a graceful stop wait for it)."""
         return self._ready() and not self._dirty and not self._tasks and not self._gone

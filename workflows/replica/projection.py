@@ -26,7 +26,6 @@ from planning.replica.conditions import (
     drain_overdue_condition,
     gang_scheduling_condition,
     next_drain_deadline,
-    overdue_drains,
     ready_condition,
     ready_timeout_condition,
     rollout_progress,
@@ -170,10 +169,6 @@ async def publish(state: ReplicaState, now: datetime) -> datetime | None:
     """
     status, component = build_status(state, now)
     state.conditions = status.conditions
-    config = state.config
-    metrics.instances_by_phase(config.namespace, config.isvc, config.component, (s.phase for s in state.instances.values()))
-    metrics.rollout_hold(config.namespace, config.isvc, config.component, status.rollout_hold)
-    metrics.drains_overdue(config.namespace, config.isvc, config.component, len(overdue_drains(drain_deadlines(state), now)))
     body = status.to_manifest()
     fingerprint = digest(without_additions_at_rest(body))
     phase = phase_of(state, status)
@@ -268,9 +263,9 @@ async def report(
     (condition,) = with_transitions([], [component], now, config.generation)
     phase = "Deleted" if deleted else phase_of(state, status)
     if deleted:
-        metrics.instances_by_phase(config.namespace, config.isvc, config.component, ())
-        metrics.rollout_hold(config.namespace, config.isvc, config.component, None)
-        metrics.drains_overdue(config.namespace, config.isvc, config.component, 0)
+        # The state gauges go with the object (the controller renders them from it); the
+        # wave gauges live in this worker's runtime: zero them, or the last wave stays shown.
+        metrics.scale_down_wave(config.namespace, config.isvc, config.component, 0, 0, 0, False)
     message = ReplicaReport(
         component=config.component,
         status=status.model_copy(update={"instance_statuses": []}),

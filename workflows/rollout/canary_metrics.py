@@ -4,7 +4,8 @@ and are not counted again when a history is replayed. The meter and its labels a
 `workflows.metrics.meter`'s.
 
 Labels: `namespace`, `isvc`, `component` (the canary group's primary), and `result`,
-`metric` or `cause` where the reference names them. The sampler's own gauges
+`metric` or `cause` where the reference names them; `ome_canary_complete_total` carries
+`namespace` and `isvc` only (§2.7). The sampler's own gauges
 (`ome_canary_sampler_*`) come from the sample activity.
 """
 
@@ -28,7 +29,10 @@ def record(namespace: str, isvc: str, before: CanaryState, decision: CanaryDecis
     if after.current_step > before.current_step and after.target_id == before.target_id:
         meter.create_counter("ome_canary_step_total", "canary steps passed").add(after.current_step - before.current_step)
     if decision.outcome == "Completed":
-        meter.create_counter("ome_canary_complete_total", "canaries that reached Stable").add(1)
+        # §2.7: {namespace, isvc} only, whichever component the canary group moved.
+        metrics.meter(namespace, isvc=isvc).create_counter(
+            "ome_canary_complete_total", "canaries that reached Stable"
+        ).add(1)
     if decision.rollback_started is not None:
         meter.create_counter("ome_canary_rollback_total", "canary rollbacks by cause").add(
             1, {"cause": decision.rollback_started}
