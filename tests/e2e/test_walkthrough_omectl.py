@@ -79,7 +79,9 @@ def test_readme_omectl_section_runs_as_written(stack: RunningStack, tmp_path: Pa
     assert out("omectl pause").strip() == f"signal pause sent to isvc/omectl-demo/{NAME}"
     assert out(f"omectl get isvc {NAME}").splitlines()[1].split()[4] == "true"
     assert out("omectl resume").strip() == f"signal resume sent to isvc/omectl-demo/{NAME}"
-    assert out("omectl release-held").strip().startswith("signal release_held sent")
+    # Nothing is held: refused before sending, with the reference's text (§11)
+    assert out("omectl release-held").strip() == "exit code 1"
+    assert "action refused: no exact current valid Held retry block is releasable\n" in stderr
     assert out("omectl reset").strip().startswith("signal reset_instances sent")
 
     assert "--name migrate --input" in out("omectl migrate")

@@ -36,6 +36,7 @@ class FakeInferenceService:
         self.digest = ""
         self.deleting = False
         self.hanging = True
+        self.pause_mode: str | None = None
         self.calls: list[dict[str, Any]] = []
 
     @workflow.run
@@ -80,15 +81,34 @@ class FakeInferenceService:
     def calls_query(self) -> list[dict[str, Any]]:
         return self.calls
 
+    @workflow.query(name="status")
+    def status(self) -> dict[str, Any]:
+        """A `ServiceStatusView` with the pause the signals set (what omectl reads first)."""
+        name = workflow.info().workflow_id.rsplit("/", 1)[-1]
+        namespace = workflow.info().workflow_id.split("/")[1]
+        return {
+            "name": name,
+            "namespace": namespace,
+            "generation": self.generation,
+            "phase": "Ready",
+            "paused": self.pause_mode is not None,
+            "pause": self.pause_mode,
+            "deleting": self.deleting,
+            "status": {},
+        }
+
     # --- signals ------------------------------------------------------------------------
 
     @workflow.signal(name="pause")
     def pause(self, mode: Any = None) -> None:
         self.note("pause", mode)
+        value = mode.get("mode") if isinstance(mode, dict) else mode
+        self.pause_mode = "freeze" if value == "freeze" else "true"
 
     @workflow.signal(name="resume")
     def resume(self, retry: Any = None) -> None:
         self.note("resume", retry)
+        self.pause_mode = None
 
     @workflow.signal(name="runtime_changed")
     def runtime_changed(self) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 import typer
 
-from workers.omectl import plans
+from workers.omectl import guards, plans
+from workers.omectl.guards import Guard
 from workers.omectl.plans import Send
 from workers.omectl.sending import perform
 from workers.omectl.session import client, option_namespace, run, settings
@@ -25,9 +26,9 @@ def dry_run_option() -> Any:
     return typer.Option(False, "--dry-run", help=DRY_RUN_HELP)
 
 
-def go(send: Send, dry_run: bool) -> None:
+def go(send: Send, dry_run: bool, guard: Guard | None = None) -> None:
     async def body() -> None:
-        await perform(client, send, dry_run)
+        await perform(client, send, dry_run, guard)
 
     run(body)
 
@@ -107,15 +108,15 @@ def register(app: typer.Typer) -> None:
         namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
-        """Hold updates, new Instances and spec changes (signal `pause`; a refusal becomes a
-        Warning Event and the status query's `last_rejected_request`).
+        """Hold updates, new Instances and spec changes (signal `pause`). Reads the service
+        first: already paused at that depth, or frozen, is refused (exit 1, nothing sent).
 
         \b
         Example:
           omectl pause qwen3-0-6b -n spread-demo
           omectl pause qwen3-0-6b -n spread-demo --freeze
         """
-        go(plans.pause(namespace, isvc, freeze, discard_pending_actions), dry_run)
+        go(plans.pause(namespace, isvc, freeze, discard_pending_actions), dry_run, guards.pause(namespace, isvc, freeze))
 
     @app.command()
     def resume(
@@ -123,13 +124,13 @@ def register(app: typer.Typer) -> None:
         namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
-        """Lift a pause of either depth (signal `resume`).
+        """Lift a pause of either depth (signal `resume`); refused without a pause (exit 1).
 
         \b
         Example:
           omectl resume qwen3-0-6b -n spread-demo
         """
-        go(plans.resume(namespace, isvc), dry_run)
+        go(plans.resume(namespace, isvc), dry_run, guards.resume(namespace, isvc))
 
     @app.command("release-held")
     def release_held(
@@ -139,13 +140,18 @@ def register(app: typer.Typer) -> None:
         namespace: str = option_namespace(),
         dry_run: bool = dry_run_option(),
     ) -> None:
-        """Release a Held retry block (signal `release_held`; see `omectl get retry-blocks`).
+        """Release a Held retry block (signal `release_held`; see `omectl get retry-blocks`);
+        refused (exit 1, nothing sent) when the InferenceReplica has no Held block for it.
 
         \b
         Example:
           omectl release-held qwen3-0-6b engine qwen3-0-6b-engine-rev-5d9c7b8f -n spread-demo
         """
-        go(plans.release_held(namespace, isvc, component, revision), dry_run)
+        go(
+            plans.release_held(namespace, isvc, component, revision),
+            dry_run,
+            guards.release_held(namespace, isvc, component, revision),
+        )
 
     @app.command()
     def reset(

@@ -71,6 +71,10 @@ async def service_status(client: Client, workflow_id: str) -> ServiceStatusView:
     return await query(client, workflow_id, SERVICE_STATUS, ServiceStatusView)
 
 
+async def replica_status(client: Client, workflow_id: str) -> InferenceReplicaStatus:
+    return await query(client, workflow_id, REPLICA_STATUS, InferenceReplicaStatus)
+
+
 @dataclass(frozen=True)
 class ReplicaAnswer:
     workflow_id: str

@@ -11,6 +11,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from workers.omectl.guards import Guard
 from workers.omectl.plans import Send, temporal_command
 from workers.omectl.session import EXIT_CONFLICT, EXIT_REFUSED, CommandFailed, settings, stderr, stdout
 
@@ -85,13 +86,17 @@ async def deliver(temporal: Client, send: Send) -> Any:
         raise
 
 
-async def perform(temporal_client: Any, send: Send, dry_run: bool) -> None:
-    """The whole verb: a dry run prints what would go; otherwise send, print the answer, and
-    the `temporal` command that does the same (on stderr, so stdout is the answer alone)."""
+async def perform(temporal_client: Any, send: Send, dry_run: bool, guard: Guard | None = None) -> None:
+    """The whole verb: a dry run prints what would go (reading nothing); otherwise read and
+    refuse what the workflow would refuse (`guard`, for signals, which have no answer), send,
+    print the answer, and the `temporal` command that does the same (on stderr, so stdout is
+    the answer alone)."""
     if dry_run:
         print_dry_run(send)
         return
     temporal = await temporal_client()
+    if guard is not None:
+        await guard(temporal)
     try:
         answer = await deliver(temporal, send)
     finally:

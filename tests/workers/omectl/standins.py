@@ -1,4 +1,4 @@
-"""Stand-ins for the TrafficMap and Drain workflows, registered under their type names, so
+"""Stand-ins for the TrafficMap, Drain and InferenceReplica workflows, registered under their type names, so
 omectl's plumbing tests (test_commands.py) run against a real Temporal server in milliseconds:
 they answer the same query and Update names with the same shapes and refusal texts. The real
 workflows are exercised by test_commands_real.py and the README walkthrough."""
@@ -70,3 +70,25 @@ class StandInDrain:
     @workflow.signal(name="release")
     def release(self) -> None:
         self.released = True
+
+
+@workflow.defn(name="InferenceReplica")
+class StandInInferenceReplica:
+    """Answers `status` with the InferenceReplica status it was started with."""
+
+    @workflow.init
+    def __init__(self, status: dict[str, Any]) -> None:
+        self.view = status
+        self.done = False
+
+    @workflow.run
+    async def run(self, status: dict[str, Any]) -> None:
+        await workflow.wait_condition(lambda: self.done)
+
+    @workflow.query(name="status")
+    def status(self) -> dict[str, Any]:
+        return self.view
+
+    @workflow.signal(name="delete")
+    def delete(self) -> None:
+        self.done = True

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from tests.workers.omectl.cli import Omectl, omectl_runner
-from tests.workers.omectl.standins import StandInDrain, StandInTrafficMap
+from tests.workers.omectl.standins import StandInDrain, StandInInferenceReplica, StandInTrafficMap
 from tests.workers.test_controller_workflow import REFUSED_REVISION, FakeInferenceService
 
 NAMESPACE = "omectl-plumbing"
@@ -26,7 +26,7 @@ NAMESPACE = "omectl-plumbing"
 @pytest_asyncio.fixture(loop_scope="session")
 async def standins(dev_client: Client, task_queue: str) -> AsyncIterator[None]:
     async with Worker(
-        dev_client, task_queue=task_queue, workflows=[FakeInferenceService, StandInTrafficMap, StandInDrain]
+        dev_client, task_queue=task_queue, workflows=[FakeInferenceService, StandInTrafficMap, StandInDrain, StandInInferenceReplica]
     ):
         yield
 
@@ -84,10 +84,17 @@ async def test_update_verbs_print_the_answer_and_the_temporal_line(
 async def test_signal_verbs_send_the_readmes_inputs(standins: None, omectl: Omectl, dev_client: Client, task_queue: str) -> None:
     name = f"svc-{uuid4().hex[:6]}"
     workflow_id = await start_isvc(dev_client, task_queue, name)
+    held = f"{name}-engine-5d9c7b8f"
+    replica = await dev_client.start_workflow(
+        "InferenceReplica",
+        {"retryBlocks": [{"targetRevision": held, "state": "Held"}, {"targetRevision": "r-engine-0badcafe", "state": "Backoff"}]},
+        id=f"irep/{NAMESPACE}/{name}-engine",
+        task_queue=task_queue,
+    )
     for args in (
         ("pause", name, "--freeze"),
         ("resume", name),
-        ("release-held", name, "engine", "rev-1"),
+        ("release-held", name, "engine", "5d9c7b8f"),
         ("reset", name, "decoder", "--instances", "0,2"),
     ):
         sent = await omectl(*args, "-n", NAMESPACE)
@@ -96,9 +103,40 @@ async def test_signal_verbs_send_the_readmes_inputs(standins: None, omectl: Omec
     assert [(c["name"], c["input"]) for c in await calls(dev_client, workflow_id)] == [
         ("pause", "freeze"),
         ("resume", None),
-        ("release_held", {"component": "engine", "revision": "rev-1"}),
+        ("release_held", {"component": "engine", "revision": "5d9c7b8f"}),
         ("reset_instances", {"component": "decoder", "instances": "0,2"}),
     ]
+    await replica.signal("delete")
+    await dev_client.get_workflow_handle(workflow_id).signal("delete")
+
+
+async def test_signal_verbs_read_first_and_refuse_sending_nothing(
+    standins: None, omectl: Omectl, dev_client: Client, task_queue: str
+) -> None:
+    """A signal has no answer: what the workflow would refuse is refused before sending (§3.3)."""
+    name = f"svc-{uuid4().hex[:6]}"
+    workflow_id = await start_isvc(dev_client, task_queue, name)
+    replica = await dev_client.start_workflow(
+        "InferenceReplica",
+        {"retryBlocks": [{"targetRevision": f"{name}-engine-0badcafe", "state": "Backoff"}]},
+        id=f"irep/{NAMESPACE}/{name}-engine",
+        task_queue=task_queue,
+    )
+    not_paused = await omectl("resume", name, "-n", NAMESPACE)
+    assert (not_paused.exit_code, not_paused.stderr.strip()) == (1, "action refused: service has no recognized pause")
+    assert (await omectl("pause", name, "-n", NAMESPACE)).exit_code == 0
+    for args in (("pause", name), ("pause", name, "--freeze")):
+        assert (await omectl(*args, "-n", NAMESPACE)).exit_code == (1 if len(args) == 2 else 0)
+    frozen = await omectl("pause", name, "-n", NAMESPACE)
+    assert (frozen.exit_code, frozen.stderr.strip()) == (1, "action refused: service is already paused; freeze is preserved")
+    for revision in ("rev-1", "0badcafe", f"{name}-engine-0badcafe"):  # no block; a block not Held
+        refused = await omectl("release-held", name, "engine", revision, "-n", NAMESPACE)
+        assert refused.exit_code == 1
+        assert refused.stderr.strip() == "action refused: no exact current valid Held retry block is releasable"
+    no_replica = await omectl("release-held", name, "decoder", "rev-1", "-n", NAMESPACE)
+    assert no_replica.exit_code == 1 and f"no workflow irep/{NAMESPACE}/{name}-decoder" in no_replica.stderr
+    assert [(c["name"], c["input"]) for c in await calls(dev_client, workflow_id)] == [("pause", None), ("pause", "freeze")]
+    await replica.signal("delete")
     await dev_client.get_workflow_handle(workflow_id).signal("delete")
 
 
@@ -114,9 +152,12 @@ async def test_dry_run_sends_nothing(standins: None, omectl: Omectl, dev_client:
 
 
 async def test_a_verb_for_a_missing_workflow_exits_1(standins: None, omectl: Omectl) -> None:
-    missing = await omectl("resume", "nothing-here", "-n", NAMESPACE)
+    missing = await omectl("reset", "nothing-here", "engine", "-n", NAMESPACE)
     assert missing.exit_code == 1
     assert f"no running workflow isvc/{NAMESPACE}/nothing-here" in missing.stderr
+    unread = await omectl("resume", "nothing-here", "-n", NAMESPACE)
+    assert unread.exit_code == 1
+    assert f"no workflow isvc/{NAMESPACE}/nothing-here" in unread.stderr
 
 
 async def test_drain_node_starts_once_then_conflicts_and_undrain_releases(
