@@ -18,7 +18,9 @@ REFUSE_LABEL = "refuse"
 REFUSED_REVISION = "stale"
 """`promote` / `retry` of this revision is refused."""
 REFUSED_COMPONENT = "bogus"
-"""A migration request for this component is refused."""
+"""A migration request for this component is refused (invalid input)."""
+CONFLICTING_COMPONENT = "router"
+"""A migration request for this component is refused for the service's state (a conflict)."""
 HANGING_REVISION = "hang"
 """`promote` of this revision answers only after the `unhang` signal (a stuck canary)."""
 ADMISSION_MESSAGE = (
@@ -167,6 +169,12 @@ class FakeInferenceService:
         if request.get("component") == REFUSED_COMPONENT:
             raise ApplicationError(
                 f"migration request: component {REFUSED_COMPONENT!r} is not a component of this InferenceService",
-                type="MigrationRejected",
+                type="MigrationRequestRejected",
+            )
+        if request.get("component") == CONFLICTING_COMPONENT:
+            raise ApplicationError(
+                f"migration request: component {CONFLICTING_COMPONENT!r} is RawDeployment; only OMENative "
+                "components have Instances to migrate (components: engine=OMENative, router=RawDeployment)",
+                type="MigrationPreconditionConflict",
             )
         return {"uuid": request.get("uuid"), "workflow_id": "migration/x"}

@@ -85,6 +85,7 @@ async def test_a_migration_moves_an_instance_off_its_node_replacement_first(
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await migrate(s, {"component": "decoder", "instance": 0, "from_node": source_node})
         assert "only OMENative components" in str(refused.value.cause.message)
+        assert getattr(refused.value.cause, "type", None) == "MigrationRequestRejected"  # not a component: exit 1
 
         started = await migrate(
             s, {"component": "engine", "instance": 1, "from_node": source_node, "reason": "node maintenance",

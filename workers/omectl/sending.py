@@ -1,6 +1,7 @@
 """Sending a planned message (`workers.omectl.plans.Send`) and turning the workflow's answer
 into omectl's output and exit code: 0 done, 1 refused (the workflow's refusal text, verbatim),
-3 conflict (a drain already running on the node, or a refusal the reference calls a conflict)."""
+3 conflict (a drain already running on the node, or a refusal whose `ApplicationError.type` the
+reference calls a conflict: `migrate`'s state refusals, §3.3 and §13)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from workers.omectl.guards import Guard
 from workers.omectl.plans import Send, temporal_command
 from workers.omectl.session import EXIT_CONFLICT, EXIT_REFUSED, CommandFailed, settings, stderr, stdout
+from workflows.service.messages import MIGRATION_CONFLICT
 
-CONFLICT_PREFIXES = (
-    "guarded annotation patch rejected",
-    "migration precondition conflicts or is stale",
-    "held-release preview became stale",
-    "guarded held-release rejected",
-)
-"""Refusals of spec reference §3.3, §11, §13 and §20 that exit 3 (conflict), not 1."""
-
-
-def exit_code_of(message: str) -> int:
-    return EXIT_CONFLICT if message.startswith(CONFLICT_PREFIXES) else EXIT_REFUSED
+MIGRATION_CONFLICT_TEXT = "migration precondition conflicts or is stale; inspect migration status and retry explicitly"
+CONFLICTS = {MIGRATION_CONFLICT: MIGRATION_CONFLICT_TEXT}
+"""Refusal types that exit 3 (conflict), not 1, and the reference's CLI text printed after the
+workflow's own reason (§13 `migration start`)."""
 
 
 def refusal_text(error: WorkflowUpdateFailedError) -> str:
@@ -33,6 +28,20 @@ def refusal_text(error: WorkflowUpdateFailedError) -> str:
     if isinstance(cause, ApplicationError):
         return cause.message
     return str(getattr(cause, "message", None) or cause or error)
+
+
+def refusal_type(error: WorkflowUpdateFailedError) -> str | None:
+    cause = error.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
+
+
+def refused(error: WorkflowUpdateFailedError) -> CommandFailed:
+    """The workflow's reason verbatim, exit 1; a conflict's also its CLI text, exit 3."""
+    message = refusal_text(error)
+    conflict = CONFLICTS.get(refusal_type(error) or "")
+    if conflict is not None:
+        return CommandFailed(f"{message}\n{conflict}", EXIT_CONFLICT)
+    return CommandFailed(message, EXIT_REFUSED)
 
 
 def shown(answer: Any) -> str:
@@ -76,8 +85,7 @@ async def deliver(temporal: Client, send: Send) -> Any:
         await temporal.start_workflow(send.name, send.input, id=send.workflow_id, task_queue=send.task_queue)
         return None
     except WorkflowUpdateFailedError as error:
-        message = refusal_text(error)
-        raise CommandFailed(message, exit_code_of(message)) from error
+        raise refused(error) from error
     except WorkflowAlreadyStartedError as error:
         raise CommandFailed(f"{send.workflow_id} is already running: {send.name} not started again", EXIT_CONFLICT) from error
     except RPCError as error:

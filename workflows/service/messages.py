@@ -67,6 +67,12 @@ SIGNAL_DEPLOYMENT_CHANGED = "deployment_changed"
 """From the watcher (`workers.watch.deployments`): a Deployment-mode component's Deployment changed."""
 
 ADMISSION_DENIED = "AdmissionDenied"
+MIGRATION_REJECTED = "MigrationRequestRejected"
+"""`ApplicationError.type` of an invalid `migrate` request (a bad field): fix it and send again."""
+MIGRATION_CONFLICT = "MigrationPreconditionConflict"
+"""`ApplicationError.type` of a `migrate` request refused for the service's state (being deleted,
+the component not running OMENative Instances, or not planned yet): `migration start`'s
+state refusals, a conflict (spec reference §3.3, §13; omectl exits 3)."""
 """`ApplicationError.type` of a refused manifest, on the update and on a direct start."""
 
 CONTINUED_STATE_KEY = "continuedState"

@@ -5,7 +5,10 @@ The request is checked here (its shape, and that its component runs OMENative In
 then started as its own `Migration` workflow, `migration/{ns}/{isvc}-{component}-{index}/{uuid}`
 (parent close policy ABANDON: it outlives this run's continue-as-new). The Update answers
 with the uuid and the workflow ID, or fails with the refusal, whose message starts
-`migration request`; a refused signal becomes a Warning Event `MigrationRequestRejected`.
+`migration request`, of type `MIGRATION_REJECTED` for an invalid request (a bad field, a
+component the service does not have) and `MIGRATION_CONFLICT` when the service's state
+forbids it (deleting; the component not OMENative, or not planned yet); a refused signal
+becomes a Warning Event `MigrationRequestRejected`.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from models.base import MessageModel
 from models.migration import MigrationRequest, parse_request
 from workflows.migration.messages import MigrationInput
 from workflows.names import MIGRATION, migration_workflow_id
-from workflows.service.messages import ServiceState
+from workflows.service.messages import MIGRATION_CONFLICT, MIGRATION_REJECTED, ServiceState
 
-REJECTED = "MigrationRequestRejected"
+REJECTED = MIGRATION_REJECTED
 
 
 class MigrationStarted(MessageModel):
@@ -34,7 +37,8 @@ class MigrationStarted(MessageModel):
 
 
 def checked(state: ServiceState, raw: Any) -> MigrationRequest:
-    """The request, or the refusal as an `ApplicationError` starting `migration request`."""
+    """The request, or the refusal as an `ApplicationError` starting `migration request`:
+    `MIGRATION_REJECTED` for invalid input, `MIGRATION_CONFLICT` for the service's state."""
     try:
         request = parse_request(raw)
     except ValueError as error:
@@ -42,7 +46,7 @@ def checked(state: ServiceState, raw: Any) -> MigrationRequest:
     if state.deleting:
         raise ApplicationError(
             "migration request: the InferenceService is being deleted; its Instances are drained, not moved",
-            type=REJECTED,
+            type=MIGRATION_CONFLICT,
             non_retryable=True,
         )
     mode = state.modes.get(request.component)
@@ -52,7 +56,9 @@ def checked(state: ServiceState, raw: Any) -> MigrationRequest:
             f"migration request: component {request.component!r} is {shown}; only OMENative "
             f"components have Instances to migrate (components: "
             f"{', '.join(f'{c}={m}' for c, m in sorted(state.modes.items())) or 'none yet'})",
-            type=REJECTED,
+            # A component the service has (or before any is planned) is a state to wait out or
+            # change; one it does not have is a bad field.
+            type=MIGRATION_CONFLICT if mode is not None or not state.modes else REJECTED,
             non_retryable=True,
         )
     return request

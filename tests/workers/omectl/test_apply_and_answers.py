@@ -58,19 +58,6 @@ def test_kubeconfig_falls_back_to_kubeconfig_env(monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.parametrize(
-    ("message", "code"),
-    [
-        ("action refused: promote requires an active indefinite manual gate; analysis requires explicit override", 1),
-        ("traffic drain refused: override ID already exists", 1),
-        ("guarded annotation patch rejected; refresh rollout status and retry explicitly", 3),
-        ("migration precondition conflicts or is stale; inspect migration status and retry explicitly", 3),
-    ],
-)
-def test_exit_code_of_a_refusal(message: str, code: int) -> None:
-    assert sending.exit_code_of(message) == code
-
-
-@pytest.mark.parametrize(
     ("answer", "shown"),
     [
         ("promote accepted", "promote accepted"),

@@ -71,12 +71,20 @@ async def test_update_verbs_print_the_answer_and_the_temporal_line(
     bad = await omectl("migrate", name, "bogus", "0", "--from-node", "n", "-n", NAMESPACE)
     assert bad.exit_code == 1
     assert "migration request: component 'bogus' is not a component" in bad.stderr
+    conflict = await omectl("migrate", name, "router", "0", "--from-node", "n", "-n", NAMESPACE)
+    assert conflict.exit_code == 3, conflict.output
+    assert conflict.stderr.splitlines()[-2:] == [
+        "migration request: component 'router' is RawDeployment; only OMENative components have Instances to migrate "
+        "(components: engine=OMENative, router=RawDeployment)",
+        "migration precondition conflicts or is stale; inspect migration status and retry explicitly",
+    ]
 
     assert [(c["name"], c["input"]) for c in await calls(dev_client, workflow_id)] == [
         ("promote", {"override_analysis": True}),
         ("retry", {"revision": REFUSED_REVISION}),
         ("migrate", {"component": "engine", "instance": 1, "from_node": "gpu-node-2", "requested_by": "omectl", "uuid": "u-1"}),
         ("migrate", {"component": "bogus", "instance": 0, "from_node": "n", "requested_by": "omectl"}),
+        ("migrate", {"component": "router", "instance": 0, "from_node": "n", "requested_by": "omectl"}),
     ]
     await dev_client.get_workflow_handle(workflow_id).signal("delete")
 
