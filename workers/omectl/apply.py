@@ -28,7 +28,7 @@ from workers.config import KubeSettings, kube_api_client
 if TYPE_CHECKING:
     from activities.kube_objects import ObjectActivities
 from workers.control.temporal import Refused, apply_with_start
-from workers.omectl import reads
+from workers.omectl import reads, session
 from workers.omectl.session import EXIT_REFUSED, CommandFailed, client, run, settings, stderr, stdout
 from workers.omectl.views.progress import progress
 from workflows.names import isvc_workflow_id
@@ -101,7 +101,7 @@ async def apply_others(docs: list[dict[str, Any]]) -> bool:
 async def apply_service(temporal: Client, task_queue: str, doc: dict[str, Any]) -> int | None:
     """The generation the workflow answered, or None when admission refused it."""
     try:
-        answer = await apply_with_start(temporal, task_queue, doc)
+        answer = await apply_with_start(temporal, task_queue, doc, rpc_timeout=session.rpc_timeout())
     except Refused as refused:
         reasons = f" [{', '.join(refused.reasons)}]" if refused.reasons else ""
         stderr.print(f"{label(doc)} refused{reasons}: {refused.message}", markup=False)
@@ -142,6 +142,19 @@ async def wait_ready(temporal: Client, doc: dict[str, Any], generation: int, lim
         await asyncio.sleep(POLL_SECONDS)
 
 
+def unknown_outcome(sending: list[dict[str, Any]]) -> str:
+    """The budget ran out: the InferenceService being sent (if any) has an unknown outcome."""
+    seconds = f"{session.budget():g}s"
+    if not sending:
+        return f"apply ran out of its {seconds} budget before any InferenceService was sent"
+    doc = sending[-1]
+    namespace, name = doc["metadata"].get("namespace") or "default", doc["metadata"]["name"]
+    return (
+        f"apply request outcome unknown after {seconds} (Update apply to {isvc_workflow_id(namespace, name)}); "
+        f"do not replay, check omectl rollout status {name} -n {namespace}"
+    )
+
+
 HELP = """Apply YAML: InferenceServices through their workflow's `apply` Update, anything else
 to the cluster (as `kubectl apply`).
 
@@ -169,20 +182,30 @@ def apply(
 
     async def body() -> None:
         services = [doc for doc in docs if doc["kind"] == "InferenceService"]
-        ok = await apply_others([doc for doc in docs if doc["kind"] != "InferenceService"])
+        sending: list[dict[str, Any]] = []
         accepted: list[tuple[dict[str, Any], int]] = []
-        if services:
-            temporal = await client()
+        temporal: Client | None = None
+
+        async def send() -> bool:
+            nonlocal temporal
+            ok = await apply_others([doc for doc in docs if doc["kind"] != "InferenceService"])
+            if not services:
+                return ok
+            temporal = connected = await client()
             task_queue = settings().temporal.task_queue
             for doc in services:
-                generation = await apply_service(temporal, task_queue, doc)
+                sending.append(doc)
+                generation = await apply_service(connected, task_queue, doc)
                 if generation is None:
                     ok = False
                 else:
                     accepted.append((doc, generation))
-            if wait:
-                for doc, generation in accepted:
-                    await wait_ready(temporal, doc, generation, limit)
+            return ok
+
+        ok = await session.within_budget(send, lambda: unknown_outcome(sending))
+        if wait and temporal is not None:
+            for doc, generation in accepted:
+                await wait_ready(temporal, doc, generation, limit)
         if not ok:
             raise CommandFailed("some documents were refused", EXIT_REFUSED)
 

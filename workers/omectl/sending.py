@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from workers.omectl import session
 from workers.omectl.guards import Guard
 from workers.omectl.plans import Send, temporal_command
 from workers.omectl.session import EXIT_CONFLICT, EXIT_REFUSED, CommandFailed, settings, stderr, stdout
@@ -69,20 +70,20 @@ def print_dry_run(send: Send) -> None:
 
 
 async def deliver(temporal: Client, send: Send) -> Any:
-    """Send it; the answer of an Update, None for a signal or a start."""
+    """Send it; the answer of an Update, None for a signal or a start. Each call's deadline is
+    the budget's (`perform` bounds the whole)."""
     handle = temporal.get_workflow_handle(send.workflow_id)
+    deadline = session.rpc_timeout()
+    args = [] if send.input is None else [send.input]
     try:
         if send.kind == "update":
-            if send.input is None:
-                return await handle.execute_update(send.name)
-            return await handle.execute_update(send.name, send.input)
+            return await handle.execute_update(send.name, args=args, rpc_timeout=deadline)
         if send.kind == "signal":
-            if send.input is None:
-                await handle.signal(send.name)
-            else:
-                await handle.signal(send.name, send.input)
+            await handle.signal(send.name, args=args, rpc_timeout=deadline)
             return None
-        await temporal.start_workflow(send.name, send.input, id=send.workflow_id, task_queue=send.task_queue)
+        await temporal.start_workflow(
+            send.name, send.input, id=send.workflow_id, task_queue=send.task_queue, rpc_timeout=deadline
+        )
         return None
     except WorkflowUpdateFailedError as error:
         raise refused(error) from error
@@ -94,6 +95,29 @@ async def deliver(temporal: Client, send: Send) -> Any:
         raise
 
 
+def verb_of(send: Send) -> str:
+    return send.name.lower().replace("_", "-")
+
+
+def follow_up(send: Send) -> str:
+    """Where to see what happened: the service's rollout status, else the workflow itself."""
+    if send.workflow_id.startswith("isvc/"):
+        _, namespace, name = send.workflow_id.split("/", 2)
+        return f"check omectl rollout status {name} -n {namespace}"
+    return f"check temporal workflow describe --workflow-id {send.workflow_id}"
+
+
+def unknown_outcome(send: Send, sent: bool) -> str:
+    """What a run-out budget means: before sending, nothing was sent; after, the outcome is unknown."""
+    seconds = f"{session.budget():g}s"
+    if not sent:
+        return f"{verb_of(send)} not sent: no answer from {send.workflow_id} within {seconds} (is a worker polling?)"
+    return (
+        f"{verb_of(send)} request outcome unknown after {seconds} ({send.kind} {send.name} to {send.workflow_id}); "
+        f"do not replay, {follow_up(send)}"
+    )
+
+
 async def perform(temporal_client: Any, send: Send, dry_run: bool, guard: Guard | None = None) -> None:
     """The whole verb: a dry run prints what would go (reading nothing); otherwise read and
     refuse what the workflow would refuse (`guard`, for signals, which have no answer), send,
@@ -102,13 +126,20 @@ async def perform(temporal_client: Any, send: Send, dry_run: bool, guard: Guard 
     if dry_run:
         print_dry_run(send)
         return
-    temporal = await temporal_client()
-    if guard is not None:
-        await guard(temporal)
-    try:
-        answer = await deliver(temporal, send)
-    finally:
-        stderr.print(f"temporal: {command_line(send)}", markup=False)
+    sending = False
+
+    async def body() -> Any:
+        nonlocal sending
+        temporal = await temporal_client()
+        if guard is not None:
+            await guard(temporal)
+        sending = True
+        try:
+            return await deliver(temporal, send)
+        finally:
+            stderr.print(f"temporal: {command_line(send)}", markup=False)
+
+    answer = await session.within_budget(body, lambda: unknown_outcome(send, sending))
     if send.kind == "update":
         stdout.print(shown(answer), markup=False)
     elif send.kind == "signal":

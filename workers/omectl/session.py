@@ -1,18 +1,22 @@
 """What every omectl command shares: the Temporal connection, exit codes and error reporting.
 
 Exit codes follow OME's guarded actions (spec reference §3.3): 0 done, 1 invalid, refused,
-declined, timed out or unknown outcome, 3 conflict. Usage errors are Typer's 2.
+declined, timed out or unknown outcome, 3 conflict. Usage errors are Typer's 2. Every send (and
+`apply`'s) is bounded by the reference's 45 s budget (`BUDGET_SECONDS`, `within_budget`): with no
+worker polling, the SDK would otherwise repeat an Update until one accepts it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import NoReturn, TypeVar
 
 import typer
 from rich.console import Console
-from temporalio.client import Client
+from temporalio.client import Client, RPCTimeoutOrCancelledError
+from temporalio.service import RPCError, RPCStatusCode
 
 from workers.client import connect, exit_process
 from workers.config import Settings, SettingsError
@@ -20,6 +24,9 @@ from workers.config import Settings, SettingsError
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_CONFLICT = 3
+
+BUDGET_SECONDS = 45.0
+"""The total budget of an action, reads and send included (spec reference §3.3)."""
 
 stdout = Console(highlight=False, soft_wrap=True)
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -48,6 +55,34 @@ async def client() -> Client:
     """A Temporal client configured exactly as the worker's (address, namespace, TLS, API key)."""
     loaded = settings()
     return await connect(loaded.temporal, otel=loaded.otel, role="omectl")
+
+
+def budget() -> float:
+    return BUDGET_SECONDS
+
+
+def rpc_timeout() -> timedelta:
+    """Each call's own deadline: never longer than the whole budget."""
+    return timedelta(seconds=BUDGET_SECONDS)
+
+
+def timed_out(error: BaseException) -> bool:
+    """The budget ran out (or a call's deadline passed) with no answer."""
+    if isinstance(error, TimeoutError | RPCTimeoutOrCancelledError):
+        return True
+    return isinstance(error, RPCError) and error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
+
+
+async def within_budget(body: Callable[[], Awaitable[T]], unknown: Callable[[], str]) -> T:
+    """`body` within `BUDGET_SECONDS`; past it, exit 1 with `unknown()` (what was, or may have
+    been, sent and where to look: the outcome is not known)."""
+    try:
+        async with asyncio.timeout(BUDGET_SECONDS):
+            return await body()
+    except (TimeoutError, RPCTimeoutOrCancelledError, RPCError) as error:
+        if not timed_out(error):
+            raise
+        raise CommandFailed(unknown()) from error
 
 
 def finish(code: int) -> NoReturn:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -19,6 +21,7 @@ from temporalio.worker import Worker
 from tests.workers.omectl.cli import Omectl, omectl_runner
 from tests.workers.omectl.standins import StandInDrain, StandInInferenceReplica, StandInTrafficMap
 from tests.workers.test_controller_workflow import REFUSED_REVISION, FakeInferenceService
+from workers.omectl import session
 
 NAMESPACE = "omectl-plumbing"
 
@@ -251,3 +254,36 @@ async def test_every_command_has_help_with_an_example(omectl: Omectl) -> None:
         shown = await omectl(*command, "--help")
         assert shown.exit_code == 0, command
         assert "Example" in shown.stdout and f"omectl {' '.join(command)}" in shown.stdout, command
+
+
+async def test_sends_and_apply_are_bounded_when_no_worker_polls(
+    monkeypatch: pytest.MonkeyPatch, dev_client: Client, tmp_path: Path
+) -> None:
+    """The SDK repeats an Update until a worker accepts it: the budget (§3.3's 45 s, here 1 s)
+    ends the command with an unknown outcome naming the workflow, exit 1."""
+    unpolled = f"unpolled-{uuid4().hex[:6]}"
+    omectl = omectl_runner(monkeypatch, dev_client, unpolled)
+    monkeypatch.setattr(session, "BUDGET_SECONDS", 1.0)
+    name = f"svc-{uuid4().hex[:6]}"
+    workflow_id = await start_isvc(dev_client, unpolled, name)
+
+    began = time.monotonic()
+    promote = await omectl("promote", name, "-n", NAMESPACE)
+    assert promote.exit_code == 1, promote.output
+    assert promote.stderr.splitlines()[-1] == (
+        f"promote request outcome unknown after 1s (update promote to {workflow_id}); "
+        f"do not replay, check omectl rollout status {name} -n {NAMESPACE}"
+    )
+    assert time.monotonic() - began < 15
+
+    manifest = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": name, "namespace": NAMESPACE}}
+    path = tmp_path / "isvc.yaml"
+    path.write_text(json.dumps(manifest))
+    applied = await omectl("apply", "-f", str(path))
+    assert applied.exit_code == 1, applied.output
+    assert applied.stderr.splitlines()[-1] == (
+        f"apply request outcome unknown after 1s (Update apply to {workflow_id}); "
+        f"do not replay, check omectl rollout status {name} -n {NAMESPACE}"
+    )
+    assert time.monotonic() - began < 30
+    await dev_client.get_workflow_handle(workflow_id).terminate()
