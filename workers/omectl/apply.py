@@ -178,9 +178,10 @@ def apply(
         limit = parse_duration(timeout)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--timeout") from error
-    docs = [in_namespace(doc, namespace) for doc in documents(filename)]
 
     async def body() -> None:
+        # Read inside `run`: a missing or malformed file is an error message and exit 1.
+        docs = [in_namespace(doc, namespace) for doc in documents(filename)]
         services = [doc for doc in docs if doc["kind"] == "InferenceService"]
         sending: list[dict[str, Any]] = []
         accepted: list[tuple[dict[str, Any], int]] = []

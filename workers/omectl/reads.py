@@ -49,7 +49,13 @@ async def running(client: Client, workflow_type: str, prefix: str, isvc: str | N
 
 
 async def started(client: Client, workflow_id: str) -> datetime | None:
-    described = await client.get_workflow_handle(workflow_id).describe()
+    """When the workflow started; a workflow that does not exist ends the command (exit 1)."""
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise CommandFailed(f"no workflow {workflow_id}: {error.message}") from error
+        raise
     return described.start_time
 
 

@@ -16,6 +16,7 @@ from typing import NoReturn, TypeVar
 import typer
 from rich.console import Console
 from temporalio.client import Client, RPCTimeoutOrCancelledError
+from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError, RPCStatusCode
 
 from workers.client import connect, exit_process
@@ -91,14 +92,18 @@ def finish(code: int) -> NoReturn:
 
 
 def run(command: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command body; a `CommandFailed`, an unreachable Temporal or bad settings end
-    the process with the failure's code and its message on stderr."""
+    """Run an async command body; a `CommandFailed`, an unreachable Temporal, bad settings or any
+    other refused call (UNAVAILABLE, PERMISSION_DENIED, ...) end the process with the failure's
+    code and its message on stderr, never a traceback."""
     try:
         return asyncio.run(_call(command))
     except CommandFailed as failed:
         stderr.print(failed.message, markup=False)
         finish(failed.code)
-    except (ConnectionError, SettingsError) as error:
+    except RPCError as error:
+        stderr.print(f"error: {error.message or error}", markup=False)
+        finish(EXIT_REFUSED)
+    except (ConnectionError, SettingsError, TemporalError) as error:
         stderr.print(f"error: {error}", markup=False)
         finish(EXIT_REFUSED)
     except KeyboardInterrupt:
