@@ -8,6 +8,7 @@ InferenceService's name and show each of its components."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -99,12 +100,46 @@ def as_replica(answer: reads.ReplicaAnswer) -> Replica:
     )
 
 
-async def _replicas(namespace: str, isvc: str | None) -> list[reads.ReplicaAnswer]:
+@dataclass(frozen=True)
+class Read:
+    """An InferenceReplica's answer with what its service says of it: the generation in force
+    (its status is stale below it) and whether the service is being deleted."""
+
+    answer: reads.ReplicaAnswer
+    generation: int | None = None
+    deleting: bool = False
+
+    @property
+    def current(self) -> bool:
+        observed = self.answer.status.observed_generation
+        return observed is not None and (self.generation is None or observed >= self.generation)
+
+    @property
+    def freshness(self) -> str:
+        """`Current`, `Stale` or `Unobserved` (the migrations table's third part, §13)."""
+        if self.answer.status.observed_generation is None:
+            return "Unobserved"
+        return "Current" if self.current else "Stale"
+
+
+def service_of(answer: reads.ReplicaAnswer) -> str | None:
+    return answer.spec.inference_service if answer.spec is not None else None
+
+
+async def _replicas(namespace: str, isvc: str | None) -> list[Read]:
     temporal = await client()
     if isvc is not None:
-        # Make a missing InferenceService an error rather than an empty table.
-        await reads.service_status(temporal, isvc_workflow_id(namespace, isvc))
-    return await reads.replicas(temporal, namespace, isvc)
+        # A missing InferenceService is an error rather than an empty table; its view says
+        # which generation is in force and whether it is being deleted.
+        view = await reads.service_status(temporal, isvc_workflow_id(namespace, isvc))
+        views = {view.name: view}
+    else:
+        views = {view.name: view for view, _ in await reads.services(temporal, namespace)}
+    found = []
+    for answer in await reads.replicas(temporal, namespace, isvc):
+        parent = views.get(service_of(answer) or "")
+        found.append(Read(answer, parent.generation if parent else None, parent.deleting if parent else False))
+    return found
 
 
 def component_of(answer: reads.ReplicaAnswer) -> str:
@@ -134,30 +169,23 @@ async def get_irep(name: str | None, namespace: str, output: Output | None) -> N
 
 
 async def get_instances(name: str | None, namespace: str, output: Output | None) -> None:
-    answers = await _replicas(namespace, name)
-    table = instances_table([(component_of(answer), answer.status, None) for answer in answers])
-    emit(table, [answer.status.instance_statuses for answer in answers], output)
+    found = await _replicas(namespace, name)
+    table = instances_table([(component_of(read.answer), read.answer.status, read.generation) for read in found])
+    emit(table, [read.answer.status.instance_statuses for read in found], output)
 
 
 async def get_retry_blocks(name: str | None, namespace: str, output: Output | None) -> None:
-    answers = await _replicas(namespace, name)
-    table = retry_blocks_table([Blocks(component_of(answer), answer.status.retry_blocks) for answer in answers])
-    emit(table, [answer.status.retry_blocks for answer in answers], output)
+    found = await _replicas(namespace, name)
+    table = retry_blocks_table(
+        [Blocks(component_of(read.answer), read.answer.status.retry_blocks, read.current, read.deleting) for read in found]
+    )
+    emit(table, [read.answer.status.retry_blocks for read in found], output)
 
 
 async def get_migrations(name: str | None, namespace: str, output: Output | None) -> None:
-    answers = await _replicas(namespace, name)
-    table = migrations_table(
-        [
-            (
-                component_of(answer),
-                answer.status.migrations,
-                "Current" if answer.status.observed_generation is not None else "Unobserved",
-            )
-            for answer in answers
-        ]
-    )
-    emit(table, [answer.status.migrations for answer in answers], output)
+    found = await _replicas(namespace, name)
+    table = migrations_table([(component_of(read.answer), read.answer.status.migrations, read.freshness) for read in found])
+    emit(table, [read.answer.status.migrations for read in found], output)
 
 
 async def get_trafficmap(name: str | None, namespace: str, output: Output | None) -> None:
