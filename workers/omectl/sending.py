@@ -6,12 +6,14 @@ reference calls a conflict: `migrate`'s state refusals, §3.3 and §13)."""
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from workers.config import TemporalSettings
 from workers.omectl import session
 from workers.omectl.guards import Guard
 from workers.omectl.plans import Send, temporal_command
@@ -57,9 +59,35 @@ def shown(answer: Any) -> str:
     return json.dumps(answer)
 
 
+API_KEY_REFERENCE = '"$OME_TEMPORAL__API_KEY"'
+"""What the printed line passes as `--api-key`: the variable, for the shell to expand; never the key."""
+
+
+def connection_flags(temporal: TemporalSettings) -> str:
+    """The `temporal` CLI's TLS and API-key flags for what `OME_TEMPORAL__*` sets (`temporal
+    options`), so the printed line reaches the same server the same way."""
+    words: list[str] = []
+    if temporal.uses_tls:
+        words.append("--tls")
+    for flag, value in (
+        ("--tls-cert-path", temporal.tls_cert),
+        ("--tls-key-path", temporal.tls_key),
+        ("--tls-ca-path", temporal.tls_ca),
+        ("--tls-server-name", temporal.tls_server_name),
+    ):
+        if value is not None:
+            words += [flag, str(value)]
+    shown = shlex.join(words)
+    if temporal.api_key is not None:
+        shown = f"{shown} --api-key {API_KEY_REFERENCE}".strip()
+    return shown
+
+
 def command_line(send: Send) -> str:
     temporal = settings().temporal
-    return temporal_command(send, temporal.address, temporal.namespace)
+    line = temporal_command(send, temporal.address, temporal.namespace)
+    flags = connection_flags(temporal)
+    return f"{line} {flags}" if flags else line
 
 
 def print_dry_run(send: Send) -> None:
