@@ -115,7 +115,7 @@ async def apply_service(temporal: Client, task_queue: str, doc: dict[str, Any]) 
 
 async def desired_counts(temporal: Client, namespace: str, name: str) -> dict[str, int | None]:
     """Each component's desired Instance count, from its InferenceReplica's `spec` query."""
-    answers = await reads.replicas(temporal, namespace, name)
+    answers = (await reads.replicas(temporal, namespace, name)).found
     return {answer.spec.component: answer.spec.replicas for answer in answers if answer.spec is not None}
 
 

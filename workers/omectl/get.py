@@ -8,6 +8,7 @@ InferenceService's name and show each of its components."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -18,13 +19,13 @@ import yaml
 from pydantic import BaseModel
 
 from workers.omectl import reads
-from workers.omectl.session import client, option_namespace, run, stdout
+from workers.omectl.session import CommandFailed, client, option_namespace, run, stderr, stdout
 from workers.omectl.views.instances import instances_table
 from workers.omectl.views.irep import Replica, irep_table
 from workers.omectl.views.isvc import isvc_table
 from workers.omectl.views.migrations import migrations_table
 from workers.omectl.views.retry_blocks import Blocks, retry_blocks_table
-from workers.omectl.views.table import Table
+from workers.omectl.views.table import NONE, Table
 from workers.omectl.views.trafficmap import entries_table, trafficmap_table
 from workflows.names import isvc_workflow_id, trafficmap_workflow_id
 
@@ -77,6 +78,26 @@ def dumped(value: Any) -> Any:
     return value
 
 
+def with_failed(table: Table, failed: Sequence[reads.Failed], first: Callable[[reads.Failed], str], by_name: bool) -> Table:
+    """The table with a `-` row for each workflow that did not answer (named by `first`), in
+    name order where the table is one row per workflow."""
+    if not failed:
+        return table
+    rows = [row for row in table.rows if "EMPTY" not in row]  # `EMPTY` stands for no row at all
+    rows += [(first(one), *([NONE] * (len(table.headers) - 1))) for one in failed]
+    if by_name:
+        rows.sort(key=lambda row: row[0])
+    return Table(table.headers, tuple(rows))
+
+
+def report(failed: Sequence[reads.Failed]) -> None:
+    """Each failed workflow's error on stderr; then exit 1 (the table is partial)."""
+    for one in failed:
+        stderr.print(f"error: {one.workflow_id}: {one.error}", markup=False)
+    if failed:
+        raise CommandFailed(f"{len(failed)} workflow(s) did not answer; their rows show -")
+
+
 def emit(table: Table, answers: Any, output: Output | None) -> None:
     if output == Output.json:
         stdout.print(json.dumps(dumped(answers), indent=2), markup=False)
@@ -126,20 +147,33 @@ def service_of(answer: reads.ReplicaAnswer) -> str | None:
     return answer.spec.inference_service if answer.spec is not None else None
 
 
-async def _replicas(namespace: str, isvc: str | None) -> list[Read]:
+async def _replicas(namespace: str, isvc: str | None) -> tuple[list[Read], list[reads.Failed]]:
     temporal = await client()
+    unanswered: set[str] = set()
     if isvc is not None:
         # A missing InferenceService is an error rather than an empty table; its view says
         # which generation is in force and whether it is being deleted.
         view = await reads.service_status(temporal, isvc_workflow_id(namespace, isvc))
         views = {view.name: view}
     else:
-        views = {view.name: view for view, _ in await reads.services(temporal, namespace)}
+        listed = await reads.services(temporal, namespace)
+        views = {view.name: view for view, _ in listed.found}
+        unanswered = {one.name for one in listed.failed}
+    replicas = await reads.replicas(temporal, namespace, isvc)
     found = []
-    for answer in await reads.replicas(temporal, namespace, isvc):
-        parent = views.get(service_of(answer) or "")
-        found.append(Read(answer, parent.generation if parent else None, parent.deleting if parent else False))
-    return found
+    for answer in replicas.found:
+        parent = service_of(answer) or ""
+        parent_view = views.get(parent)
+        if parent_view is not None:
+            found.append(Read(answer, parent_view.generation, parent_view.deleting))
+        else:
+            # A service that did not answer: nothing of it is shown releasable.
+            found.append(Read(answer, None, parent in unanswered))
+    return found, replicas.failed
+
+
+def failed_component(one: reads.Failed) -> str:
+    return one.workflow_id.rsplit("-", 1)[-1]
 
 
 def component_of(answer: reads.ReplicaAnswer) -> str:
@@ -149,54 +183,68 @@ def component_of(answer: reads.ReplicaAnswer) -> str:
 async def get_isvc(name: str | None, namespace: str, output: Output | None) -> None:
     temporal = await client()
     now = datetime.now(UTC)
+    failed: list[reads.Failed] = []
     if name is None:
-        found = await reads.services(temporal, namespace)
+        listed = await reads.services(temporal, namespace)
+        found, failed = listed.found, listed.failed
     else:
         workflow_id = isvc_workflow_id(namespace, name)
         found = [(await reads.service_status(temporal, workflow_id), await reads.started(temporal, workflow_id))]
-    emit(isvc_table(found, now, output == Output.wide), [view for view, _ in found], output)
+    table = with_failed(isvc_table(found, now, output == Output.wide), failed, lambda one: one.name, by_name=True)
+    emit(table, [view for view, _ in found], output)
+    report(failed)
 
 
 async def get_irep(name: str | None, namespace: str, output: Output | None) -> None:
     temporal = await client()
+    failed: list[reads.Failed] = []
     if name is None:
-        answers = await reads.replicas(temporal, namespace)
+        listed = await reads.replicas(temporal, namespace)
+        answers, failed = listed.found, listed.failed
     else:
         workflow_id = f"irep/{namespace}/{name}"
         answers = [await reads.replica(temporal, workflow_id, await reads.started(temporal, workflow_id))]
     shown = [as_replica(answer) for answer in answers]
-    emit(irep_table(shown, datetime.now(UTC), output == Output.wide), [answer.status for answer in answers], output)
+    table = with_failed(irep_table(shown, datetime.now(UTC), output == Output.wide), failed, lambda one: one.name, by_name=True)
+    emit(table, [answer.status for answer in answers], output)
+    report(failed)
 
 
 async def get_instances(name: str | None, namespace: str, output: Output | None) -> None:
-    found = await _replicas(namespace, name)
+    found, failed = await _replicas(namespace, name)
     table = instances_table([(component_of(read.answer), read.answer.status, read.generation) for read in found])
-    emit(table, [read.answer.status.instance_statuses for read in found], output)
+    emit(with_failed(table, failed, failed_component, by_name=False), [read.answer.status.instance_statuses for read in found], output)
+    report(failed)
 
 
 async def get_retry_blocks(name: str | None, namespace: str, output: Output | None) -> None:
-    found = await _replicas(namespace, name)
+    found, failed = await _replicas(namespace, name)
     table = retry_blocks_table(
         [Blocks(component_of(read.answer), read.answer.status.retry_blocks, read.current, read.deleting) for read in found]
     )
-    emit(table, [read.answer.status.retry_blocks for read in found], output)
+    emit(with_failed(table, failed, failed_component, by_name=False), [read.answer.status.retry_blocks for read in found], output)
+    report(failed)
 
 
 async def get_migrations(name: str | None, namespace: str, output: Output | None) -> None:
-    found = await _replicas(namespace, name)
+    found, failed = await _replicas(namespace, name)
     table = migrations_table([(component_of(read.answer), read.answer.status.migrations, read.freshness) for read in found])
-    emit(table, [read.answer.status.migrations for read in found], output)
+    emit(with_failed(table, failed, failed_component, by_name=False), [read.answer.status.migrations for read in found], output)
+    report(failed)
 
 
 async def get_trafficmap(name: str | None, namespace: str, output: Output | None) -> None:
     temporal = await client()
+    failed: list[reads.Failed] = []
     if name is None:
-        views = await reads.trafficmaps(temporal, namespace)
+        listed = await reads.trafficmaps(temporal, namespace)
+        views, failed = listed.found, listed.failed
     else:
         views = [await reads.trafficmap(temporal, trafficmap_workflow_id(namespace, name))]
-    emit(trafficmap_table(views, output == Output.wide), views, output)
+    emit(with_failed(trafficmap_table(views, output == Output.wide), failed, lambda one: one.name, by_name=True), views, output)
     if name is not None and output in (None, Output.wide) and views[0].entries:
         stdout.print("\n" + entries_table(views[0]).render(), markup=False)
+    report(failed)
 
 
 READERS = {

@@ -5,9 +5,10 @@ workflows answer, never a guess from the Kubernetes objects they project."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -23,6 +24,9 @@ from workflows.service.messages import ServiceStatusView
 from workflows.trafficmap.messages import QUERY_STATUS as TRAFFICMAP_STATUS
 
 T = TypeVar("T")
+
+LISTING_CONCURRENCY = 16
+"""At most this many workflows are queried at once for a listing."""
 
 
 @dataclass(frozen=True)
@@ -98,20 +102,70 @@ async def replica(client: Client, workflow_id: str, started_at: datetime | None 
     return ReplicaAnswer(workflow_id, status, spec, started_at)
 
 
-async def replicas(client: Client, namespace: str, isvc: str | None = None) -> list[ReplicaAnswer]:
+@dataclass(frozen=True)
+class Failed:
+    """A workflow of a listing that did not answer: its row shows `-`, its error goes to stderr."""
+
+    workflow_id: str
+    error: str
+
+    @property
+    def name(self) -> str:
+        return self.workflow_id.split("/", 2)[-1]
+
+
+@dataclass(frozen=True)
+class Listing(Generic[T]):
+    """What the workflows of a listing answered, in workflow ID order, and which did not."""
+
+    found: list[T]
+    failed: list[Failed]
+
+
+def message_of(error: Exception) -> str:
+    if isinstance(error, CommandFailed):
+        return error.message
+    return str(getattr(error, "message", None) or error)
+
+
+async def each(runs: Sequence[Running], read: Callable[[Running], Awaitable[T]]) -> Listing[T]:
+    """`read` of every run, at most `LISTING_CONCURRENCY` at once; one failing fails its row only."""
+    gate = asyncio.Semaphore(LISTING_CONCURRENCY)
+
+    async def one(run: Running) -> T:
+        async with gate:
+            return await read(run)
+
+    results = await asyncio.gather(*(one(run) for run in runs), return_exceptions=True)
+    found: list[T] = []
+    failed: list[Failed] = []
+    for run, result in zip(runs, results, strict=True):
+        if isinstance(result, BaseException):
+            if not isinstance(result, Exception):
+                raise result
+            failed.append(Failed(run.workflow_id, message_of(result)))
+        else:
+            found.append(result)
+    return Listing(found, failed)
+
+
+async def replicas(client: Client, namespace: str, isvc: str | None = None) -> Listing[ReplicaAnswer]:
     runs = await running(client, INFERENCE_REPLICA, f"irep/{namespace}/", isvc)
-    return list(await asyncio.gather(*(replica(client, run.workflow_id, run.started) for run in runs)))
+    return await each(runs, lambda run: replica(client, run.workflow_id, run.started))
 
 
-async def services(client: Client, namespace: str) -> list[tuple[ServiceStatusView, datetime | None]]:
+async def services(client: Client, namespace: str) -> Listing[tuple[ServiceStatusView, datetime | None]]:
     runs = await running(client, INFERENCE_SERVICE, f"isvc/{namespace}/")
-    views = await asyncio.gather(*(service_status(client, run.workflow_id) for run in runs))
-    return list(zip(views, (run.started for run in runs), strict=True))
+
+    async def read(run: Running) -> tuple[ServiceStatusView, datetime | None]:
+        return await service_status(client, run.workflow_id), run.started
+
+    return await each(runs, read)
 
 
-async def trafficmaps(client: Client, namespace: str) -> list[TrafficMapView]:
+async def trafficmaps(client: Client, namespace: str) -> Listing[TrafficMapView]:
     runs = await running(client, TRAFFIC_MAP, f"trafficmap/{namespace}/")
-    return list(await asyncio.gather(*(query(client, run.workflow_id, TRAFFICMAP_STATUS, TrafficMapView) for run in runs)))
+    return await each(runs, lambda run: query(client, run.workflow_id, TRAFFICMAP_STATUS, TrafficMapView))
 
 
 async def trafficmap(client: Client, workflow_id: str) -> TrafficMapView:

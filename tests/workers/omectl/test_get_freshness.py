@@ -43,11 +43,11 @@ def fake_reads(monkeypatch: pytest.MonkeyPatch, generation: int, deleting: bool)
     async def service_status(*_: Any) -> ServiceStatusView:
         return view
 
-    async def services(*_: Any) -> list[tuple[ServiceStatusView, None]]:
-        return [(view, None)]
+    async def services(*_: Any) -> reads.Listing[tuple[ServiceStatusView, None]]:
+        return reads.Listing([(view, None)], [])
 
-    async def replicas(*_: Any) -> list[reads.ReplicaAnswer]:
-        return [answer]
+    async def replicas(*_: Any) -> reads.Listing[reads.ReplicaAnswer]:
+        return reads.Listing([answer], [])
 
     monkeypatch.setattr(session, "finish", exit_with)
     monkeypatch.setattr(get, "client", connected)
