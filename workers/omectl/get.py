@@ -18,6 +18,7 @@ import typer
 import yaml
 from pydantic import BaseModel
 
+from models.inferencereplica import InferenceReplicaStatus
 from workers.omectl import reads
 from workers.omectl.session import CommandFailed, client, option_namespace, run, stderr, stdout
 from workers.omectl.views.instances import instances_table
@@ -76,6 +77,16 @@ def dumped(value: Any) -> Any:
     if isinstance(value, list):
         return [dumped(item) for item in value]
     return value
+
+
+def answered(workflow_id: str, component: str, key: str, value: Any) -> dict[str, Any]:
+    """What `-o json|yaml` prints per InferenceReplica: which workflow and component answered
+    the status (or the part of it the kind shows), not a bare list."""
+    return {"workflow_id": workflow_id, "component": component, key: dumped(value)}
+
+
+def each_replica(found: Sequence[Read], key: str, part: Callable[[InferenceReplicaStatus], Any]) -> list[dict[str, Any]]:
+    return [answered(read.answer.workflow_id, component_of(read.answer), key, part(read.answer.status)) for read in found]
 
 
 def with_failed(table: Table, failed: Sequence[reads.Failed], first: Callable[[reads.Failed], str], by_name: bool) -> Table:
@@ -204,16 +215,18 @@ async def get_irep(name: str | None, namespace: str, output: Output | None) -> N
     else:
         workflow_id = f"irep/{namespace}/{name}"
         answers = [await reads.replica(temporal, workflow_id, await reads.started(temporal, workflow_id))]
-    shown = [as_replica(answer) for answer in answers]
-    table = with_failed(irep_table(shown, datetime.now(UTC), output == Output.wide), failed, lambda one: one.name, by_name=True)
-    emit(table, [answer.status for answer in answers], output)
+    rows = [as_replica(answer) for answer in answers]
+    table = with_failed(irep_table(rows, datetime.now(UTC), output == Output.wide), failed, lambda one: one.name, by_name=True)
+    shown = [answered(answer.workflow_id, component_of(answer), "status", answer.status) for answer in answers]
+    emit(table, shown, output)
     report(failed)
 
 
 async def get_instances(name: str | None, namespace: str, output: Output | None) -> None:
     found, failed = await _replicas(namespace, name)
     table = instances_table([(component_of(read.answer), read.answer.status, read.generation) for read in found])
-    emit(with_failed(table, failed, failed_component, by_name=False), [read.answer.status.instance_statuses for read in found], output)
+    shown = each_replica(found, "instanceStatuses", lambda status: status.instance_statuses)
+    emit(with_failed(table, failed, failed_component, by_name=False), shown, output)
     report(failed)
 
 
@@ -222,14 +235,16 @@ async def get_retry_blocks(name: str | None, namespace: str, output: Output | No
     table = retry_blocks_table(
         [Blocks(component_of(read.answer), read.answer.status.retry_blocks, read.current, read.deleting) for read in found]
     )
-    emit(with_failed(table, failed, failed_component, by_name=False), [read.answer.status.retry_blocks for read in found], output)
+    shown = each_replica(found, "retryBlocks", lambda status: status.retry_blocks)
+    emit(with_failed(table, failed, failed_component, by_name=False), shown, output)
     report(failed)
 
 
 async def get_migrations(name: str | None, namespace: str, output: Output | None) -> None:
     found, failed = await _replicas(namespace, name)
     table = migrations_table([(component_of(read.answer), read.answer.status.migrations, read.freshness) for read in found])
-    emit(with_failed(table, failed, failed_component, by_name=False), [read.answer.status.migrations for read in found], output)
+    shown = each_replica(found, "migrations", lambda status: status.migrations)
+    emit(with_failed(table, failed, failed_component, by_name=False), shown, output)
     report(failed)
 
 

@@ -62,7 +62,9 @@ async def test_apply_get_and_act_on_the_real_workflows(
         assert replicas.stdout.splitlines()[1].split()[:8] == [f"{NAME}-engine", "engine", "2", "2", "2", "2", NAME, "Ready=True"]
         one = await omectl("get", "irep", f"{NAME}-engine", "-n", NAMESPACE, "-o", "json")
         assert one.exit_code == 0, one.output
-        (status,) = json.loads(one.stdout)
+        (answered,) = json.loads(one.stdout)
+        assert (answered["workflow_id"], answered["component"]) == (f"irep/{NAMESPACE}/{NAME}-engine", "engine")
+        status = answered["status"]
         assert (status["replicas"], status["readyReplicas"], len(status["instanceStatuses"])) == (2, 2, 2)
         instances = await omectl("get", "instances", NAME, "-n", NAMESPACE)
         rows = [line.split() for line in instances.stdout.splitlines()[1:]]
@@ -73,7 +75,10 @@ async def test_apply_get_and_act_on_the_real_workflows(
         blocks = await omectl("get", "retry-blocks", NAME, "-n", NAMESPACE)
         assert blocks.stdout.splitlines()[1].split() == ["-", "EMPTY", "-", "-", "-", "NO", "-"]
         migrations = await omectl("get", "migrations", NAME, "-n", NAMESPACE, "-o", "yaml")
-        assert migrations.exit_code == 0 and yaml.safe_load(migrations.stdout) == [[]]
+        assert migrations.exit_code == 0
+        assert yaml.safe_load(migrations.stdout) == [
+            {"workflow_id": f"irep/{NAMESPACE}/{NAME}-engine", "component": "engine", "migrations": []}
+        ]
 
         # actions: promote without a canary run is refused with the reference's text
         promote = await omectl("promote", NAME, "-n", NAMESPACE)

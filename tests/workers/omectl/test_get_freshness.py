@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from models.inferencereplica import InferenceReplicaSpec, InferenceReplicaStatus
@@ -81,3 +82,27 @@ def test_status_older_than_the_service_is_stale(monkeypatch: pytest.MonkeyPatch,
 def test_nothing_is_releasable_while_the_service_is_deleted(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_reads(monkeypatch, generation=1, deleting=True)
     assert cells("retry-blocks", "chat")[5] == "NO"
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "value"),
+    [
+        ("irep", "status", None),
+        ("instances", "instanceStatuses", STATUS["instanceStatuses"]),
+        ("retry-blocks", "retryBlocks", STATUS["retryBlocks"]),
+        ("migrations", "migrations", STATUS["migrations"]),
+    ],
+)
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_json_and_yaml_name_the_workflow_and_component(
+    monkeypatch: pytest.MonkeyPatch, kind: str, key: str, value: Any, output: str
+) -> None:
+    fake_reads(monkeypatch, generation=1, deleting=False)
+    result = CliRunner().invoke(app, ["get", kind, *(() if kind == "irep" else ("chat",)), "-n", "ns", "-o", output], env=ENV)
+    assert result.exit_code == 0, result.output
+    (shown,) = yaml.safe_load(result.stdout)  # JSON is YAML
+    assert (shown["workflow_id"], shown["component"]) == ("irep/ns/chat-engine", "engine")
+    if value is None:
+        assert shown[key]["observedGeneration"] == 1 and shown[key]["retryBlocks"][0]["state"] == "Held"
+    else:
+        assert [{k: v for k, v in item.items() if k in entry} for item, entry in zip(shown[key], value, strict=True)] == value
