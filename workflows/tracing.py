@@ -37,7 +37,12 @@ class OperationTracing(Protocol):
 
 
 def _tracing() -> OperationTracing | None:
-    found = TracingWorkflowInboundInterceptor._from_context()
+    # `_from_context` is private to the SDK's interceptor: an SDK without it means no operation
+    # traces, never a failed workflow task.
+    from_context = getattr(TracingWorkflowInboundInterceptor, "_from_context", None)
+    if from_context is None:
+        return None
+    found = from_context()
     if found is None or not hasattr(found, "operation_began"):
         return None
     return cast(OperationTracing, found)
