@@ -15,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.inferencereplica import InferenceReplicaSpec, InferenceReplicaStatus
 from planning.trafficmap.view import TrafficMapView
+from workers.omectl import session
 from workers.omectl.session import CommandFailed
 from workflows.names import INFERENCE_REPLICA, INFERENCE_SERVICE, TRAFFIC_MAP
 from workflows.replica.messages import QUERY_SPEC
@@ -55,7 +56,7 @@ async def running(client: Client, workflow_type: str, prefix: str, isvc: str | N
 async def started(client: Client, workflow_id: str) -> datetime | None:
     """When the workflow started; a workflow that does not exist ends the command (exit 1)."""
     try:
-        described = await client.get_workflow_handle(workflow_id).describe()
+        described = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=session.rpc_timeout())
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             raise CommandFailed(f"no workflow {workflow_id}: {error.message}") from error
@@ -67,7 +68,7 @@ async def query(client: Client, workflow_id: str, name: str, result_type: type[T
     """A query's answer; a workflow that does not exist or cannot answer ends the command."""
     handle = client.get_workflow_handle(workflow_id)
     try:
-        answer: T = await handle.query(name, result_type=result_type)
+        answer: T = await handle.query(name, result_type=result_type, rpc_timeout=session.rpc_timeout())
         return answer
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:

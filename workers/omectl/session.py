@@ -9,6 +9,7 @@ worker polling, the SDK would otherwise repeat an Update until one accepts it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import NoReturn, TypeVar
@@ -62,9 +63,16 @@ def budget() -> float:
     return BUDGET_SECONDS
 
 
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("omectl_deadline", default=None)
+MIN_RPC_SECONDS = 0.05
+
+
 def rpc_timeout() -> timedelta:
-    """Each call's own deadline: never longer than the whole budget."""
-    return timedelta(seconds=BUDGET_SECONDS)
+    """Each call's own deadline: what is left of the budget, so no call outlives it (the SDK
+    repeats an Update's call until a worker accepts it: each repeat gets less)."""
+    deadline = _deadline.get()
+    left = BUDGET_SECONDS if deadline is None else deadline - asyncio.get_running_loop().time()
+    return timedelta(seconds=max(MIN_RPC_SECONDS, left))
 
 
 def timed_out(error: BaseException) -> bool:
@@ -77,6 +85,7 @@ def timed_out(error: BaseException) -> bool:
 async def within_budget(body: Callable[[], Awaitable[T]], unknown: Callable[[], str]) -> T:
     """`body` within `BUDGET_SECONDS`; past it, exit 1 with `unknown()` (what was, or may have
     been, sent and where to look: the outcome is not known)."""
+    token = _deadline.set(asyncio.get_running_loop().time() + BUDGET_SECONDS)
     try:
         async with asyncio.timeout(BUDGET_SECONDS):
             return await body()
@@ -84,6 +93,8 @@ async def within_budget(body: Callable[[], Awaitable[T]], unknown: Callable[[], 
         if not timed_out(error):
             raise
         raise CommandFailed(unknown()) from error
+    finally:
+        _deadline.reset(token)
 
 
 def finish(code: int) -> NoReturn:
