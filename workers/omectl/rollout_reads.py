@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.inferencereplica import InferenceReplicaStatus
+from workers.omectl import reads
 from workers.omectl.rollout_story import run_number
 from workers.omectl.rollout_tree import StatusSnapshot
 from workers.omectl.session import CommandFailed
@@ -22,10 +23,8 @@ from workflows.replica.messages import QUERY_STATUS as REPLICA_STATUS
 from workflows.service.messages import (
     QUERY_EXPLAIN,
     QUERY_ROLLOUT_STATUS,
-    QUERY_STATUS,
     ExplainView,
     RolloutStatusView,
-    ServiceStatusView,
 )
 
 LISTED_AT_MOST = 200
@@ -38,17 +37,9 @@ def not_found(error: Exception) -> bool:
 
 async def snapshot(client: Client, namespace: str, name: str) -> StatusSnapshot:
     """The service's `status` and `rollout_status`, and each OMENative component's InferenceReplica `status`."""
-    handle = client.get_workflow_handle(isvc_workflow_id(namespace, name))
-    try:
-        service = await handle.query(QUERY_STATUS, result_type=ServiceStatusView)
-        rollout = await handle.query(QUERY_ROLLOUT_STATUS, result_type=RolloutStatusView)
-    except RPCError as error:
-        if not_found(error):
-            raise CommandFailed(
-                f"InferenceService {namespace}/{name}: no workflow {handle.id}; check the name and "
-                f"namespace (-n), or apply it first"
-            ) from error
-        raise
+    workflow_id = isvc_workflow_id(namespace, name)
+    service = await reads.service_status(client, workflow_id)
+    rollout = await reads.query(client, workflow_id, QUERY_ROLLOUT_STATUS, RolloutStatusView)
     replicas: dict[str, InferenceReplicaStatus] = {}
     unread: set[str] = set()
     for component, status in service.status.components.items():
@@ -108,9 +99,7 @@ async def rollout_histories(client: Client, namespace: str, name: str, runs: int
 async def histories_by_generation(client: Client, namespace: str, name: str, runs: int) -> list[RunHistory]:
     """Without a visibility store (Temporal's time-skipping test server): a run's ID is the
     generation that opened it, so walk the generations down from the service's own."""
-    service = await client.get_workflow_handle(isvc_workflow_id(namespace, name)).query(
-        QUERY_STATUS, result_type=ServiceStatusView
-    )
+    service = await reads.service_status(client, isvc_workflow_id(namespace, name))
     found: list[RunHistory] = []
     for generation in range(service.generation, 0, -1):
         handle = client.get_workflow_handle(rollout_workflow_id(namespace, name, generation))
