@@ -57,9 +57,11 @@ prometheus:
 	  echo "https://prometheus.io/download/ on PATH."; \
 	fi
 
+# Two lanes on the two cores (tests/conftest.py): the real-time e2e tests one after another on one
+# xdist worker, everything else a module at a time on the other; the e2e lane is queued first.
 # Exit 5 means pytest collected nothing, which is a broken suite, never a pass.
 pytest: $(STAMP) prometheus
-	@status=0; $(BIN)/pytest -q -p no:cacheprovider --durations=20 || status=$$?; \
+	@status=0; $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder --durations=20 || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is broken"; fi; \
 	exit $$status
 

@@ -64,11 +64,25 @@ def docker_unavailable_reason() -> str | None:
     return None
 
 
+REAL_TIME_LANE = "real-time-e2e"
+"""The xdist group of every `tests/e2e` test: `make test` runs two lanes (`-n 2 --dist
+loadgroup`), the real-time e2e tests one after another in one and everything else, a module at
+a time, in the other, so no two stack-driving tests (timing-sensitive chaos among them) share
+the two cores."""
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         relative = item.path.relative_to(_TESTS_DIR) if item.path.is_relative_to(_TESTS_DIR) else None
         if relative is not None and relative.parts[0] in _DIRECTORY_MARKERS:
             item.add_marker(relative.parts[0])
+        # A module's tests stay together (module fixtures are built once); e2e is one lane.
+        lane = REAL_TIME_LANE if item.get_closest_marker("e2e") is not None else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(lane))
+    # The e2e lane is the longest unit: first in the queue, so it starts on its own worker at once
+    # (after any shuffle, which keeps the order within each lane random).
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
     k3s_items = [item for item in items if item.get_closest_marker("k3s") is not None]
     reason = docker_unavailable_reason() if k3s_items else None
     if reason is not None:
