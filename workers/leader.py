@@ -28,7 +28,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 from datetime import UTC, datetime
 
 import kubernetes.client
@@ -43,7 +44,7 @@ logger = logging.getLogger("workers.leader")
 WATCHER_LEASE = "ome-watcher"
 CONTROLLER_LEASE = "ome-controller"
 
-Lead = Callable[[Mapping[str, str]], Awaitable[None]]
+Lead = Callable[[Mapping[str, str]], Coroutine[Any, Any, None]]
 """What the leader runs, given the annotations of the Lease it took over; cancelled on loss."""
 
 
@@ -108,7 +109,8 @@ class LeaderElector:
     def try_acquire_or_renew(self) -> bool:
         """One attempt to write ourselves into the Lease; True when we hold it afterwards."""
         now, wall_now = self.clock(), datetime.now(UTC)
-        timeout = self.settings.retry_period_seconds
+        # Long enough for a slow answer, short enough for two tries within the renew deadline.
+        timeout = self.settings.renew_deadline_seconds / 2
         lease = self._lease if self.leading else None
         if lease is None:
             try:
@@ -117,7 +119,9 @@ class LeaderElector:
                 if error.status != 404:
                     raise
                 return self._create(wall_now, timeout)
-        version = lease.metadata.resource_version or ""
+        metadata = lease.metadata or kubernetes.client.V1ObjectMeta()
+        lease.metadata = metadata
+        version = metadata.resource_version or ""
         if version != self._observed_version:
             self._observed_version, self._observed_at = version, now
         record = _record(lease)
@@ -125,10 +129,10 @@ class LeaderElector:
             self._lease = lease
             return False
         taking_over = record is None or record.holder != self.identity
-        previous_annotations = dict(lease.metadata.annotations or {})
+        previous_annotations = dict(metadata.annotations or {})
         lease.spec = _spec(claimed(self.identity, record, wall_now, self.settings.lease_duration_seconds))
         if self.annotations is not None and not taking_over:
-            lease.metadata.annotations = {**previous_annotations, **self.annotations()}
+            metadata.annotations = {**previous_annotations, **self.annotations()}
         try:
             written = self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=timeout)
         except ApiException as error:
@@ -158,7 +162,7 @@ class LeaderElector:
 
     def _remember(self, written: kubernetes.client.V1Lease, now: float) -> None:
         self._lease = written
-        self._observed_version = written.metadata.resource_version or ""
+        self._observed_version = (written.metadata.resource_version or "") if written.metadata else ""
         self._observed_at = now
         self._renewed_at = now
 
@@ -172,7 +176,7 @@ class LeaderElector:
         self._lease.spec = _spec(released(record, datetime.now(UTC)))
         try:
             self.api.replace_namespaced_lease(
-                self.name, self.namespace, self._lease, _request_timeout=self.settings.retry_period_seconds
+                self.name, self.namespace, self._lease, _request_timeout=self.settings.renew_deadline_seconds / 2
             )
             logger.info("released lease %s/%s identity=%s", self.namespace, self.name, self.identity)
         except Exception as error:  # the standby will wait out the lease instead
@@ -254,9 +258,9 @@ async def _cancel(task: asyncio.Task[None] | None) -> None:
         pass
 
 
-async def _until_stopped(stop: asyncio.Event, work: Awaitable[None]) -> None:
-    task = asyncio.ensure_future(work)
+async def _until_stopped(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.create_task(work)
     try:
         await stop.wait()
     finally:
-        await _cancel(task)  # type: ignore[arg-type]
+        await _cancel(task)
