@@ -41,7 +41,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
 from planning.leadership import already_delivered
-from planning.pod_summary import InstanceKey, instance_key, instance_pods, listed_pods
+from planning.pod_summary import InstanceKey, contribution, instance_key, instance_pods, listed_pods
 from workers.watch.loop import WatchLoop
 from workers.watch.stream import KindWatch, WatchItem
 from workflows.names import instance_workflow_id
@@ -212,12 +212,19 @@ class PodWatcher(WatchLoop):
             return
         if item.type == "RESYNC":
             self.stats.resyncs[item.kind] = self.stats.resyncs.get(item.kind, 0) + 1
-            before = list(store.values())
+            before = dict(store)
             self._replace_all(item.kind, item.objects)
             self._synced.add(item.kind)
             self._disabled.discard(item.kind)
-            for obj in before + item.objects:
-                self._mark(item.kind, obj, item.resource_version)
+            for obj in list(before.values()) + item.objects:
+                self._mark(item.kind, obj)
+            after = {_object_key(obj): obj for obj in item.objects}
+            for key in before.keys() | after.keys():
+                # An object listed carries the version of its own last change; a vanished one
+                # went at some point up to the list.
+                new = after.get(key)
+                version = _object_version(new) or item.resource_version
+                self._note(item.kind, before.get(key), new, version)
             # Anything we reported on may have changed while we were not watching.
             self._dirty.update(self._last_sent)
             logger.info(
@@ -241,20 +248,31 @@ class PodWatcher(WatchLoop):
         else:
             store[key] = obj
         if old is not None:
-            self._mark(item.kind, old, item.resource_version)
-        self._mark(item.kind, obj, item.resource_version)
+            self._mark(item.kind, old)
+        self._mark(item.kind, obj)
+        self._note(item.kind, old, None if item.type == "DELETED" else obj, item.resource_version)
 
-    def _mark(self, kind: str, obj: dict[str, Any], version: str) -> None:
-        """Mark the Instances an object's change may affect as needing a fresh summary, and note
-        the change's version for a hand-over (`lead`)."""
+    def _note(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, version: str) -> None:
+        """Record, for a hand-over (`lead`), the version of a change that alters a summary."""
+        if contribution(kind, old) == contribution(kind, new):
+            return
+        obj = new if new is not None else old
+        assert obj is not None
+        if kind == NODES:
+            self._node_changed[_object_key(obj)[1]] = version
+            return
+        key = instance_key(obj)
+        if key is not None:
+            self._changed.setdefault(key, {})[kind] = version
+
+    def _mark(self, kind: str, obj: dict[str, Any]) -> None:
+        """Mark the Instances an object's change may affect as needing a fresh summary."""
         if kind == PODS:
             key = instance_key(obj)
             if key is not None:
                 self._dirty.add(key)
-                self._changed.setdefault(key, {})[kind] = version
         elif kind == NODES:
             node_name = str((obj.get("metadata") or {}).get("name") or "")
-            self._node_changed[node_name] = version
             for pod_key in self._pods.by_node.get(node_name, ()):
                 key = instance_key(self._pods.by_name[pod_key])
                 if key is not None:
@@ -264,7 +282,6 @@ class PodWatcher(WatchLoop):
             key = instance_key(obj)
             if key is not None:
                 self._dirty.add(key)
-                self._changed.setdefault(key, {})[kind] = version
 
     def _replace_all(self, kind: str, objects: list[dict[str, Any]]) -> None:
         if kind == PODS:
@@ -409,6 +426,10 @@ def _newest_version(current: str, candidate: str) -> str:
     if current.isdigit() and candidate.isdigit():
         return candidate if int(candidate) > int(current) else current
     return candidate
+
+
+def _object_version(obj: dict[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _object_key(obj: dict[str, Any]) -> tuple[str, str]:
