@@ -128,7 +128,9 @@ class LeaderElector:
         if not may_take(self.identity, record, self._observed_at, now):
             self._lease = lease
             return False
-        taking_over = record is None or record.holder != self.identity
+        # Starting to lead (a takeover, or our own Lease after a restart with the same identity):
+        # the record's annotations are the previous leader's, for `lead`.
+        taking_over = not self.leading
         previous_annotations = dict(metadata.annotations or {})
         lease.spec = _spec(claimed(self.identity, record, wall_now, self.settings.lease_duration_seconds))
         if self.annotations is not None and not taking_over:
