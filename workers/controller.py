@@ -16,7 +16,6 @@ import asyncio
 import logging
 import signal
 from collections.abc import Mapping
-from typing import Any
 
 from workers.client import connect, exit_process
 from workers.config import Settings, kube_api_client
@@ -48,9 +47,6 @@ async def main() -> None:
     )
     elector = LeaderElector(kube_api_client(settings), CONTROLLER_LEASE, settings.leader)
 
-    def leaders_replicas() -> list[dict[str, Any]]:
-        return controller.replicas() if elector.leading else []
-
     async def lead(_: Mapping[str, str]) -> None:
         controller.lead()
         try:
@@ -59,7 +55,7 @@ async def main() -> None:
             controller.follow()
 
     address = settings.prometheus.controller_metrics_address
-    metrics = StateMetricsServer(address, leaders_replicas) if address else None
+    metrics = StateMetricsServer(address, controller.replicas, lambda: elector.leading) if address else None
     if metrics is not None:
         await metrics.start()
     controller.follow()

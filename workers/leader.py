@@ -29,8 +29,8 @@ import os
 import socket
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
 from datetime import UTC, datetime
+from typing import Any
 
 import kubernetes.client
 from kubernetes.client import ApiClient

@@ -282,6 +282,14 @@ async def _apply_retrying(kube: KubeActivities, manifest: dict[str, Any]) -> Non
     await _retrying(lambda: call(kube.apply_object, ApplyObjectInput(manifest=manifest)))
 
 
+async def eventually(check: Callable[[], bool]) -> None:
+    async with asyncio.timeout(WAIT_SECONDS):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.05)
+
+
 async def test_a_standby_that_takes_over_sends_only_what_changed_after_the_leaders_mark(
     kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
 ) -> None:
@@ -298,9 +306,7 @@ async def test_a_standby_that_takes_over_sends_only_what_changed_after_the_leade
         for index in range(3):
             await sink.wait(wid(namespace, index), is_ready, f"Instance {index} ready")
         # The leader has flushed everything it saw (its mark is its view), then dies.
-        async with asyncio.timeout(WAIT_SECONDS):
-            while watcher.delivered() != watcher._versions or watcher._has_dirty():
-                await asyncio.sleep(0.05)
+        await eventually(lambda: watcher.delivered() == watcher._versions and not watcher._has_dirty())
         mark = watcher.delivered()
         await watcher.stop()
         assert not standby_sink.sent, "a standby sends nothing"
@@ -308,9 +314,7 @@ async def test_a_standby_that_takes_over_sends_only_what_changed_after_the_leade
         # While nobody leads, Instance 0 starts serving; the standby's view follows.
         await serve(kube, namespace)
         key = (namespace, "chat", "engine", 0)
-        async with asyncio.timeout(WAIT_SECONDS):
-            while not is_serving(standby.summaries({key})[key]):
-                await asyncio.sleep(0.05)
+        await eventually(lambda: is_serving(standby.summaries({key})[key]))
         assert not standby_sink.sent
 
         standby.lead(mark)
