@@ -96,8 +96,6 @@ class LeaderElector:
         self.annotations = annotations
         self.clock = clock
         self.leading = False
-        self.transitions = 0
-        """How many times this process became the leader."""
         self._lease: kubernetes.client.V1Lease | None = None
         self._observed_version = ""
         self._observed_at = 0.0
@@ -206,7 +204,6 @@ class LeaderElector:
                 now = self.clock()
                 if held and not self.leading:
                     self.leading = True
-                    self.transitions += 1
                     logger.info(
                         "became leader of lease %s/%s identity=%s", self.namespace, self.name, self.identity
                     )
