@@ -20,6 +20,7 @@ controller relays it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import time
@@ -64,11 +65,10 @@ STATUS_AGREES_WITHIN = 60.0
 @pytest.fixture
 def cluster() -> Iterator[KubeSim]:
     """kubesim with room for every Instance and its surge pod, and instant readiness."""
-    sim = instant_kubesim(topology_for(INSTANCES * 2))
-    try:
+    with contextlib.ExitStack() as cleanup:
+        sim = instant_kubesim(topology_for(INSTANCES * 2))
+        cleanup.callback(sim.stop)
         yield sim
-    finally:
-        sim.stop()
 
 
 def pair(module: str, identity_prefix: str, address: str, task_queue: str, sim: KubeSim, tmp_path: Path) -> dict[str, ProductProcess]:
