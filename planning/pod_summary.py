@@ -137,6 +137,20 @@ def _node_facts(node_name: str | None, node: dict[str, Any] | None) -> dict[str,
     }
 
 
+def contribution(kind: str, obj: dict[str, Any] | None) -> object:
+    """What one watched object (`kind`: pods, nodes or endpointslices) gives its Instances'
+    summaries; None when absent. Two versions of an object with equal contributions change no
+    summary: the watcher's hand-over (`planning.leadership.already_delivered`) counts only
+    changes that do, not a node's heartbeat or a pod's new annotation."""
+    if obj is None:
+        return None
+    if kind == "pods":
+        return summarize_pod(obj, None)
+    if kind == "nodes":
+        return _node_facts(str((obj.get("metadata") or {}).get("name") or ""), obj)
+    return frozenset(listed_pods([obj]))
+
+
 def summarize_pod(pod: dict[str, Any], node: dict[str, Any] | None) -> PodSummary:
     """The `PodSummary` of one Pod object; `node` is the Node it is bound to, if known."""
     metadata = pod.get("metadata") or {}

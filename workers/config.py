@@ -320,6 +320,49 @@ class OtelSettings(_Group):
     """`service.name` on exported spans; the worker and the watcher append their role."""
 
 
+class LeaderSettings(_Group):
+    """Leader election of the watcher and the controller: two of each run, the one holding its
+    `coordination.k8s.io/v1` Lease acts, the other keeps its caches warm and takes over when the
+    Lease is not renewed (client-go's `leaderelection`). Takeover within
+    `lease_duration_seconds + retry_period_seconds` of the leader's death."""
+
+    elect: bool = True
+    """Campaign for the Lease. False: act at once, alone (one replica, no Lease requests); never
+    with two replicas, which would both send."""
+
+    namespace: str = "default"
+    """Namespace of the Leases `ome-watcher` and `ome-controller`. deploy/*.yaml set it to the pod's
+    own namespace; `default` exists in every cluster and in kubesim."""
+
+    identity: str = ""
+    """`holderIdentity` this process writes. Empty: `<hostname>_<pid>` (unique per process, and the
+    pod name in Kubernetes, where the hostname is the pod's)."""
+
+    lease_duration_seconds: float = Field(default=10.0, gt=0)
+    """How long a Lease lasts unrenewed before a standby may take it: the larger part of the
+    takeover time (10 s keeps it under 15 s with the retry period)."""
+
+    renew_deadline_seconds: float = Field(default=7.0, gt=0)
+    """How long the leader keeps trying to renew before it stops acting. Shorter than the lease, so
+    a leader cut off from the API server has stopped before a standby may take over."""
+
+    retry_period_seconds: float = Field(default=2.0, gt=0)
+    """How often the leader renews and a standby re-reads the Lease: one request each per period
+    (client-go's 2 s)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderSettings:
+        if not self.retry_period_seconds < self.renew_deadline_seconds < self.lease_duration_seconds:
+            raise SettingsError(
+                f"{ENV_PREFIX}LEADER__RETRY_PERIOD_SECONDS={self.retry_period_seconds} < "
+                f"{ENV_PREFIX}LEADER__RENEW_DEADLINE_SECONDS={self.renew_deadline_seconds} < "
+                f"{ENV_PREFIX}LEADER__LEASE_DURATION_SECONDS={self.lease_duration_seconds} does not hold: a "
+                "leader must renew several times within its deadline and stop before its lease ends; "
+                "e.g. 2, 7 and 10"
+            )
+        return self
+
+
 class WebhookSettings(_Group):
     """The validating admission webhook (`python -m workers.webhook`); its flags win over these."""
 
@@ -383,6 +426,11 @@ class StackSettings(_Group):
     Prometheus (used only while that Prometheus runs and
     `OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS` is unset): the port of docker-compose and
     deploy/controller.yaml."""
+
+    replicas: int = Field(default=2, ge=1, le=9)
+    """Watchers and controllers `make up` runs: two of each, as deployed, so one can be killed and
+    the other takes over its Lease (`workers.leader`). The Nth controller serves its state gauges
+    on `controller_metrics_port` + N - 1."""
 
     webhook_port: int = Field(default=9443, ge=1, le=65535)
     """Port on 127.0.0.1 of the validating admission webhook `make up` runs beside kubesim (not with
@@ -487,6 +535,9 @@ class Settings(BaseSettings):
 
     otel: OtelSettings = OtelSettings()
     """OpenTelemetry tracing export."""
+
+    leader: LeaderSettings = LeaderSettings()
+    """Leader election of the watcher and the controller."""
 
     webhook: WebhookSettings = WebhookSettings()
     """The validating admission webhook."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Mapping
 
 from workers.client import connect, exit_process
 from workers.config import Settings, kube_api_client
@@ -22,6 +23,7 @@ from workers.control.kube import KubeWriter
 from workers.control.metrics_server import StateMetricsServer
 from workers.control.service_controller import InferenceServiceController
 from workers.control.temporal import TemporalSender
+from workers.leader import CONTROLLER_LEASE, LeaderElector
 
 logger = logging.getLogger("workers.controller")
 
@@ -43,13 +45,25 @@ async def main() -> None:
         "controller starting temporal=%s namespace=%s task_queue=%s",
         settings.temporal.address, settings.temporal.namespace, settings.temporal.task_queue,
     )
+    elector = LeaderElector(kube_api_client(settings), CONTROLLER_LEASE, settings.leader)
+
+    async def lead(_: Mapping[str, str]) -> None:
+        controller.lead()
+        try:
+            await asyncio.Event().wait()  # until cancelled: the Lease is lost or the process stops
+        finally:
+            controller.follow()
+
     address = settings.prometheus.controller_metrics_address
-    metrics = StateMetricsServer(address, controller.replicas) if address else None
+    metrics = StateMetricsServer(address, controller.replicas, lambda: elector.leading) if address else None
     if metrics is not None:
         await metrics.start()
+    controller.follow()
+    await controller.start()
     try:
-        await controller.run(stop)
+        await elector.run(stop, lead)
     finally:
+        await controller.stop()
         if metrics is not None:
             await metrics.stop()
     logger.info("controller stopped")

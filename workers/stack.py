@@ -7,7 +7,7 @@ Prometheus, worker, watcher and controller.
 
 Starts each process in its own process group and waits until it is ready, prints where the UI
 is and what to try with the `temporal` CLI, then runs until Ctrl-C (or SIGTERM) and stops them
-in reverse order: controller, watcher, worker (in-flight activities finish), Prometheus, webhook,
+in reverse order: controllers, watchers (two of each, one leading: `workers.leader`), worker (in-flight activities finish), Prometheus, webhook,
 kubesim (saves its objects), Temporal (flushes its database). All state lives in the data directory, so the next
 run resumes it: running workflows keep running and kubesim's objects are still there.
 
@@ -157,7 +157,9 @@ class Stack:
         for child in self.children:
             child.signal(signal.SIGKILL)
 
-    def _child_env(self) -> dict[str, str]:
+    def _child_env(self, replica: int = 0) -> dict[str, str]:
+        """The environment of a product process; `replica` numbers the watchers and controllers
+        from 0 (the Nth controller serves its gauges N - 1 ports up)."""
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         env[f"{ENV_PREFIX}TEMPORAL__ADDRESS"] = self.temporal_address
@@ -167,7 +169,7 @@ class Stack:
         if self.worker_metrics_address:
             env[f"{ENV_PREFIX}PROMETHEUS__WORKER_METRICS_ADDRESS"] = self.worker_metrics_address
         if self.controller_metrics_address:
-            env[f"{ENV_PREFIX}PROMETHEUS__CONTROLLER_METRICS_ADDRESS"] = self.controller_metrics_address
+            env[f"{ENV_PREFIX}PROMETHEUS__CONTROLLER_METRICS_ADDRESS"] = _shifted(self.controller_metrics_address, replica)
         if self.workload_clusters:
             # The TrafficMaps publish to the global Gateway this stack created, unless told otherwise.
             for name, value in ROUTING_DEFAULTS.items():
@@ -305,9 +307,14 @@ class Stack:
         targets = {
             "prometheus": f"127.0.0.1:{port}",
             "worker": _scrape_address(self.worker_metrics_address),
-            # The state gauges (Instances by phase, holds, overdue drains), from one process.
+            # The state gauges (Instances by phase, holds, overdue drains): every controller is
+            # scraped, and only the one leading serves samples.
             "controller": _scrape_address(self.controller_metrics_address),
         }
+        for replica in range(1, self.stack.replicas):
+            address = _shifted(self.controller_metrics_address, replica)
+            _check_port_free(int(address.rpartition(":")[2]), "controller_metrics_port")
+            targets[f"controller-{replica + 1}"] = _scrape_address(address)
         if self.kubesim_url:
             targets["kubesim"] = urllib.parse.urlsplit(self.kubesim_url).netloc
         home = self.stack.data_dir / PROMETHEUS_DIRNAME
@@ -336,10 +343,14 @@ class Stack:
             )
         )
         await worker.wait_ready(STARTUP_TIMEOUT, "it to poll the task queue")
-        # The watcher signals workflows, so it starts once a worker is there to run them.
-        await self._launch(Child("watcher", [sys.executable, "-m", "workers.watcher"], env=self._child_env()))
-        # So does the controller: `kubectl apply` / `annotate` / `delete` become Updates and signals.
-        await self._launch(Child("controller", [sys.executable, "-m", "workers.controller"], env=self._child_env()))
+        # The watcher signals workflows, so it starts once a worker is there to run them. So does
+        # the controller: `kubectl apply` / `annotate` / `delete` become Updates and signals. Two
+        # of each (`OME_STACK__REPLICAS`): one leads, the other stands by on its Lease.
+        for kind in ("watcher", "controller"):
+            for replica in range(self.stack.replicas):
+                name = kind if replica == 0 else f"{kind}-{replica + 1}"
+                argv = [sys.executable, "-m", f"workers.{kind}"]
+                await self._launch(Child(name, argv, env=self._child_env(replica)))
 
     async def _start_webhook(self) -> None:
         """The validating admission webhook beside kubesim, with its certificate under the data dir."""
@@ -475,6 +486,12 @@ async def run_stack(settings: Settings) -> int:
             loop.remove_signal_handler(signum)
     print(f"stack stopped; state kept in {stack.stack.data_dir}/, `make up` resumes it", flush=True)
     return code
+
+
+def _shifted(bind_address: str, by: int) -> str:
+    """`bind_address` with its port `by` higher: the Nth controller's metrics address."""
+    host, _, port = bind_address.rpartition(":")
+    return f"{host}:{int(port) + by}"
 
 
 def _scrape_address(bind_address: str) -> str:

@@ -12,13 +12,21 @@ with that cluster's client and `cluster=<name>`, whose signals go to the home's 
 (`instance/...@{cluster}`, `isvc/{ns}/{name}@{cluster}`); `cluster_watchers` starts them as
 clusters appear and stops them as they go. After each pass `workers.watch.pool_import` imports
 the InferencePools the workload clusters export.
+
+High availability (`workers.leader`): two watchers run and campaign for the Lease `ome-watcher`.
+Both list and watch, so the standby's view is warm; only the leader signals, writes the
+workload clusters' conditions and runs their watchers. The leader's Lease carries its pod
+watcher's delivered mark (`DELIVERED_ANNOTATION`), so a new leader signals only the Instances
+that changed after it (`PodWatcher.lead`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
+from collections.abc import Mapping
 
 from kubernetes.client import ApiClient
 from temporalio.client import Client
@@ -26,12 +34,25 @@ from temporalio.client import Client
 from workers.client import connect, exit_process
 from workers.clusters import ClusterDirectory, PerCluster
 from workers.config import Settings, kube_api_client
+from workers.leader import WATCHER_LEASE, LeaderElector
 from workers.watch.deployments import DeploymentSink, DeploymentWatcher, TemporalDeploymentSink
 from workers.watch.loop import WatchLoop
 from workers.watch.pods import PodWatcher, SignalSink, TemporalSignalSink
 from workers.watch.pool_import import PoolImporter
 
 logger = logging.getLogger("workers.watcher")
+
+DELIVERED_ANNOTATION = "ome.io/delivered"
+"""Lease annotation: JSON of the leader's `PodWatcher.delivered()` (kind -> resourceVersion)."""
+
+
+def delivered_mark(annotations: Mapping[str, str]) -> dict[str, str]:
+    """The mark a previous leader left in the Lease; empty when absent or unreadable."""
+    try:
+        mark = json.loads(annotations.get(DELIVERED_ANNOTATION, "{}"))
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in mark.items()} if isinstance(mark, dict) else {}
 
 
 def cluster_watchers(pod_sink: SignalSink, deployment_sink: DeploymentSink) -> PerCluster[list[WatchLoop]]:
@@ -91,8 +112,32 @@ async def main() -> None:
         loop.add_signal_handler(signum, stop.set)
     # Deployment-mode components' Deployments, for their `<Component>Ready` conditions.
     deployments = DeploymentWatcher(kube_api_client(settings), TemporalDeploymentSink(client))
-    logger.info("watcher starting temporal=%s", settings.temporal.address)
-    await asyncio.gather(watcher.run(stop), deployments.run(stop), watch_clusters(settings, client, stop))
+    # Both follow until this process holds the Lease: warm views, nothing sent.
+    watcher.follow()
+    deployments.follow()
+    elector = LeaderElector(
+        kube_api_client(settings),
+        WATCHER_LEASE,
+        settings.leader,
+        annotations=lambda: {DELIVERED_ANNOTATION: json.dumps(watcher.delivered(), sort_keys=True)},
+    )
+
+    async def lead(previous: Mapping[str, str]) -> None:
+        watcher.lead(delivered_mark(previous))
+        deployments.lead()
+        try:
+            await watch_clusters(settings, client, asyncio.Event())  # until cancelled
+        finally:
+            watcher.follow()
+            deployments.follow()
+
+    logger.info("watcher starting temporal=%s identity=%s", settings.temporal.address, elector.identity)
+    await watcher.start()
+    await deployments.start()
+    try:
+        await elector.run(stop, lead)
+    finally:
+        await asyncio.gather(watcher.stop(), deployments.stop())
     logger.info("watcher stopped")
     # Exit from inside the loop, before `asyncio.run`'s teardown, where the SDK's runtime
     # threads can still crash the interpreter (`workers.client.exit_process`).

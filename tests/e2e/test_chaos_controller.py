@@ -44,6 +44,9 @@ class Controller:
             "OME_TEMPORAL__ADDRESS": client.service_client.config.target_host,
             "OME_TEMPORAL__TASK_QUEUE": task_queue,
             "OME_KUBE__KUBECONFIG": str(sim.kubeconfig_path),
+            # A crash-restarted controller keeps its identity (a pod's name), so it takes its
+            # own Lease back at once instead of waiting out the dead process's lease.
+            "OME_LEADER__IDENTITY": "controller-under-test",
         }
         self.log = log
         self.process: asyncio.subprocess.Process | None = None

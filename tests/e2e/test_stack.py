@@ -55,13 +55,13 @@ def workflow_status(stack: RunningStack, workflow_id: str) -> str:
 
 def stop_order(log: str) -> list[str]:
     """Names of the children in the order the stack reported them stopped."""
-    return re.findall(r"^(\w+) stopped \(exit code -?\d+\)$", log, flags=re.MULTILINE)
+    return re.findall(r"^([\w-]+) stopped \(exit code -?\d+\)$", log, flags=re.MULTILINE)
 
 
 def expected_stop_order() -> list[str]:
-    """Reverse start order; Prometheus runs only where it is installed."""
+    """Reverse start order (two controllers and two watchers); Prometheus runs only where it is installed."""
     prometheus = [] if prometheus_missing_reason() else ["prometheus"]
-    return ["controller", "watcher", "worker", *prometheus, "webhook", "kubesim", "temporal"]
+    return ["controller-2", "controller", "watcher-2", "watcher", "worker", *prometheus, "webhook", "kubesim", "temporal"]
 
 
 def worker_environment(log: str) -> dict[str, str]:

@@ -280,3 +280,66 @@ async def _retrying(step: Callable[[], Any]) -> None:
 
 async def _apply_retrying(kube: KubeActivities, manifest: dict[str, Any]) -> None:
     await _retrying(lambda: call(kube.apply_object, ApplyObjectInput(manifest=manifest)))
+
+
+async def eventually(check: Callable[[], bool]) -> None:
+    async with asyncio.timeout(WAIT_SECONDS):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.05)
+
+
+async def test_a_standby_that_takes_over_sends_only_what_changed_after_the_leaders_mark(
+    kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
+) -> None:
+    """Hand-over (`PodWatcher.lead`): the standby's view is warm but it sends nothing; taking over
+    with the leader's delivered mark it signals the Instance that changed after the leader died,
+    and nothing the leader had delivered, so no Instance gets a summary twice or misses one."""
+    standby_sink = RecordingSink()
+    standby = PodWatcher(kubesim.api_client(), standby_sink, cluster="sim", read_timeout_seconds=10.0)
+    standby.follow()
+    await standby.start()
+    try:
+        pods = [instance_pod(namespace, index=index) for index in range(3)]
+        await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=pods))
+        for index in range(3):
+            await sink.wait(wid(namespace, index), is_ready, f"Instance {index} ready")
+        # The leader has flushed everything it saw (its mark is its view), then dies.
+        await eventually(lambda: watcher.delivered() == watcher._versions and not watcher._has_dirty())
+        mark = watcher.delivered()
+        await watcher.stop()
+        assert not standby_sink.sent, "a standby sends nothing"
+
+        # While nobody leads, Instance 0 starts serving; the standby's view follows.
+        await serve(kube, namespace)
+        key = (namespace, "chat", "engine", 0)
+        await eventually(lambda: is_serving(standby.summaries({key})[key]))
+        assert not standby_sink.sent
+
+        standby.lead(mark)
+        await standby_sink.wait(wid(namespace), is_serving, "the change after the mark is sent")
+        assert not standby_sink.to(wid(namespace, 1)) and not standby_sink.to(wid(namespace, 2)), (
+            "Instances the old leader had delivered were sent again"
+        )
+        handed_over = RecordingSink()
+        handed_over.sent = sink.sent + standby_sink.sent
+        handed_over.assert_no_repeats()
+    finally:
+        await standby.stop()
+
+
+async def test_a_standby_taking_over_without_a_mark_sends_everything(
+    kubesim: Any, kube: KubeActivities, namespace: str, sink: RecordingSink, watcher: PodWatcher
+) -> None:
+    standby_sink = RecordingSink()
+    standby = PodWatcher(kubesim.api_client(), standby_sink, cluster="sim", read_timeout_seconds=10.0)
+    standby.follow()
+    await standby.start()
+    try:
+        await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
+        await sink.wait(wid(namespace), is_ready, "ready")
+        standby.lead({})  # the Lease carried no mark: nothing is known to be delivered
+        await standby_sink.wait(wid(namespace), is_ready, "re-sent")
+    finally:
+        await standby.stop()

@@ -385,11 +385,13 @@ async def test_inferencereplica_annotations_reach_their_inferenceservice(cluster
 
 async def test_the_state_gauges_follow_the_inferencereplicas_the_controller_watches(cluster: Cluster) -> None:
     """`/metrics` of the controller: rendered from its InferenceReplica cache at scrape time,
-    so a status write shows at the next scrape and a deleted object's series are gone."""
+    so a status write shows at the next scrape and a deleted object's series are gone; a
+    standby (not holding the Lease) serves the families without samples."""
     mine = {"namespace": cluster.namespace, "isvc": "chat", "component": "engine"}
     address = f"127.0.0.1:{free_port()}"
+    leading = [True]
     async with cluster.controller() as controller:
-        server = StateMetricsServer(address, controller.replicas)
+        server = StateMetricsServer(address, controller.replicas, lambda: leading[0])
         await server.start()
         try:
             cluster.create("chat-engine", "inferencereplicas", spec={"inferenceService": "chat", "component": "engine"})
@@ -417,6 +419,12 @@ async def test_the_state_gauges_follow_the_inferencereplicas_the_controller_watc
             assert await shown("ome_rollout_hold_since_timestamp_seconds", gate="Budget") == [since]
             assert await shown("ome_rollout_hold_since_timestamp_seconds", gate="Ratio") == [0]
             assert await shown("ome_rollout_hold_deadline_timestamp_seconds", gate="Budget") == [since + 2700]
+
+            leading[0] = False  # a standby: sums over both controllers count each Instance once
+            assert not await scrape_samples(address)
+            text = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read())
+            assert b"# TYPE ome_instances gauge" in text
+            leading[0] = True
 
             cluster.custom.delete_namespaced_custom_object(
                 GROUP, VERSION, cluster.namespace, "inferencereplicas", "chat-engine"

@@ -4,7 +4,9 @@ every namespace (`InferenceServiceController.replicas()`, its informer's cache: 
 watch, no request per scrape). Served on `OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS` (host:port)
 with aiohttp; before the first list completes it serves the families without samples.
 
-One controller runs, so every state series exists once: alerts and dashboards sum nothing twice.
+Two controllers run (`workers.leader`); only the one leading serves samples (`leading`), the
+standby serves the families without samples, so every state series exists once: alerts and
+dashboards sum nothing twice, and a scrape of either pod succeeds.
 """
 
 from __future__ import annotations
@@ -30,15 +32,23 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class StateMetricsServer:
-    """`start()` / `stop()`; `replicas` returns the current InferenceReplica objects."""
+    """`start()` / `stop()`; `replicas` returns the current InferenceReplica objects, `leading`
+    whether this controller holds its Lease (always, by default)."""
 
-    def __init__(self, address: str, replicas: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+    def __init__(
+        self,
+        address: str,
+        replicas: Callable[[], Iterable[Mapping[str, Any]]],
+        leading: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.host, self.port = split_address(address)
         self.replicas = replicas
+        self.leading = leading
         self._runner: web.AppRunner | None = None
 
     def render(self) -> str:
-        return exposition(state_samples(list(self.replicas()), datetime.now(UTC)))
+        objects = list(self.replicas()) if self.leading() else []
+        return exposition(state_samples(objects, datetime.now(UTC)))
 
     async def _metrics(self, _: web.Request) -> web.Response:
         response = web.Response(text=self.render())

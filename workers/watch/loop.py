@@ -5,6 +5,10 @@ each pass signals what changed, retrying failed signals with back-off.
 differ only in what they keep and whom they signal; they implement `_apply` (fold one watch
 event into their view, marking what is dirty), `_flush` (signal the dirty keys, leave the
 failed ones dirty) and, when a pass needs more than one kind listed first, `_ready`.
+
+Under leader election (`workers.leader`) a loop starts as a follower (`follow()`): it lists and
+watches like the leader, so its view is warm, but runs no pass and sends nothing until
+`lead()`, and stops sending at the next `follow()`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from workers.watch.stream import KindWatch, WatchItem
 
 FIRST_RETRY_SECONDS = 0.5
 LONGEST_RETRY_SECONDS = 30.0
+LEAD = WatchItem("lead", "BOOKMARK")
+"""Posted by `lead()` to wake the pass loop; it changes no view."""
 
 
 class WatchLoop(abc.ABC):
@@ -33,6 +39,8 @@ class WatchLoop(abc.ABC):
         self._task: asyncio.Task[None] | None = None
         self._synced_event = asyncio.Event()
         self._retry_delay = FIRST_RETRY_SECONDS
+        self.sending = True
+        """Whether passes run; False while a standby follows the leader (`follow`/`lead`)."""
 
     # --- to implement ------------------------------------------------------------------------
 
@@ -90,6 +98,16 @@ class WatchLoop(abc.ABC):
             self._task = None
         await asyncio.gather(*(asyncio.to_thread(kind.join, 5.0) for kind in self._kinds))
 
+    def follow(self) -> None:
+        """Stop sending (another process leads); the view keeps following the watches."""
+        self.sending = False
+
+    def lead(self) -> None:
+        """Send again: the next pass signals what is dirty in the view."""
+        self.sending = True
+        if self._queue is not None:
+            self._queue.put_nowait(LEAD)
+
     async def wait_synced(self) -> None:
         """Wait until the watched kinds were listed once and the first pass was sent."""
         await self._synced_event.wait()
@@ -104,31 +122,35 @@ class WatchLoop(abc.ABC):
 
     # --- the pass loop -----------------------------------------------------------------------
 
+    def _take(self, item: WatchItem) -> None:
+        if item is not LEAD:
+            self._apply(item)
+
     async def _loop(self) -> None:
         assert self._queue is not None
         queue = self._queue
         loop = asyncio.get_running_loop()
         while True:
             try:
-                if self._has_dirty() and self._ready():
+                if self.sending and self._has_dirty() and self._ready():
                     # Failed signals are waiting: retry them after the back-off, or sooner.
                     try:
-                        self._apply(await asyncio.wait_for(queue.get(), self._retry_delay))
+                        self._take(await asyncio.wait_for(queue.get(), self._retry_delay))
                     except TimeoutError:
                         await self._flush()
                         continue
                 else:
-                    self._apply(await queue.get())
+                    self._take(await queue.get())
                 # Coalesce: a rollout or a node failure changes many objects within milliseconds.
                 deadline = loop.time() + self.coalesce_seconds
                 while (remaining := deadline - loop.time()) > 0:
                     try:
-                        self._apply(await asyncio.wait_for(queue.get(), remaining))
+                        self._take(await asyncio.wait_for(queue.get(), remaining))
                     except TimeoutError:
                         break
                 while not queue.empty():
-                    self._apply(queue.get_nowait())
-                if self._ready():
+                    self._take(queue.get_nowait())
+                if self.sending and self._ready():
                     await self._flush()
             except asyncio.CancelledError:
                 raise

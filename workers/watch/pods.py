@@ -12,6 +12,14 @@ sent nothing yet) brings every Instance up to date with its first pass. It never
 same summary twice in a row to an Instance; a resync after a 410 or a cut stream
 re-evaluates everything and sends only what differs.
 
+Under leader election (`python -m workers.watcher` runs two) the standby keeps its view warm
+and sends nothing. The leader's Lease carries `delivered()`, the per-kind resourceVersions up
+to which every summary was delivered; a new leader's `lead(delivered)` counts as already sent
+every Instance none of whose pods, pods' nodes or slices changed past that mark
+(`planning.leadership.already_delivered`) and signals only the rest, so a hand-over neither
+loses a change nor repeats what the workflows already have (except what the old leader sent
+after its last renewal: at most one retry period's worth, sent again with the same content).
+
 Threads run the blocking `kubernetes` client (one per watched kind); one asyncio task
 applies their events, coalesces bursts for `coalesce_seconds` and sends signals with bounded
 concurrency. Signals to Instances that do not exist (yet, or any more) are dropped: a new
@@ -32,7 +40,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
-from planning.pod_summary import InstanceKey, instance_key, instance_pods, listed_pods
+from planning.leadership import already_delivered
+from planning.pod_summary import InstanceKey, contribution, instance_key, instance_pods, listed_pods
 from workers.watch.loop import WatchLoop
 from workers.watch.stream import KindWatch, WatchItem
 from workflows.names import instance_workflow_id
@@ -165,6 +174,14 @@ class PodWatcher(WatchLoop):
         self._resource_version = ""
         self._dirty: set[InstanceKey] = set()
         self._last_sent: dict[InstanceKey, InstancePods] = {}
+        self._versions: dict[str, str] = {}
+        """Per kind: the resourceVersion the view has reached."""
+        self._delivered: dict[str, str] = {}
+        """`_versions` as of the last pass after which nothing was left to send."""
+        self._changed: dict[InstanceKey, dict[str, str]] = {}
+        """Per Instance and kind (pods, slices): the version of the last event that touched it."""
+        self._node_changed: dict[str, str] = {}
+        """Per node: the version of its last event (an Instance depends on its pods' nodes)."""
 
     # --- applying events ---------------------------------------------------------------------
 
@@ -182,6 +199,8 @@ class PodWatcher(WatchLoop):
         # thing it reflects, so a node failure seen after the workflow's own pod list is not
         # discarded by the workflow as older than that list.
         self._resource_version = _newest_version(self._resource_version, item.resource_version)
+        if item.resource_version:
+            self._versions[item.kind] = item.resource_version
         if item.type == "BOOKMARK":
             return
         if item.type == "DISABLED":
@@ -193,12 +212,19 @@ class PodWatcher(WatchLoop):
             return
         if item.type == "RESYNC":
             self.stats.resyncs[item.kind] = self.stats.resyncs.get(item.kind, 0) + 1
-            before = list(store.values())
+            before = dict(store)
             self._replace_all(item.kind, item.objects)
             self._synced.add(item.kind)
             self._disabled.discard(item.kind)
-            for obj in before + item.objects:
+            for obj in list(before.values()) + item.objects:
                 self._mark(item.kind, obj)
+            after = {_object_key(obj): obj for obj in item.objects}
+            for key in before.keys() | after.keys():
+                # An object listed carries the version of its own last change; a vanished one
+                # went at some point up to the list.
+                new = after.get(key)
+                version = _object_version(new) or item.resource_version
+                self._note(item.kind, before.get(key), new, version)
             # Anything we reported on may have changed while we were not watching.
             self._dirty.update(self._last_sent)
             logger.info(
@@ -224,6 +250,20 @@ class PodWatcher(WatchLoop):
         if old is not None:
             self._mark(item.kind, old)
         self._mark(item.kind, obj)
+        self._note(item.kind, old, None if item.type == "DELETED" else obj, item.resource_version)
+
+    def _note(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, version: str) -> None:
+        """Record, for a hand-over (`lead`), the version of a change that alters a summary."""
+        if contribution(kind, old) == contribution(kind, new):
+            return
+        obj = new if new is not None else old
+        assert obj is not None
+        if kind == NODES:
+            self._node_changed[_object_key(obj)[1]] = version
+            return
+        key = instance_key(obj)
+        if key is not None:
+            self._changed.setdefault(key, {})[kind] = version
 
     def _mark(self, kind: str, obj: dict[str, Any]) -> None:
         """Mark the Instances an object's change may affect as needing a fresh summary."""
@@ -254,6 +294,48 @@ class PodWatcher(WatchLoop):
         for obj in objects:
             store[_object_key(obj)] = obj
 
+    # --- leadership -----------------------------------------------------------------------------
+
+    def delivered(self) -> dict[str, str]:
+        """Per kind, the resourceVersion up to which every summary was delivered: what the
+        leader writes into its Lease for whoever leads next."""
+        return dict(self._delivered)
+
+    def lead(self, delivered: dict[str, str] | None = None) -> None:
+        """Start sending. With the previous leader's `delivered` mark, an Instance whose pods,
+        pods' nodes and slices all changed no later than the mark counts as already told;
+        every other Instance is signalled at the next pass."""
+        mark = delivered or {}
+        keys = set(self._pods.by_instance) | set(self._changed) | set(self._last_sent)
+        # What this process sent while it led before says nothing of what the other sent since.
+        self._last_sent.clear()
+        known = 0
+        for key, summary in self.summaries(keys).items():
+            if already_delivered(self._instance_changes(key), mark):
+                self._dirty.discard(key)
+                known += 1
+                if summary.pods:
+                    self._last_sent[key] = summary
+            else:
+                self._dirty.add(key)
+            if not summary.pods:
+                self._changed.pop(key, None)
+        logger.info(
+            "leading cluster=%s instances=%d already_delivered=%d to_send=%d mark=%s",
+            self.cluster, len(keys), known, len(self._dirty), mark,
+        )
+        super().lead()
+
+    def _instance_changes(self, key: InstanceKey) -> dict[str, str]:
+        changes = dict(self._changed.get(key, {}))
+        nodes = {
+            str((pod.get("spec") or {}).get("nodeName") or "") for pod in self._pods.instance(key)
+        }
+        node_versions = [self._node_changed[node] for node in nodes if node in self._node_changed]
+        if node_versions:
+            changes[NODES] = max(node_versions, key=lambda v: int(v) if v.isdigit() else -1)
+        return changes
+
     # --- summarizing and signalling ------------------------------------------------------------
 
     def summaries(self, keys: set[InstanceKey]) -> dict[InstanceKey, InstancePods]:
@@ -279,6 +361,7 @@ class PodWatcher(WatchLoop):
         return result
 
     async def _flush(self) -> None:
+        versions = dict(self._versions)
         dirty, self._dirty = self._dirty, set()
         pending = []
         for key, summary in self.summaries(dirty).items():
@@ -291,6 +374,8 @@ class PodWatcher(WatchLoop):
         results = await asyncio.gather(*(self._send(key, summary) for key, summary in pending))
         failed = [key for (key, _), ok in zip(pending, results, strict=True) if not ok]
         self._dirty.update(failed)
+        if not failed and self.sending:
+            self._delivered = versions
         if not self._synced_event.is_set():
             logger.info("initial pass done cluster=%s instances=%d", self.cluster, len(self._last_sent))
         self._after_flush(bool(failed))
@@ -323,6 +408,7 @@ class PodWatcher(WatchLoop):
         else:
             # All pods gone and reported: forget the Instance until a pod appears again.
             self._last_sent.pop(key, None)
+            self._changed.pop(key, None)
         return True
 
 
@@ -340,6 +426,10 @@ def _newest_version(current: str, candidate: str) -> str:
     if current.isdigit() and candidate.isdigit():
         return candidate if int(candidate) > int(current) else current
     return candidate
+
+
+def _object_version(obj: dict[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _object_key(obj: dict[str, Any]) -> tuple[str, str]:
