@@ -44,7 +44,7 @@ async def main() -> None:
         settings.temporal.address, settings.temporal.namespace, settings.temporal.task_queue,
     )
     address = settings.prometheus.controller_metrics_address
-    metrics = StateMetricsServer(address, controller.replicas) if address else None
+    metrics = StateMetricsServer(address, controller.replicas, controller.trafficmaps) if address else None
     if metrics is not None:
         await metrics.start()
     try:
