@@ -36,7 +36,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -349,6 +350,21 @@ async def start_dev_server(root: Path) -> WorkflowEnvironment:
     )
 
 
+@contextmanager
+def stopped_after(processes: list[ProductProcess]) -> Iterator[None]:
+    """Stop `processes` (the list as it is at the end, last started first); on a failure, print
+    their last output first."""
+    try:
+        yield
+    except BaseException:
+        for process in processes:
+            print(f"--- last output of {process.log}:\n{process.tail(3000)}", file=sys.stderr)
+        raise
+    finally:
+        for process in reversed(processes):
+            process.stop(within=15)
+
+
 def workers_label(count: int) -> str:
     return f"{count} worker{'s' if count != 1 else ''}"
 
@@ -379,7 +395,7 @@ async def other_workers(
     logs.mkdir()
     processes = worker_processes(count, address, task_queue, sim.kubeconfig_path, logs)
     processes.append(watcher_process(address, task_queue, sim.kubeconfig_path, logs / "watcher.log"))
-    try:
+    with stopped_after(processes):
         for process in processes:
             process.start()
         prepare_namespace(sim, namespace)
@@ -408,13 +424,6 @@ async def other_workers(
         goals.same(f"end state after the update, {label} vs {workers_label(args.workers[0])}", not differences,
                    f"{len(seen)} pods by name, index, revision, image; every Instance serving on the new image")  # fmt: skip
         await delete(client, sim, args.timeout, namespace)
-    except BaseException:
-        for process in processes:
-            print(f"--- last output of {process.log}:\n{process.tail(3000)}", file=sys.stderr)
-        raise
-    finally:
-        for process in reversed(processes):
-            process.stop(within=15)
 
 
 async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
@@ -428,151 +437,157 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
     sim = instant_kubesim(topology_for(max(n * 2, idle)))
     processes: list[ProductProcess] = []
     try:
-        log(f"floor: one parent starting {n} children, each one no-op activity")
-        floor_seconds, floor_events = await measure_floor(client, address, n, root)
-        figures.add("floor: parent + N children", f"{floor_seconds:.2f} s", f"N={n}, all started in one task")
-        serial_seconds, _ = await measure_floor(client, address, n, root, one_start_per_task=True)
-        figures.add("floor, one child start per task", f"{serial_seconds:.2f} s", "for comparison only")
-
-        task_queue = f"bench-{uuid4().hex[:8]}"
-        workers = worker_processes(first, address, task_queue, sim.kubeconfig_path, root)
-        watcher = watcher_process(address, task_queue, sim.kubeconfig_path, root / "watcher.log")
-        processes += [*workers, watcher]
-        for process in processes:
-            process.start()
-        prepare_namespace(sim, NAMESPACE)
-        label = workers_label(first)
-
-        log(f"bring-up: {n} Instances, {label}")
-        sim.reset_counters()
-        up_serving, up_ready = await bring_up(client, task_queue, sim, NAME, n, args.timeout)
-        created, created_top = per_instance_requests(sim, n)
-        figures.add(
-            "bring-up: N serving (kubesim)", f"{up_serving:.2f} s", f"{up_serving / floor_seconds:.2f}x floor"
-        )
-        figures.add("bring-up: status Ready", f"{up_ready:.2f} s", f"{up_ready / floor_seconds:.2f}x floor")
-        goals.floor_ratio(f"bring-up {n}, {label}", up_serving, floor_seconds)
-        at_serving = await events_at_serving(client, n)
-        figures.add("history events / Instance at Ready", f"{at_serving:.1f}",
-                    "Instance workflow from its start, read once the status says Ready")  # fmt: skip
-        goals.at_most("history events, start to serving, per Instance", at_serving, EVENTS_TO_SERVING)
-
-        log(f"update: {n} Instances to a new image, SurgeThenDrain maxSurge 25%, {label}")
-        sim.reset_counters()
-        update_seconds, fewest = await update(client, task_queue, sim, n, args.timeout)
-        updated, updated_top = per_instance_requests(sim, n)
-        figures.add(
-            "update: all on new image",
-            f"{update_seconds:.2f} s",
-            f"{update_seconds / floor_seconds:.2f}x floor",
-        )
-        figures.add(
-            "update: fewest serving", f"{fewest}", f"of {n}, sampled every {SAMPLE_SECONDS * 1000:.0f} ms"
-        )
-        figures.add("API requests / Instance created", f"{created:.1f}", created_top)
-        figures.add("API requests / Instance updated", f"{updated:.1f}", updated_top)
-        goals.floor_ratio(f"update {n}, {label}", update_seconds, floor_seconds)
-        goals.at_most("Kubernetes requests / Instance created", created, REQUESTS_PER_CREATE)
-        goals.at_most("Kubernetes requests / Instance updated", updated, REQUESTS_PER_UPDATE)
-
-        log(f"pod failures: {args.failures} containers killed one at a time")
-        # Every Instance must have finished its update first: a kill during the update's
-        # last step is a different scenario from a failure of a Ready Instance.
-        await wait_for(
-            f"{NAME} to report Ready", lambda: isvc_ready(client, NAME, n), args.timeout, every=0.25
-        )
-        # What the runs with other worker counts must end with: taken before any pod fails.
-        reference = (await snapshot(sim)).end_state()
-        recreation, serving, killed, missed = await pod_failures(
-            sim, n, args.failures, args.seed, args.timeout
-        )
-        if recreation:
-            figures.add("pod failure -> recreation p50", f"{statistics.median(recreation) * 1000:.0f} ms",
-                        f"{len(recreation)} kills, polled every {FAILURE_POLL_SECONDS * 1000:.0f} ms")  # fmt: skip
-            figures.add("pod failure -> recreation p99", f"{percentile(recreation, 0.99) * 1000:.0f} ms")
-            figures.add("pod failure -> serving again p50", f"{statistics.median(serving) * 1000:.0f} ms")
-            figures.add("pod failure -> serving again p99", f"{percentile(serving, 0.99) * 1000:.0f} ms")
-            goals.below(
-                "pod failure -> recreation p99", percentile(recreation, 0.99), RECREATION_P99_SECONDS, " s"
-            )
-        else:
-            goals.not_measured("pod failure -> recreation p99", "no kill was followed by a recreation")
-        figures.add("pod failure -> no recreation", f"{len(missed)}",
-                    f"kills not followed by a recreation within {RECREATION_WITHIN:.0f} s: {sorted(missed)}")  # fmt: skip
-
-        log(f"delete: {n} Instances")
-        delete_seconds = await delete(client, sim, args.timeout)
-        figures.add("delete: all gone, workflow done", f"{delete_seconds:.2f} s")
-        again, _ = await measure_floor(client, address, n, root)
-        figures.add("floor, repeated after the delete", f"{again:.2f} s", "how much the machine drifted")
-        events = await history_events(client, killed)
-        figures.add("history events / Instance lifecycle", f"{events['instance']:.0f}",
-                    "Instance workflow: create, update, delete (runs summed over continue-as-new)")  # fmt: skip
-        figures.add("  same, with one pod-failure restart", f"{events['instance_restarted']:.0f}",
-                    f"the {len(killed)} Instances whose container was killed")  # fmt: skip
-        figures.add("  + InferenceReplica/Service share", f"{events['coordinators']:.1f}", "their events / N")
-        figures.add("floor history events / child", f"{floor_events:.1f}", "parent's included")
-        goals.at_most(
-            "history events / create-update-delete lifecycle", events["instance"], EVENTS_PER_LIFECYCLE
-        )
-
-        for count in others:
-            await other_workers(count, client, address, sim, root, args, reference, figures, goals)
-
-        if idle <= 0:
-            for what in (
-                "idle Kubernetes requests/s",
-                "idle Temporal actions / Instance / hour",
-                "worker RSS",
-            ):
-                goals.not_measured(what, "--idle-instances 0")
-            return figures, goals
-        log(
-            f"idle: {idle} Ready Instances of a second InferenceService (waiting up to {args.idle_within:.0f} s)"
-        )
-        idle_seconds, idle_ready = await idle_bring_up(client, task_queue, sim, idle, args.idle_within)
-        if idle_ready == idle:
+        with stopped_after(processes):
+            log(f"floor: one parent starting {n} children, each one no-op activity")
+            floor_seconds, floor_events = await measure_floor(client, address, n, root)
             figures.add(
-                f"bring-up of {idle} (kubesim)",
-                f"{idle_seconds:.1f} s",
-                f"{idle_seconds / idle * 1000:.0f} ms per Instance",
+                "floor: parent + N children", f"{floor_seconds:.2f} s", f"N={n}, all started in one task"
             )
-            goals.scale(n, up_serving, idle, idle_seconds)
-        else:
-            figures.add(f"bring-up of {idle} (kubesim)", f"> {idle_seconds:.0f} s",
-                        f"only {idle_ready} serving when the bench stopped waiting")  # fmt: skip
-            goals.not_measured(
-                f"bring-up {idle} vs {n}", f"only {idle_ready} of {idle} served within --idle-within"
-            )
-        await asyncio.sleep(IDLE_SETTLE_SECONDS)
-        for index, worker in enumerate(workers):
-            rss, peak = worker.rss_kib()
-            which = "worker" if first == 1 else f"worker {index + 1} of {first}"
-            figures.add(
-                f"{which} RSS, {idle_ready} idle Ready",
-                f"{rss / 1024:.0f} MiB",
-                f"peak {peak / 1024:.0f} MiB",
-            )
-            goals.at_most(f"{which} RSS, {idle_ready} idle Ready", rss / 1024, WORKER_RSS_MIB, " MiB")
-        watcher_rss, _ = watcher.rss_kib()
-        figures.add(f"watcher RSS, {idle_ready} idle Ready", f"{watcher_rss / 1024:.0f} MiB")
+            serial_seconds, _ = await measure_floor(client, address, n, root, one_start_per_task=True)
+            figures.add("floor, one child start per task", f"{serial_seconds:.2f} s", "for comparison only")
 
-        # --- IDLE COST CALL POINT (issue 17; the lead wires `bench.idle_cost` here) ---------
-        # The idle Instances are Ready and the stack is settled: measure the Kubernetes
-        # requests per second (goal <= IDLE_REQUESTS_PER_SECOND in total) and the Temporal
-        # actions per idle Instance per hour (goal <= IDLE_ACTIONS_PER_INSTANCE_HOUR) here,
-        # with `sim`, `client`, `NAMESPACE`/`IDLE_NAME` and `idle_ready`, then add the figures
-        # and replace these two lines with `goals.at_most(...)`.
-        goals.not_measured("idle Kubernetes requests/s", "bench.idle_cost not wired yet")
-        goals.not_measured("idle Temporal actions / Instance / hour", "bench.idle_cost not wired yet")
-        # --- end of the idle cost call point -----------------------------------------------
-    except BaseException:
-        for process in processes:
-            print(f"--- last output of {process.log}:\n{process.tail(3000)}", file=sys.stderr)
-        raise
+            task_queue = f"bench-{uuid4().hex[:8]}"
+            workers = worker_processes(first, address, task_queue, sim.kubeconfig_path, root)
+            watcher = watcher_process(address, task_queue, sim.kubeconfig_path, root / "watcher.log")
+            processes += [*workers, watcher]
+            for process in processes:
+                process.start()
+            prepare_namespace(sim, NAMESPACE)
+            label = workers_label(first)
+
+            log(f"bring-up: {n} Instances, {label}")
+            sim.reset_counters()
+            up_serving, up_ready = await bring_up(client, task_queue, sim, NAME, n, args.timeout)
+            created, created_top = per_instance_requests(sim, n)
+            figures.add(
+                "bring-up: N serving (kubesim)",
+                f"{up_serving:.2f} s",
+                f"{up_serving / floor_seconds:.2f}x floor",
+            )
+            figures.add(
+                "bring-up: status Ready", f"{up_ready:.2f} s", f"{up_ready / floor_seconds:.2f}x floor"
+            )
+            goals.floor_ratio(f"bring-up {n}, {label}", up_serving, floor_seconds)
+            at_serving = await events_at_serving(client, n)
+            figures.add("history events / Instance at Ready", f"{at_serving:.1f}",
+                        "Instance workflow from its start, read once the status says Ready")  # fmt: skip
+            goals.at_most("history events, start to serving, per Instance", at_serving, EVENTS_TO_SERVING)
+
+            log(f"update: {n} Instances to a new image, SurgeThenDrain maxSurge 25%, {label}")
+            sim.reset_counters()
+            update_seconds, fewest = await update(client, task_queue, sim, n, args.timeout)
+            updated, updated_top = per_instance_requests(sim, n)
+            figures.add(
+                "update: all on new image",
+                f"{update_seconds:.2f} s",
+                f"{update_seconds / floor_seconds:.2f}x floor",
+            )
+            figures.add(
+                "update: fewest serving", f"{fewest}", f"of {n}, sampled every {SAMPLE_SECONDS * 1000:.0f} ms"
+            )
+            figures.add("API requests / Instance created", f"{created:.1f}", created_top)
+            figures.add("API requests / Instance updated", f"{updated:.1f}", updated_top)
+            goals.floor_ratio(f"update {n}, {label}", update_seconds, floor_seconds)
+            goals.at_most("Kubernetes requests / Instance created", created, REQUESTS_PER_CREATE)
+            goals.at_most("Kubernetes requests / Instance updated", updated, REQUESTS_PER_UPDATE)
+
+            log(f"pod failures: {args.failures} containers killed one at a time")
+            # Every Instance must have finished its update first: a kill during the update's
+            # last step is a different scenario from a failure of a Ready Instance.
+            await wait_for(
+                f"{NAME} to report Ready", lambda: isvc_ready(client, NAME, n), args.timeout, every=0.25
+            )
+            # What the runs with other worker counts must end with: taken before any pod fails.
+            reference = (await snapshot(sim)).end_state()
+            recreation, serving, killed, missed = await pod_failures(
+                sim, n, args.failures, args.seed, args.timeout
+            )
+            if recreation:
+                figures.add("pod failure -> recreation p50", f"{statistics.median(recreation) * 1000:.0f} ms",
+                            f"{len(recreation)} kills, polled every {FAILURE_POLL_SECONDS * 1000:.0f} ms")  # fmt: skip
+                figures.add("pod failure -> recreation p99", f"{percentile(recreation, 0.99) * 1000:.0f} ms")
+                figures.add("pod failure -> serving again p50", f"{statistics.median(serving) * 1000:.0f} ms")
+                figures.add("pod failure -> serving again p99", f"{percentile(serving, 0.99) * 1000:.0f} ms")
+                goals.below(
+                    "pod failure -> recreation p99",
+                    percentile(recreation, 0.99),
+                    RECREATION_P99_SECONDS,
+                    " s",
+                )
+            else:
+                goals.not_measured("pod failure -> recreation p99", "no kill was followed by a recreation")
+            figures.add("pod failure -> no recreation", f"{len(missed)}",
+                        f"kills not followed by a recreation within {RECREATION_WITHIN:.0f} s: {sorted(missed)}")  # fmt: skip
+
+            log(f"delete: {n} Instances")
+            delete_seconds = await delete(client, sim, args.timeout)
+            figures.add("delete: all gone, workflow done", f"{delete_seconds:.2f} s")
+            again, _ = await measure_floor(client, address, n, root)
+            figures.add("floor, repeated after the delete", f"{again:.2f} s", "how much the machine drifted")
+            events = await history_events(client, killed)
+            figures.add("history events / Instance lifecycle", f"{events['instance']:.0f}",
+                        "Instance workflow: create, update, delete (runs summed over continue-as-new)")  # fmt: skip
+            figures.add("  same, with one pod-failure restart", f"{events['instance_restarted']:.0f}",
+                        f"the {len(killed)} Instances whose container was killed")  # fmt: skip
+            figures.add(
+                "  + InferenceReplica/Service share", f"{events['coordinators']:.1f}", "their events / N"
+            )
+            figures.add("floor history events / child", f"{floor_events:.1f}", "parent's included")
+            goals.at_most(
+                "history events / create-update-delete lifecycle", events["instance"], EVENTS_PER_LIFECYCLE
+            )
+
+            for count in others:
+                await other_workers(count, client, address, sim, root, args, reference, figures, goals)
+
+            if idle <= 0:
+                for what in (
+                    "idle Kubernetes requests/s",
+                    "idle Temporal actions / Instance / hour",
+                    "worker RSS",
+                ):
+                    goals.not_measured(what, "--idle-instances 0")
+                return figures, goals
+            log(
+                f"idle: {idle} Ready Instances of a second InferenceService (waiting up to {args.idle_within:.0f} s)"
+            )
+            idle_seconds, idle_ready = await idle_bring_up(client, task_queue, sim, idle, args.idle_within)
+            if idle_ready == idle:
+                figures.add(
+                    f"bring-up of {idle} (kubesim)",
+                    f"{idle_seconds:.1f} s",
+                    f"{idle_seconds / idle * 1000:.0f} ms per Instance",
+                )
+                goals.scale(n, up_serving, idle, idle_seconds)
+            else:
+                figures.add(f"bring-up of {idle} (kubesim)", f"> {idle_seconds:.0f} s",
+                            f"only {idle_ready} serving when the bench stopped waiting")  # fmt: skip
+                goals.not_measured(
+                    f"bring-up {idle} vs {n}", f"only {idle_ready} of {idle} served within --idle-within"
+                )
+            await asyncio.sleep(IDLE_SETTLE_SECONDS)
+            for index, worker in enumerate(workers):
+                rss, peak = worker.rss_kib()
+                which = "worker" if first == 1 else f"worker {index + 1} of {first}"
+                figures.add(
+                    f"{which} RSS, {idle_ready} idle Ready",
+                    f"{rss / 1024:.0f} MiB",
+                    f"peak {peak / 1024:.0f} MiB",
+                )
+                goals.at_most(f"{which} RSS, {idle_ready} idle Ready", rss / 1024, WORKER_RSS_MIB, " MiB")
+            watcher_rss, _ = watcher.rss_kib()
+            figures.add(f"watcher RSS, {idle_ready} idle Ready", f"{watcher_rss / 1024:.0f} MiB")
+
+            # --- IDLE COST CALL POINT (issue 17; the lead wires `bench.idle_cost` here) ---------
+            # The idle Instances are Ready and the stack is settled: measure the Kubernetes
+            # requests per second (goal <= IDLE_REQUESTS_PER_SECOND in total) and the Temporal
+            # actions per idle Instance per hour (goal <= IDLE_ACTIONS_PER_INSTANCE_HOUR) here,
+            # with `sim`, `client`, `NAMESPACE`/`IDLE_NAME` and `idle_ready`, then add the figures
+            # and replace these two lines with `goals.at_most(...)`.
+            goals.not_measured("idle Kubernetes requests/s", "bench.idle_cost not wired yet")
+            goals.not_measured("idle Temporal actions / Instance / hour", "bench.idle_cost not wired yet")
+            # --- end of the idle cost call point -----------------------------------------------
     finally:
-        for process in reversed(processes):
-            process.stop(within=15)
         sim.stop()
         await env.shutdown()
     return figures, goals
