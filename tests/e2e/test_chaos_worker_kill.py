@@ -67,7 +67,8 @@ SEED = 6_2026
 NAME = "chaos"
 SAMPLE_SECONDS = 0.15
 KILL_AFTER_SECONDS = (0.3, 2.5)
-"""A kill lands this long (uniformly drawn) after the previous victim was polling again."""
+"""A kill lands this long (uniformly drawn) after the previous victim was restarted, and not
+before it is polling again."""
 DOWN_SECONDS = (0.0, 1.0)
 """How long a killed worker stays dead before it is restarted."""
 BRING_UP_WITHIN = 150.0
@@ -174,9 +175,12 @@ async def test_two_workers_killed_one_at_a_time_during_update_keep_every_instanc
             result = await apply(client, task_queue, isvc_manifest(namespace, NAME, INSTANCES, IMAGE_2))
             assert result.changed and result.generation == 2
             rng = random.Random(SEED)
+            restarting: asyncio.Future[None] | None = None
             for kill in range(KILLS):
                 victim = workers[kill % WORKERS]
-                await asyncio.sleep(rng.uniform(*KILL_AFTER_SECONDS))
+                # The pause runs while the previous victim starts again; the kill waits for both,
+                # so only one worker is ever down.
+                await asyncio.gather(asyncio.sleep(rng.uniform(*KILL_AFTER_SECONDS)), restarting or asyncio.sleep(0))
                 assert not await asyncio.to_thread(update_finished, cluster, namespace), (
                     f"the update finished {time.monotonic() - started:.1f} s in, before kill "
                     f"{len(kill_moments) + 1}: the kills must land during the update"
@@ -184,10 +188,11 @@ async def test_two_workers_killed_one_at_a_time_during_update_keep_every_instanc
                 victim.kill()
                 kill_moments.append((victim.log.stem, round(time.monotonic() - started, 1)))
                 await asyncio.sleep(rng.uniform(*DOWN_SECONDS))
-                # The other worker is alive throughout: only one is ever down.
                 assert all(other.process is not None and other.process.poll() is None
                            for other in workers if other is not victim), "a second worker died"  # fmt: skip
-                await asyncio.to_thread(victim.start)
+                restarting = asyncio.ensure_future(asyncio.to_thread(victim.start))
+            if restarting is not None:
+                await restarting
             took = await wait_settled(cluster, namespace, IMAGE_2, UPDATE_WITHIN, workers)
         finally:
             stop.set()
