@@ -7,6 +7,7 @@
 - `ProductProcess`: the product's worker (`python -m workers`) or watcher
   (`python -m workers.watcher`) as a real process, so a SIGKILL is a real crash and its RSS
   is its own;
+- `worker_processes`: K such workers on one task queue (issue 17: two worker processes);
 - `observe_pods`: a snapshot of the Instances' pods read inside kubesim's event loop, which
   neither goes through the API (so it does not count in kubesim's request counters) nor
   copies every object.
@@ -44,6 +45,7 @@ LABEL_INDEX = "ome.io/instance-index"
 LABEL_COMPONENT = "ome.io/component"
 SERVING_GATE = "ome.io/serving"
 LABEL_PAIRING = "ome.io/pairing-protocol"
+LABEL_REVISION = "ome.io/revision"
 
 BENCH_CLUSTER: dict[str, Any] = {"drain_seconds": 0.0}
 """Cluster lifecycle settings for the runs: no drain pause, so the figures measure the
@@ -149,6 +151,8 @@ class PodView:
     component: str = ""
     pairing: str = ""
     """The `ome.io/pairing-protocol` label ("" without one)."""
+    revision: str = ""
+    """The `ome.io/revision` label ("" without one)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,11 @@ class PodSnapshot:
             found.setdefault(pod.index, []).append(pod)
         return found
 
+    def end_state(self) -> set[tuple[str, int | None, str, str]]:
+        """(name, Instance index, revision, image) of every live pod: what two runs of the same
+        InferenceService in two namespaces must agree on, whoever ran the workflows."""
+        return {(pod.name, pod.index, pod.revision, pod.image) for pod in self.live()}
+
     def settled_on(self, image: str, instances: int) -> bool:
         """Exactly one live pod per Instance 0..N-1, all on `image` and serving; none terminating."""
         by_index = self.live_by_index()
@@ -209,6 +218,7 @@ def _view(pod: dict[str, Any]) -> PodView:
         terminating=metadata.get("deletionTimestamp") is not None,
         component=str(labels.get(LABEL_COMPONENT, "")),
         pairing=str(labels.get(LABEL_PAIRING, "")),
+        revision=str(labels.get(LABEL_REVISION, "")),
     )
 
 
@@ -338,6 +348,21 @@ def worker_process(
         ready_pattern=r"polling task queue",
         env_extra=env,
     )
+
+
+def worker_processes(
+    count: int,
+    address: str,
+    task_queue: str,
+    kubeconfig: str,
+    logs: Path,
+    env: Mapping[str, str] | None = None,
+) -> list[ProductProcess]:
+    """`count` workers on one task queue, each a process of its own logging to
+    `logs/worker-<i>.log` (`logs/worker.log` for a single one): Temporal spreads the workflow
+    and activity tasks over them, and a SIGKILL of one leaves the others running."""
+    names = ["worker.log"] if count == 1 else [f"worker-{i + 1}.log" for i in range(count)]
+    return [worker_process(address, task_queue, kubeconfig, logs / name, env) for name in names]
 
 
 def watcher_process(address: str, task_queue: str, kubeconfig: str, log: Path) -> ProductProcess:

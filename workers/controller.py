@@ -55,7 +55,11 @@ async def main() -> None:
             controller.follow()
 
     address = settings.prometheus.controller_metrics_address
-    metrics = StateMetricsServer(address, controller.replicas, lambda: elector.leading) if address else None
+    metrics = (
+        StateMetricsServer(address, controller.replicas, controller.trafficmaps, lambda: elector.leading)
+        if address
+        else None
+    )
     if metrics is not None:
         await metrics.start()
     controller.follow()

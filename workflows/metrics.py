@@ -1,5 +1,5 @@
-"""The product metrics workflows emit (counters, histograms, and the §14 wave and §18
-gauges), one typed helper per metric, through the workflow metric meter: they appear on the worker's `/metrics` (`OME_PROMETHEUS__WORKER_METRICS_ADDRESS`)
+"""The product metrics workflows emit (counters, histograms, and the §14 deferred-Instances
+gauge), one typed helper per metric, through the workflow metric meter: they appear on the worker's `/metrics` (`OME_PROMETHEUS__WORKER_METRICS_ADDRESS`)
 beside the Temporal SDK's, and nothing is emitted while a history replays, so a worker that
 restarts does not count an Instance's creation twice. A metric call issues no workflow
 command, so adding one needs no `workflow.patched`.
@@ -23,12 +23,10 @@ from temporalio.common import MetricMeter
 
 INSTANCE_CREATE_TO_SERVING = "ome_instance_create_to_serving_seconds"
 INSTANCE_FAILURE_TO_RECREATE = "ome_instance_pod_failure_to_recreate_seconds"
-SCALE_DOWN_ACTIVE_PODS = "ome_omenative_scale_down_active_pods"
 SCALE_DOWN_DEFERRED_INSTANCES = "ome_omenative_scale_down_deferred_instances"
 SCALE_DOWN_BATCH_PODS = "ome_omenative_scale_down_batch_pods"
 SCALE_DOWN_OVERSIZED_BATCH = "ome_omenative_scale_down_oversized_batch_total"
 ROLLOUT_REPIN = "ome_rollout_repin_total"
-TRAFFICMAP_FALLBACK_HOMES = "ome_trafficmap_capacity_fallback_homes"
 
 SECONDS_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
 """An Instance comes up in seconds on kubesim and in minutes when an engine loads a large
@@ -49,10 +47,12 @@ def meter(namespace: str, **labels: str) -> MetricMeter:
 
 # --- Instances ---------------------------------------------------------------------------
 # The state gauges (`ome_instances`, `ome_instance_drains_overdue`,
-# `ome_rollout_hold_since_timestamp_seconds`, `ome_rollout_hold_deadline_timestamp_seconds`) are
-# not set here: a gauge in a worker's SDK runtime keeps its last value after the workflow moves
-# to another worker. The controller renders them from the InferenceReplica status at scrape
-# time (`planning.controller.state_metrics`).
+# `ome_rollout_hold_since_timestamp_seconds`, `ome_rollout_hold_deadline_timestamp_seconds`,
+# `ome_omenative_scale_down_active_pods`, `ome_trafficmap_capacity_fallback_homes`) are not set
+# here: a gauge in a worker's SDK runtime keeps its last value after the workflow moves to
+# another worker, and with two workers each holds its own copy. The controller renders them
+# from the InferenceReplica and TrafficMap objects at scrape time
+# (`planning.controller.state_metrics`).
 
 
 def instance_serving(namespace: str, isvc: str, component: str, after: timedelta) -> None:
@@ -73,12 +73,15 @@ def pod_recreated(namespace: str, isvc: str, component: str, after: timedelta) -
 
 
 def scale_down_wave(
-    namespace: str, isvc: str, component: str, active_pods: int, deferred: int, batch_pods: int, oversized: bool
+    namespace: str, isvc: str, component: str, deferred: int, batch_pods: int, oversized: bool
 ) -> None:
-    """One scale-down wave: pods being removed (in flight plus admitted), Instances deferred,
-    the admitted batch's pods, and whether one Instance larger than the budget went alone."""
+    """One scale-down wave: Instances deferred, the admitted batch's pods, and whether one
+    Instance larger than the budget went alone. (The pods being removed are the controller's
+    `ome_omenative_scale_down_active_pods`, from the InferenceReplica status.)
+
+    The deferred gauge stays here, with its per-worker caveat: which Instances a wave deferred
+    is the plan's alone, and no status field carries it for the controller to render."""
     labelled = meter(namespace, isvc=isvc, component=component)
-    labelled.create_gauge(SCALE_DOWN_ACTIVE_PODS, "pods of Instances being removed").set(active_pods)
     labelled.create_gauge(SCALE_DOWN_DEFERRED_INSTANCES, "Instances waiting for the next wave").set(deferred)
     if batch_pods:
         labelled.create_histogram(SCALE_DOWN_BATCH_PODS, "pods admitted per scale-down wave").record(batch_pods)
@@ -98,9 +101,3 @@ def rollout_repinned(namespace: str, outcome: str) -> None:
             1, {"outcome": outcome}
         )
 
-
-def fallback_homes(namespace: str, trafficmap: str, homes: int) -> None:
-    """`ome_trafficmap_capacity_fallback_homes` (spec reference §18): homes on control-plane capacity."""
-    meter(namespace, trafficmap=trafficmap).create_gauge(
-        TRAFFICMAP_FALLBACK_HOMES, "homes using control-plane capacity"
-    ).set(homes)

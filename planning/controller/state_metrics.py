@@ -1,7 +1,8 @@
-"""The product's state gauges, produced at scrape time from the InferenceReplica objects, the
-way kube-state-metrics does it: one process (the controller) reads the projection the
-InferenceReplica workflows write (`status.instanceStatuses`, `status.rolloutHold`, the
-`DrainOverdue` and `InstanceReadyTimeoutUnconfigured` conditions) and renders
+"""The product's state gauges, produced at scrape time from the InferenceReplica and TrafficMap
+objects, the way kube-state-metrics does it: one process (the controller) reads the projection
+the InferenceReplica workflows write (`status.instanceStatuses`, `status.rolloutHold`, the
+`DrainOverdue` and `InstanceReadyTimeoutUnconfigured` conditions) and the maps the TrafficMap
+workflows write (`spec.entries[].capacity`), and renders
 
 - `ome_instances{namespace,isvc,component,phase}`: the component's Instance rows by phase,
   every phase present (0 for an empty one);
@@ -12,7 +13,17 @@ InferenceReplica workflows write (`status.instanceStatuses`, `status.rolloutHold
   `rolloutHold.since` for the holding gate, 0 for every other gate;
 - `ome_rollout_hold_deadline_timestamp_seconds{namespace,isvc,component,gate}`: `since` plus the
   component's resolved `instanceReadyTimeout` (§10), for the holding gate only, and only when a
-  timeout is configured (no sample without one).
+  timeout is configured (no sample without one);
+- `ome_omenative_scale_down_active_pods{namespace,isvc,component}` (spec reference §14): the pods
+  of the Instances being removed, each row in phase `Deleting` costing its live and Terminating
+  pods (`pods.total`), or 1 once only cleanup remains, as the scale-down budget counts them
+  (`planning.replica.batching.deletion_cost`);
+- `ome_trafficmap_capacity_fallback_homes{namespace,trafficmap}` (§18): the map's homes whose
+  `capacity.fallbackReason` is set, i.e. on control-plane capacity.
+
+The other §14 gauge, `ome_omenative_scale_down_deferred_instances`, stays with the workflow
+(`workflows.metrics`): which Instances a wave deferred is the plan's, and no status field
+carries it.
 
 Gauges set from workflow code would live in each worker's SDK runtime, which keeps the last
 value of every series forever: a workflow moving to another worker would leave a stale series
@@ -34,17 +45,22 @@ from typing import Any, get_args
 
 from models.duration import parse_duration
 from models.inferencereplica import HoldGate, InstancePhase
+from planning.replica.batching import deletion_cost
 
 INSTANCES = "ome_instances"
 DRAINS_OVERDUE = "ome_instance_drains_overdue"
 ROLLOUT_HOLD_SINCE = "ome_rollout_hold_since_timestamp_seconds"
 ROLLOUT_HOLD_DEADLINE = "ome_rollout_hold_deadline_timestamp_seconds"
+SCALE_DOWN_ACTIVE_PODS = "ome_omenative_scale_down_active_pods"
+TRAFFICMAP_FALLBACK_HOMES = "ome_trafficmap_capacity_fallback_homes"
 
 HELP: Mapping[str, str] = {
     INSTANCES: "Instances of the component by phase (InferenceReplica status.instanceStatuses)",
     DRAINS_OVERDUE: "deleting Instances past their drain deadline (the DrainOverdue condition)",
     ROLLOUT_HOLD_SINCE: "start of the component's rollout hold, by gate (0: not held)",
     ROLLOUT_HOLD_DEADLINE: "rolloutHold.since plus the component's instanceReadyTimeout",
+    SCALE_DOWN_ACTIVE_PODS: "pods of Instances being removed",
+    TRAFFICMAP_FALLBACK_HOMES: "homes using control-plane capacity",
 }
 """Every metric this module renders, with its HELP text; all are gauges."""
 
@@ -158,17 +174,49 @@ def replica_samples(obj: Mapping[str, Any], now: datetime) -> list[Sample]:
         samples.append(
             Sample(ROLLOUT_HOLD_DEADLINE, {**labels, "gate": str(gate)}, float(int(since.timestamp()) + timeout))
         )
+    samples.append(Sample(SCALE_DOWN_ACTIVE_PODS, dict(labels), float(_removal_pods(rows))))
     return samples
 
 
-def state_samples(objects: Iterable[Mapping[str, Any]], now: datetime) -> list[Sample]:
-    """Every InferenceReplica's samples, grouped by metric name (the text format wants a
-    family's samples together), objects in (namespace, name) order."""
-    ordered = sorted(
+def _removal_pods(rows: list[Mapping[str, Any]]) -> int:
+    total = 0
+    for row in rows:
+        if row.get("phase") == "Deleting":
+            pods = row.get("pods") or {}
+            count = pods.get("total") if isinstance(pods, Mapping) else None
+            total += deletion_cost(count if isinstance(count, int) else 0)
+    return total
+
+
+def trafficmap_samples(obj: Mapping[str, Any]) -> list[Sample]:
+    """One TrafficMap's samples; none for an object without namespace or name."""
+    metadata = obj.get("metadata") or {}
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if not namespace or not name:
+        return []
+    entries = (obj.get("spec") or {}).get("entries") or []
+    falling = sum(
+        1
+        for entry in entries
+        if isinstance(entry, Mapping) and ((entry.get("capacity") or {}).get("fallbackReason") is not None)
+    )
+    return [Sample(TRAFFICMAP_FALLBACK_HOMES, {"namespace": str(namespace), "trafficmap": str(name)}, float(falling))]
+
+
+def _by_name(objects: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(
         objects,
         key=lambda o: (str((o.get("metadata") or {}).get("namespace")), str((o.get("metadata") or {}).get("name"))),
     )
-    samples = [sample for obj in ordered for sample in replica_samples(obj, now)]
+
+
+def state_samples(
+    objects: Iterable[Mapping[str, Any]], now: datetime, trafficmaps: Iterable[Mapping[str, Any]] = ()
+) -> list[Sample]:
+    """Every InferenceReplica's (`objects`) and TrafficMap's samples, grouped by metric name
+    (the text format wants a family's samples together), objects in (namespace, name) order."""
+    samples = [sample for obj in _by_name(objects) for sample in replica_samples(obj, now)]
+    samples += [sample for obj in _by_name(trafficmaps) for sample in trafficmap_samples(obj)]
     order = {name: position for position, name in enumerate(HELP)}
     return sorted(samples, key=lambda s: order[s.name])  # stable: object order kept inside a family
 

@@ -81,7 +81,7 @@ class Cluster:
     def create(self, name: str, plural: str = "inferenceservices", **metadata: Any) -> dict[str, Any]:
         spec = metadata.pop("spec", {"model": {"name": "llama"}, "runtime": {"name": "rt"}})
         kind = {"inferenceservices": "InferenceService", "inferencereplicas": "InferenceReplica",
-                "servingruntimes": "ServingRuntime"}[plural]
+                "servingruntimes": "ServingRuntime", "trafficmaps": "TrafficMap"}[plural]
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": kind,
@@ -384,19 +384,26 @@ async def test_inferencereplica_annotations_reach_their_inferenceservice(cluster
 
 
 async def test_the_state_gauges_follow_the_inferencereplicas_the_controller_watches(cluster: Cluster) -> None:
-    """`/metrics` of the controller: rendered from its InferenceReplica cache at scrape time,
-    so a status write shows at the next scrape and a deleted object's series are gone; a
-    standby (not holding the Lease) serves the families without samples."""
+    """`/metrics` of the controller: rendered from its InferenceReplica and TrafficMap cache at
+    scrape time, so a status write shows at the next scrape and a deleted object's series are
+    gone (whichever worker ran the workflow that wrote it); a standby (not holding the Lease)
+    serves the families without samples."""
     mine = {"namespace": cluster.namespace, "isvc": "chat", "component": "engine"}
     address = f"127.0.0.1:{free_port()}"
     leading = [True]
     async with cluster.controller() as controller:
-        server = StateMetricsServer(address, controller.replicas, lambda: leading[0])
+        server = StateMetricsServer(address, controller.replicas, controller.trafficmaps, lambda: leading[0])
         await server.start()
         try:
             cluster.create("chat-engine", "inferencereplicas", spec={"inferenceService": "chat", "component": "engine"})
+            home = {"cluster": "east", "capacity": {"source": "Endpoint"}}
+            fallback = {"cluster": "west", "capacity": {"source": "ControlPlane", "fallbackReason": "no capacity report yet"}}
+            cluster.create("chat", "trafficmaps", spec={"service": "chat", "entries": [home, fallback]})
             status = {
-                "instanceStatuses": [{"index": 0, "phase": "Ready"}, {"index": 1, "phase": "Failed"}],
+                "instanceStatuses": [
+                    {"index": 0, "phase": "Ready"}, {"index": 1, "phase": "Failed"},
+                    {"index": 2, "phase": "Deleting", "pods": {"total": 2}}, {"index": 3, "phase": "Deleting"},
+                ],
                 "rolloutHold": {"gate": "Budget", "reason": "r", "since": "2026-01-01T11:00:00Z"},
                 "conditions": [
                     {"type": "InstanceReadyTimeoutUnconfigured", "status": "False",
@@ -419,6 +426,13 @@ async def test_the_state_gauges_follow_the_inferencereplicas_the_controller_watc
             assert await shown("ome_rollout_hold_since_timestamp_seconds", gate="Budget") == [since]
             assert await shown("ome_rollout_hold_since_timestamp_seconds", gate="Ratio") == [0]
             assert await shown("ome_rollout_hold_deadline_timestamp_seconds", gate="Budget") == [since + 2700]
+            # §14: Instance 2's two pods, and 1 for Instance 3 whose only cleanup remains.
+            assert await shown("ome_omenative_scale_down_active_pods") == [3]
+            fallback_homes = [
+                s.value for s in await scrape_samples(address)
+                if s.name == "ome_trafficmap_capacity_fallback_homes" and s.has(namespace=cluster.namespace, trafficmap="chat")
+            ]  # fmt: skip
+            assert fallback_homes == [1], "§18: the home on control-plane capacity"
 
             leading[0] = False  # a standby: sums over both controllers count each Instance once
             assert not await scrape_samples(address)
@@ -429,6 +443,7 @@ async def test_the_state_gauges_follow_the_inferencereplicas_the_controller_watc
             cluster.custom.delete_namespaced_custom_object(
                 GROUP, VERSION, cluster.namespace, "inferencereplicas", "chat-engine"
             )
+            cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, cluster.namespace, "trafficmaps", "chat")
 
             async def gone() -> bool:
                 return not [s for s in await scrape_samples(address) if s.has(namespace=cluster.namespace)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,8 +23,9 @@ from temporalio.worker import Worker
 
 from kubesim.handle import KubeSim
 from models.routing_ops import RoutingSettingsResult
+from planning.controller.state_metrics import TRAFFICMAP_FALLBACK_HOMES, state_samples
 from planning.trafficmap import texts
-from tests.fixtures.metrics_scrape import metrics_client, scrape_samples
+from tests.fixtures.workload import eventually
 from tests.kubesim.helpers import raw_request
 from tests.unit.planning.trafficmap.routing_blocks import CAPACITY, PROBE
 from tests.workflows.trafficmap_harness import (
@@ -70,10 +72,16 @@ async def worker(
         yield running
 
 
-async def fallback_homes(address: str) -> float | None:
-    found = [s.value for s in await scrape_samples(address)
-             if s.name == "ome_trafficmap_capacity_fallback_homes" and s.has(namespace=NAMESPACE, trafficmap=ISVC)]
-    return found[0] if found else None
+async def fallback_homes(h: TrafficMapHarness, expected: float) -> bool:
+    """§18's gauge as the controller renders it from the TrafficMap the workflow wrote, once it
+    reads `expected` (the map is written a moment after the workflow's view changes)."""
+
+    def shown() -> bool:
+        found = [s.value for s in state_samples([], datetime.now(UTC), [h.trafficmap() or {}])
+                 if s.name == TRAFFICMAP_FALLBACK_HOMES and s.labels == {"namespace": NAMESPACE, "trafficmap": ISVC}]
+        return found == [expected]
+
+    return bool(await eventually(shown))
 
 
 def weights_are(expected: dict[str, int]) -> Any:
@@ -179,8 +187,7 @@ async def test_a_failing_probe_gates_a_home_then_passing_lifts_it(harness: Traff
 
 
 async def test_capacity_reports_lower_allocated_and_failures_fall_back(harness: TrafficMapHarness) -> None:
-    client, address = await metrics_client(harness.env.client)
-    async with worker(harness, routing_settings(capacity=CAPACITY), client=client):
+    async with worker(harness, routing_settings(capacity=CAPACITY)):
         harness.gateways.home(A).servable = 1
         harness.gateways.home(B).servable = 5
         handle = await harness.start()
@@ -193,7 +200,7 @@ async def test_capacity_reports_lower_allocated_and_failures_fall_back(harness: 
         assert (fallback.status, fallback.reason, fallback.message) == (
             "False", "EndpointCapacityAvailable", "endpoint capacity is available for all 2 home(s)"
         )
-        assert await fallback_homes(address) == 0
+        assert await fallback_homes(harness, 0)
 
         # A failed poll: no ceiling (fail-open to admitted), and why.
         harness.gateways.home(A).servable = None
@@ -205,7 +212,7 @@ async def test_capacity_reports_lower_allocated_and_failures_fall_back(harness: 
             "True", "EndpointCapacityUnavailable",
             "1 of 2 home(s) are using control-plane capacity; inspect spec.entries[].capacity.fallbackReason",
         )
-        assert await fallback_homes(address) == 1, "§18's gauge counts the home on control-plane capacity"
+        assert await fallback_homes(harness, 1), "§18's gauge counts the home on control-plane capacity"
         harness.gateways.home(A).capacity_body = '{"observedAt": "2026-01-01T00:00:00Z"}'
         view = await harness.until(
             handle, lambda v: v.entries[0].capacity.fallback_reason == "capacity report has no servable count"

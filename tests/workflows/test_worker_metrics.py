@@ -63,7 +63,8 @@ async def test_the_worker_serves_instance_kube_and_wave_metrics(
         assert value(state, "ome_instances", phase="Creating", **MINE) == 0, "an emptied phase reads 0"
         assert value(state, "ome_instance_drains_overdue", **MINE) == 0
         assert value(state, "ome_rollout_hold_since_timestamp_seconds", gate="Budget", **MINE) == 0
-        for name in ("ome_instances", "ome_instance_drains_overdue", "ome_rollout_hold_since_timestamp_seconds"):
+        for name in ("ome_instances", "ome_instance_drains_overdue", "ome_rollout_hold_since_timestamp_seconds",
+                     "ome_omenative_scale_down_active_pods"):  # fmt: skip
             assert value(samples, name) is None, f"{name} is the controller's, not a worker's (stale after a move)"
         buckets = {s.labels["le"] for s in samples if s.name == "ome_instance_create_to_serving_seconds_bucket"}
         assert {"1", "30", "1800"} <= buckets, f"the product's buckets, not the SDK's default: {sorted(buckets)}"
@@ -91,9 +92,10 @@ async def test_the_worker_serves_instance_kube_and_wave_metrics(
 
         async def wave_done() -> list[Sample] | None:
             samples = await scrape_samples(address)
-            one = state_shown(s, "Ready", 1) is not None
-            settled = value(samples, "ome_omenative_scale_down_active_pods", **MINE) == 0
-            return samples if one and settled else None
+            state = state_shown(s, "Ready", 1)
+            settled = state is not None and value(state, "ome_omenative_scale_down_active_pods", **MINE) == 0
+            waved = value(samples, "ome_omenative_scale_down_batch_pods_count", **MINE) == 1
+            return samples if settled and waved else None
 
         samples = await eventually(wave_done, "one Ready Instance after the scale-down wave", within=30)
         assert value(samples, "ome_omenative_scale_down_batch_pods_count", **MINE) == 1

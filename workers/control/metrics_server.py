@@ -1,7 +1,7 @@
 """The controller's `/metrics`: the product's state gauges (`planning.controller.state_metrics`)
-rendered at scrape time from the InferenceReplicas the controller already lists and watches in
-every namespace (`InferenceServiceController.replicas()`, its informer's cache: no second
-watch, no request per scrape). Served on `OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS` (host:port)
+rendered at scrape time from the InferenceReplicas and TrafficMaps the controller already lists
+and watches in every namespace (`InferenceServiceController.replicas()` and `.trafficmaps()`,
+its informer's cache: no second watch, no request per scrape). Served on `OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS` (host:port)
 with aiohttp; before the first list completes it serves the families without samples.
 
 Two controllers run (`workers.leader`); only the one leading serves samples (`leading`), the
@@ -32,23 +32,27 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class StateMetricsServer:
-    """`start()` / `stop()`; `replicas` returns the current InferenceReplica objects, `leading`
-    whether this controller holds its Lease (always, by default)."""
+    """`start()` / `stop()`; `replicas` returns the current InferenceReplica objects,
+    `trafficmaps` the current TrafficMaps, `leading` whether this controller holds its Lease
+    (always, by default)."""
 
     def __init__(
         self,
         address: str,
         replicas: Callable[[], Iterable[Mapping[str, Any]]],
+        trafficmaps: Callable[[], Iterable[Mapping[str, Any]]] = tuple,
         leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.host, self.port = split_address(address)
         self.replicas = replicas
+        self.trafficmaps = trafficmaps
         self.leading = leading
         self._runner: web.AppRunner | None = None
 
     def render(self) -> str:
-        objects = list(self.replicas()) if self.leading() else []
-        return exposition(state_samples(objects, datetime.now(UTC)))
+        if not self.leading():
+            return exposition(state_samples([], datetime.now(UTC), []))
+        return exposition(state_samples(list(self.replicas()), datetime.now(UTC), list(self.trafficmaps())))
 
     async def _metrics(self, _: web.Request) -> web.Response:
         response = web.Response(text=self.render())

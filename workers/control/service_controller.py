@@ -1,7 +1,8 @@
 """The InferenceService controller: `kubectl apply` / `annotate` / `delete` drive the workflows.
 
 It lists, then watches (`workers.watch.stream.KindWatch`, with resume), InferenceServices and
-InferenceReplicas in every namespace, and ServingRuntimes and ClusterServingRuntimes, and runs
+InferenceReplicas in every namespace, and ServingRuntimes and ClusterServingRuntimes (and
+TrafficMaps, which it only keeps for the state metrics), and runs
 the watchers' coalescing pass loop (`workers.watch.loop.WatchLoop`). Each pass reconciles the
 objects that changed, one task per object so that an Update waiting for a canary's answer holds
 up nobody else, in this order:
@@ -68,6 +69,7 @@ ISVCS = "inferenceservices"
 REPLICAS = "inferencereplicas"
 SERVING_RUNTIMES = "servingruntimes"
 CLUSTER_SERVING_RUNTIMES = "clusterservingruntimes"
+TRAFFICMAPS = "trafficmaps"
 RUNTIME_KINDS: dict[str, RuntimeKind] = {
     SERVING_RUNTIMES: SERVING_RUNTIME,
     CLUSTER_SERVING_RUNTIMES: CLUSTER_SERVING_RUNTIME,
@@ -105,7 +107,7 @@ class InferenceServiceController(WatchLoop):
         self.writer = writer
         kinds = [
             KindWatch(api_client, kind, f"/apis/ome.io/v1beta1/{kind}", "", read_timeout_seconds)
-            for kind in (ISVCS, REPLICAS, SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES)
+            for kind in (ISVCS, REPLICAS, SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES, TRAFFICMAPS)
         ]
         super().__init__(kinds, coalesce_seconds, logger)
         self._objects: dict[Key, dict[str, Any]] = {}
@@ -113,6 +115,8 @@ class InferenceServiceController(WatchLoop):
         self._gone: dict[Key, dict[str, Any]] = {}
         """Last state of InferenceServices deleted since the last pass."""
         self._runtimes: dict[Key, dict[str, Any]] = {}
+        self._trafficmaps: dict[Key, dict[str, Any]] = {}
+        """Current TrafficMaps: read by the state metrics only, never reconciled."""
         self._listed: set[str] = set()
         self._dirty: set[Key] = set()
         self._tasks: dict[Key, asyncio.Task[None]] = {}
@@ -146,6 +150,9 @@ class InferenceServiceController(WatchLoop):
         if item.kind in RUNTIME_KINDS:
             self._apply_runtime(item)
             return
+        if item.kind == TRAFFICMAPS:
+            self._apply_trafficmap(item)
+            return
         if item.type == "RESYNC":
             seen = {_key(item.kind, obj): obj for obj in item.objects}
             for obj in item.objects:
@@ -178,6 +185,15 @@ class InferenceServiceController(WatchLoop):
             self._dirty.add(key)
         else:
             self._memory.pop(uid_of(last), None)
+
+    def _apply_trafficmap(self, item: WatchItem) -> None:
+        if item.type == "RESYNC":
+            self._trafficmaps = {_key(item.kind, obj): obj for obj in item.objects}
+            self._listed.add(item.kind)
+        elif item.type == "DELETED":
+            self._trafficmaps.pop(_key(item.kind, item.objects[0]), None)
+        else:
+            self._trafficmaps[_key(item.kind, item.objects[0])] = item.objects[0]
 
     def _apply_runtime(self, item: WatchItem) -> None:
         initial = item.kind not in self._listed
@@ -218,6 +234,10 @@ class InferenceServiceController(WatchLoop):
     def replicas(self) -> list[dict[str, Any]]:
         """The InferenceReplicas as last listed or watched (the state metrics read them)."""
         return [obj for key, obj in self._objects.items() if key[0] == REPLICAS]
+
+    def trafficmaps(self) -> list[dict[str, Any]]:
+        """The TrafficMaps as last listed or watched (the state metrics read them)."""
+        return list(self._trafficmaps.values())
 
     def idle(self) -> bool:
         """Listed, and nothing dirty or in flight (tests and a graceful stop wait for it)."""

@@ -73,8 +73,7 @@ def scale_down_wave(state: ReplicaState, indexes: Sequence[int]) -> Wave:
     config = state.config
     metrics.scale_down_wave(
         config.namespace, config.isvc, config.component,
-        active_pods=wave.active_pod_cost + admitted_pods, deferred=len(wave.deferred),
-        batch_pods=admitted_pods, oversized=wave.oversized,
+        deferred=len(wave.deferred), batch_pods=admitted_pods, oversized=wave.oversized,
     )
     return wave
 

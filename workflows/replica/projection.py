@@ -264,8 +264,8 @@ async def report(
     phase = "Deleted" if deleted else phase_of(state, status)
     if deleted:
         # The state gauges go with the object (the controller renders them from it); the
-        # wave gauges live in this worker's runtime: zero them, or the last wave stays shown.
-        metrics.scale_down_wave(config.namespace, config.isvc, config.component, 0, 0, 0, False)
+        # deferred-Instances gauge lives in this worker's runtime: zero it, or the last wave stays shown.
+        metrics.scale_down_wave(config.namespace, config.isvc, config.component, 0, 0, False)
     message = ReplicaReport(
         component=config.component,
         status=status.model_copy(update={"instance_statuses": []}),

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.trafficmap.policy import resolve
     from planning.trafficmap.state import HomesReport, TrafficMapState
     from planning.trafficmap.view import TrafficMapView, view_of
-    from workflows import kube_calls, metrics, routing_calls, waiting
+    from workflows import kube_calls, routing_calls, waiting
     from workflows.names import TRAFFIC_MAP
     from workflows.trafficmap import messages
     from workflows.trafficmap.messages import DrainRequest, DrainResult, TrafficMapInput, UndrainRequest
@@ -223,8 +223,6 @@ class TrafficMapWorkflow:
         built = build(self.state.isvc, report, resolved, drain_rules.merged(self.state.drains, resolved.annotated_drains),
                       self.state.probes, self.state.probe_times, self.state.readings, now)
         self.state = self.state.model_copy(update={"spec": built.spec})
-        falling = sum(1 for entry in built.spec.entries if entry.capacity.fallback_reason is not None)
-        metrics.fallback_homes(self.state.namespace, self.state.isvc, falling)
         resync = self.state.next_publish_at is None or now >= self.state.next_publish_at
         await self.write_map(force=resync)
         plan = publication.plan(self.state.namespace, self.state.isvc, built.spec.entries, self.endpoint_settings(),
@@ -421,7 +419,6 @@ class TrafficMapWorkflow:
     async def finish(self) -> None:
         """Withdraw, then delete the map and release the publisher's finalizer."""
         self.show()
-        metrics.fallback_homes(self.state.namespace, self.state.isvc, 0)
         await self.withdraw()
         ref = self.map_ref()
         await kube_calls.delete_object(kube_ops.DeleteObjectInput(ref=ref), summary=f"delete TrafficMap {ref.namespace}/{ref.name}")

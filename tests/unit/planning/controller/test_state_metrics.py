@@ -12,6 +12,8 @@ from planning.controller.state_metrics import (
     INSTANCES,
     ROLLOUT_HOLD_DEADLINE,
     ROLLOUT_HOLD_SINCE,
+    SCALE_DOWN_ACTIVE_PODS,
+    TRAFFICMAP_FALLBACK_HOMES,
     Sample,
     exposition,
     ready_timeout_seconds,
@@ -179,7 +181,61 @@ def test_exposition_groups_families_and_escapes() -> None:
     assert 'ome_instances{namespace="demo",isvc="chat",component="engine",phase="Ready"} 1' in lines
     assert "# TYPE ome_rollout_hold_deadline_timestamp_seconds gauge" in lines, "an empty family still announces itself"
     names = [line.split("{")[0] for line in lines if not line.startswith("#")]
-    assert names == sorted(names, key=[INSTANCES, DRAINS_OVERDUE, ROLLOUT_HOLD_SINCE].index), "families contiguous"
+    order = [INSTANCES, DRAINS_OVERDUE, ROLLOUT_HOLD_SINCE, SCALE_DOWN_ACTIVE_PODS]
+    assert names == sorted(names, key=order.index), "families contiguous"
     assert exposition([Sample("ome_instances", {"isvc": 'a"b\\c'}, 2.5)]).splitlines()[2] == (
         'ome_instances{isvc="a\\"b\\\\c"} 2.5'
     )
+
+
+def deleting(index: int, total: int | None) -> dict[str, Any]:
+    return {**row(index, "Deleting"), **({"pods": {"total": total}} if total is not None else {})}
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        pytest.param([], 0, id="nothing removed"),
+        pytest.param([row(0, "Ready"), row(1, "Updating")], 0, id="no Deleting row"),
+        pytest.param([deleting(2, 1)], 1, id="one single-pod Instance"),
+        pytest.param([deleting(2, 4), deleting(3, 2)], 6, id="live and Terminating pods of each"),
+        pytest.param([deleting(2, 0), deleting(3, None)], 2, id="only cleanup left costs 1 each"),
+        pytest.param([deleting(2, 3), row(3, "Ready"), row(4, "Failed")], 3, id="other phases cost nothing"),
+    ],
+)
+def test_scale_down_active_pods_from_the_deleting_rows(rows: list[dict[str, Any]], expected: int) -> None:
+    """§14's gauge as the scale-down budget counts it (`planning.replica.batching.deletion_cost`)."""
+    assert one(state_samples([ir({"instanceStatuses": rows})], NOW), SCALE_DOWN_ACTIVE_PODS, **MINE) == expected
+
+
+def trafficmap(*reasons: str | None, name: str = "chat") -> dict[str, Any]:
+    entries = [
+        {"cluster": f"c{i}", "capacity": {"source": "ControlPlane" if reason else "Endpoint",
+                                          **({"fallbackReason": reason} if reason else {})}}
+        for i, reason in enumerate(reasons)
+    ]  # fmt: skip
+    return {"kind": "TrafficMap", "metadata": {"namespace": "demo", "name": name}, "spec": {"service": name, "entries": entries}}
+
+
+@pytest.mark.parametrize(
+    ("reasons", "expected"),
+    [
+        pytest.param((), 0, id="no homes"),
+        pytest.param((None, None), 0, id="endpoint capacity everywhere"),
+        pytest.param((None, "no capacity report yet"), 1, id="one home falls back"),
+        pytest.param(("capacity endpoint returned HTTP 404", "no capacity report yet"), 2, id="every home"),
+    ],
+)
+def test_trafficmap_fallback_homes_count_the_entries_with_a_fallback_reason(
+    reasons: tuple[str | None, ...], expected: int
+) -> None:
+    samples = state_samples([], NOW, [trafficmap(*reasons)])
+    assert values(samples, TRAFFICMAP_FALLBACK_HOMES) == {(("namespace", "demo"), ("trafficmap", "chat")): expected}
+
+
+def test_trafficmaps_render_beside_the_replicas_and_without_identity_nothing() -> None:
+    nameless = {"metadata": {"namespace": "demo"}, "spec": {"entries": [{"cluster": "a"}]}}
+    samples = state_samples([ir()], NOW, [trafficmap("r", name="b"), nameless, trafficmap(None, name="a")])
+    shown = [s.labels["trafficmap"] for s in samples if s.name == TRAFFICMAP_FALLBACK_HOMES]
+    assert shown == ["a", "b"], "in (namespace, name) order, the nameless map skipped"
+    assert one(samples, INSTANCES, phase="Ready", **MINE) == 0
