@@ -207,7 +207,8 @@ def _with_last_applied(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def heartbeat(*details: Any) -> None:
-    if activity.in_activity():
+    """Heartbeat a regular activity; a local one cannot (its start-to-close bounds it)."""
+    if activity.in_activity() and not activity.info().is_local:
         activity.heartbeat(*details)
 
 

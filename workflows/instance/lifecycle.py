@@ -144,6 +144,7 @@ class InstanceLifecycle(InstanceUpdates):
                 )
             ),
             summary=f"delete headless Service {spec.instance_name}",
+            local=self.local_kube,
         )
         state.members = {}
         state.deleted = True

@@ -43,6 +43,7 @@ class InstanceTeardown(InstanceOperations):
                 namespace=spec.namespace, names=sorted(targets), uids={n: u for n, u in targets.items() if u}
             ),
             summary=f"delete {len(targets)} pods of {spec.instance_name} ({why})",
+            local=self.local_kube,
         )
 
     async def take_out_of_rotation(self, reason: str, targets: dict[str, str] | None = None) -> None:
@@ -57,6 +58,7 @@ class InstanceTeardown(InstanceOperations):
                 namespace=spec.namespace, pods=sorted(pods), serving=False, reason=reason, uids=pods
             ),
             summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
+            local=self.local_kube,
         )
 
     async def teardown(
@@ -91,6 +93,7 @@ class InstanceTeardown(InstanceOperations):
             gone = await kube_calls.pods_gone(
                 PodsGoneInput(namespace=spec.namespace, names=sorted(targets), uids=uids),
                 summary=f"check {len(targets)} pods of {spec.instance_name} are gone",
+                local=self.local_kube,
             )
             if gone.all_gone:
                 return []
@@ -131,6 +134,7 @@ class InstanceTeardown(InstanceOperations):
             await kube_calls.force_delete_pod(
                 ForceDeletePodInput(namespace=spec.namespace, name=pod.name, uid=pod.uid),
                 summary=f"force-delete {pod.name} stuck on node {pod.node_name} ({evidence})",
+                local=self.local_kube,
             )
             await self.event("PodForceDeleted", policy.force_deleted_message(spec, pod, evidence, now))
 
