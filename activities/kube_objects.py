@@ -233,7 +233,9 @@ class ObjectActivities:
         for attempt in range(CONFLICT_ATTEMPTS):
             heartbeat(attempt)
             with api_errors(action):
-                existing = self.rest.get_or_none(object_path(ref))
+                # An AlreadyExists answer to the blind create reads it on the next attempt.
+                blind = request.create_first and attempt == 0
+                existing = None if blind else self.rest.get_or_none(object_path(ref))
                 try:
                     if existing is None:
                         if request.last_applied:

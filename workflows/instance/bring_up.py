@@ -260,6 +260,7 @@ class InstanceBringUp(InstanceTeardown):
                 serving=True,
                 reason="InstanceReady",
                 uids=members,
+                write_only=self.local_kube,
             ),
             summary=f"put {spec.instance_name} into rotation ({len(members)} pods)",
             local=self.local_kube,

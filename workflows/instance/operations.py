@@ -106,18 +106,24 @@ class InstanceOperations:
                 }
             )
 
-    async def refresh_pods(self) -> InstancePods:
+    async def refresh_pods(self, endpoints: bool = True) -> InstancePods:
         """List the pods afresh; the newest observation we hold afterwards.
 
         A `pods_changed` signal can arrive while the list runs, reporting a change made after
         the list read (the pod became Ready, say). The list's answer is then older and must
         not replace it: the watcher sends each summary once, so the change would never be
         reported again and the Instance would wait for a wake-up it already had.
+        `endpoints`: read the headless Service's EndpointSlices too (a list that only looks for
+        leftover pods does without).
         """
         spec = self.spec
         listed = await kube_calls.list_instance_pods(
             ListInstancePodsInput(
-                namespace=spec.namespace, isvc=spec.isvc, component=spec.component, index=spec.index
+                namespace=spec.namespace,
+                isvc=spec.isvc,
+                component=spec.component,
+                index=spec.index,
+                endpoints=endpoints,
             ),
             summary=f"list pods of {spec.instance_name}",
             local=self.local_kube,
@@ -206,7 +212,11 @@ class InstanceOperations:
         spec = self.spec
         try:
             await kube_calls.apply_object(
-                ApplyObjectInput(manifest=render_headless_service(spec)),
+                # A new Instance's first run creates it: no read before (one request, not two).
+                ApplyObjectInput(
+                    manifest=render_headless_service(spec),
+                    create_first=self.local_kube and self.state.operation_counter == 0,
+                ),
                 summary=f"apply headless Service {spec.instance_name}",
                 local=self.local_kube,
             )

@@ -55,7 +55,12 @@ class InstanceTeardown(InstanceOperations):
             return
         await kube_calls.set_serving(
             SetServingInput(
-                namespace=spec.namespace, pods=sorted(pods), serving=False, reason=reason, uids=pods
+                namespace=spec.namespace,
+                pods=sorted(pods),
+                serving=False,
+                reason=reason,
+                uids=pods,
+                write_only=self.local_kube,
             ),
             summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
             local=self.local_kube,
@@ -164,8 +169,9 @@ class InstanceTeardown(InstanceOperations):
         return {pod.name: pod.uid for pod in fresh.pods}
 
     async def list_ahead(self) -> None:
-        """List the pods now for a create that comes next (see `listed_at`)."""
-        await self.refresh_pods()
+        """List the pods now for a create that comes next (see `listed_at`); it looks for
+        leftovers on our names, so the EndpointSlices need no read (from `LOCAL_KUBE_CALLS` on)."""
+        await self.refresh_pods(endpoints=not self.local_kube)
         self.listed_at = self.mark()
 
     # --- failure --------------------------------------------------------------------
