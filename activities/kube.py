@@ -292,8 +292,14 @@ class KubeActivities(ObjectActivities):
                     content_type=CONTENT_TYPES["strategic"],
                 )
             except ApiException as error:
-                # 404: gone; 409 with only a uid precondition: another pod holds the name now.
-                if error.status == 404 or (uid and is_conflict(error)):
+                if error.status == 404:
+                    return "missing"
+                if not (uid and is_conflict(error)):
+                    raise
+                # Only our uid precondition can conflict: another pod holds the name now, unless
+                # the answer was a transient 409, which a read tells apart (retry then).
+                pod = self.rest.get_or_none(_pod_path(request.namespace, name))
+                if pod is None or _uid(pod) != uid:
                     return "missing"
                 raise
         return "changed"

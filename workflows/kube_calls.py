@@ -30,7 +30,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from models.kube_ops import (
     KUBE_APPLY_OBJECT,
@@ -125,16 +125,29 @@ async def _call(
     local: bool = False,
 ) -> Result:
     if local:
-        local_result: Result = await workflow.execute_local_activity(
-            name,
-            arg,
-            result_type=result_type,
-            start_to_close_timeout=BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT,
-            schedule_to_close_timeout=schedule_to_close,
-            retry_policy=KUBE_RETRY,
-            local_retry_threshold=LOCAL_RETRY_THRESHOLD,
-            summary=summary,
-        )
+        try:
+            local_result: Result = await workflow.execute_local_activity(
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT,
+                schedule_to_close_timeout=schedule_to_close,
+                retry_policy=KUBE_RETRY,
+                local_retry_threshold=LOCAL_RETRY_THRESHOLD,
+                summary=summary,
+            )
+        except (ApplicationError, TimeoutError) as error:
+            # A local activity's failure arrives bare; callers catch `ActivityError` (and read its
+            # cause with `error_type`) whichever way the call ran.
+            raise ActivityError(
+                f"local activity {name} failed",
+                scheduled_event_id=0,
+                started_event_id=0,
+                identity="",
+                activity_type=name,
+                activity_id="",
+                retry_state=None,
+            ) from error
         return local_result
     result: Result = await workflow.execute_activity(
         name,
