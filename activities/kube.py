@@ -259,13 +259,7 @@ class KubeActivities(ObjectActivities):
                     "status": {"conditions": [condition]},
                 }
                 try:
-                    self.rest.request(
-                        "PATCH",
-                        _pod_path(request.namespace, name, "status"),
-                        query=self._write_query(),
-                        body=body,
-                        content_type=CONTENT_TYPES["strategic"],
-                    )
+                    self._patch_pod_status(request.namespace, name, body)
                     return "changed"
                 except ApiException as error:
                     if error.status == 404:
@@ -284,13 +278,7 @@ class KubeActivities(ObjectActivities):
             body["metadata"] = {"uid": uid}
         with api_errors(action):
             try:
-                self.rest.request(
-                    "PATCH",
-                    _pod_path(request.namespace, name, "status"),
-                    query=self._write_query(),
-                    body=body,
-                    content_type=CONTENT_TYPES["strategic"],
-                )
+                self._patch_pod_status(request.namespace, name, body)
             except ApiException as error:
                 if error.status == 404:
                     return "missing"
@@ -303,6 +291,15 @@ class KubeActivities(ObjectActivities):
                     return "missing"
                 raise
         return "changed"
+
+    def _patch_pod_status(self, namespace: str, name: str, body: dict[str, Any]) -> None:
+        self.rest.request(
+            "PATCH",
+            _pod_path(namespace, name, "status"),
+            query=self._write_query(),
+            body=body,
+            content_type=CONTENT_TYPES["strategic"],
+        )
 
     @staticmethod
     def _serving_condition(request: SetServingInput, wanted: str) -> dict[str, Any]:
