@@ -241,6 +241,8 @@ class KubeActivities(ObjectActivities):
 
     def _set_serving(self, request: SetServingInput, name: str, wanted: str) -> str:
         action = f"set {SERVING_CONDITION}={wanted} on pod {request.namespace}/{name}"
+        if request.write_only:
+            return self._write_serving(request, name, wanted, action)
         for attempt in range(CONFLICT_ATTEMPTS):
             with api_errors(action):
                 pod = self.rest.get_or_none(_pod_path(request.namespace, name))
@@ -250,27 +252,14 @@ class KubeActivities(ObjectActivities):
                 current = next((c for c in conditions if c.get("type") == SERVING_CONDITION), None)
                 if current is not None and current.get("status") == wanted:
                     return "unchanged"
-                condition = {
-                    "type": SERVING_CONDITION,
-                    "status": wanted,
-                    "reason": request.reason,
-                    "message": cap(request.message, 500),
-                    "lastTransitionTime": now_rfc3339(),
-                    "lastProbeTime": None,
-                }
+                condition = self._serving_condition(request, wanted)
                 # resourceVersion + uid make the write conditional on what we just read.
                 body = {
                     "metadata": {"uid": _uid(pod), "resourceVersion": pod["metadata"].get("resourceVersion")},
                     "status": {"conditions": [condition]},
                 }
                 try:
-                    self.rest.request(
-                        "PATCH",
-                        _pod_path(request.namespace, name, "status"),
-                        query=self._write_query(),
-                        body=body,
-                        content_type=CONTENT_TYPES["strategic"],
-                    )
+                    self._patch_pod_status(request.namespace, name, body)
                     return "changed"
                 except ApiException as error:
                     if error.status == 404:
@@ -279,6 +268,49 @@ class KubeActivities(ObjectActivities):
                         continue
                     raise
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _write_serving(self, request: SetServingInput, name: str, wanted: str, action: str) -> str:
+        """One PATCH, conditional on the pod's uid when `uids` names it (no resourceVersion:
+        the condition is ours alone, so a concurrent write to the pod is no conflict)."""
+        uid = request.uids.get(name)
+        body: dict[str, Any] = {"status": {"conditions": [self._serving_condition(request, wanted)]}}
+        if uid:
+            body["metadata"] = {"uid": uid}
+        with api_errors(action):
+            try:
+                self._patch_pod_status(request.namespace, name, body)
+            except ApiException as error:
+                if error.status == 404:
+                    return "missing"
+                if not (uid and is_conflict(error)):
+                    raise
+                # Only our uid precondition can conflict: another pod holds the name now, unless
+                # the answer was a transient 409, which a read tells apart (retry then).
+                pod = self.rest.get_or_none(_pod_path(request.namespace, name))
+                if pod is None or _uid(pod) != uid:
+                    return "missing"
+                raise
+        return "changed"
+
+    def _patch_pod_status(self, namespace: str, name: str, body: dict[str, Any]) -> None:
+        self.rest.request(
+            "PATCH",
+            _pod_path(namespace, name, "status"),
+            query=self._write_query(),
+            body=body,
+            content_type=CONTENT_TYPES["strategic"],
+        )
+
+    @staticmethod
+    def _serving_condition(request: SetServingInput, wanted: str) -> dict[str, Any]:
+        return {
+            "type": SERVING_CONDITION,
+            "status": wanted,
+            "reason": request.reason,
+            "message": cap(request.message, 500),
+            "lastTransitionTime": now_rfc3339(),
+            "lastProbeTime": None,
+        }
 
     # --- observation ---------------------------------------------------------------------
 
@@ -302,8 +334,10 @@ class KubeActivities(ObjectActivities):
                 node = self.rest.get_or_none(f"/api/v1/nodes/{node_name}")
                 if node is not None:
                     nodes[node_name] = node
-            endpoints = self._endpoint_listing(
-                request.namespace, f"{request.isvc}-{request.component}-{request.index}"
+            endpoints = (
+                self._endpoint_listing(request.namespace, f"{request.isvc}-{request.component}-{request.index}")
+                if request.endpoints
+                else None
             )
         return instance_pods(
             (request.namespace, request.isvc, request.component, request.index),

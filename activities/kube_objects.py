@@ -207,7 +207,8 @@ def _with_last_applied(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def heartbeat(*details: Any) -> None:
-    if activity.in_activity():
+    """Heartbeat a regular activity; a local one cannot (its start-to-close bounds it)."""
+    if activity.in_activity() and not activity.info().is_local:
         activity.heartbeat(*details)
 
 
@@ -232,7 +233,9 @@ class ObjectActivities:
         for attempt in range(CONFLICT_ATTEMPTS):
             heartbeat(attempt)
             with api_errors(action):
-                existing = self.rest.get_or_none(object_path(ref))
+                # An AlreadyExists answer to the blind create reads it on the next attempt.
+                blind = request.create_first and attempt == 0
+                existing = None if blind else self.rest.get_or_none(object_path(ref))
                 try:
                     if existing is None:
                         if request.last_applied:

@@ -169,6 +169,9 @@ class SetServingInput(_Op):
     reason: str
     message: str = ""
     uids: dict[str, str] = Field(default_factory=dict)
+    write_only: bool = False
+    """One PATCH per pod, conditional on its uid, without reading it first: a pod already in
+    that state reads as `changed` (its condition is written again), a missing one as `missing`."""
 
 
 class SetServingResult(_Op):
@@ -183,6 +186,9 @@ class ListInstancePodsInput(_Op):
     isvc: str
     component: str
     index: int
+    endpoints: bool = True
+    """Also read the headless Service's EndpointSlices (`available`); a list taken only to find
+    leftover pods before a create does without."""
 
 
 class PodsGoneInput(_Op):
@@ -219,6 +225,9 @@ class ApplyObjectInput(_Op):
     expect_generation: int | None = None
     """The object generation the writer last knew: an object with a newer generation and another
     `spec` was changed by someone since, and its spec is not overwritten (`superseded`)."""
+    create_first: bool = False
+    """Try the create before reading: one request when the object is most likely new (an
+    Instance's headless Service on its first run); an existing one is read and applied as usual."""
 
 
 class ApplyObjectResult(_Op):

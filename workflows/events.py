@@ -42,10 +42,12 @@ async def record_event(
     *,
     action: str = "",
     summary: str | None = None,
+    local: bool = False,
 ) -> bool:
     """Record one Event on `involved`; False (and a warning in the log) when it could not be.
 
-    `summary` is what the Temporal UI shows for the activity (default: reason and message).
+    `summary` is what the Temporal UI shows for the activity (default: reason and message);
+    `local` records it through a local activity (`workflows.kube_calls`).
     """
     try:
         await kube_calls.record_event(
@@ -53,6 +55,7 @@ async def record_event(
                 involved=involved, reason=reason, message=message[:MESSAGE_LIMIT], type=kind, action=action
             ),
             summary=summary or f"event {reason}: {message[:160]}",
+            local=local,
         )
     except ActivityError as error:
         workflow.logger.warning("event %s not recorded on %s %s: %s", reason, involved.kind, involved.name, error)

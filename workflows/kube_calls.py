@@ -12,6 +12,14 @@ default: an unreachable API server parks the workflow, it does not fail it). Fai
 activity marks non-retryable (Invalid, Forbidden, QuotaExceeded, NotFound, NameTaken)
 surface at once as an `ActivityError` whose cause is the `ApplicationError`;
 `error_type(err)` reads its type.
+
+Local variants (`local=True`): the short idempotent calls an Instance makes run as local
+activities, in the worker that runs the workflow task: one marker in history instead of three
+events and a workflow task, and no round trip through the server. Same names, models, retry
+policy (non-retryable types surface the same way) and timeouts; a local attempt cannot
+heartbeat, so a batch is bounded by its start-to-close alone. Retries past
+`LOCAL_RETRY_THRESHOLD` wait on a workflow timer, as the SDK does for every local activity.
+Callers switch behind a `workflow.patched` id of their own, decided once per run.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from models.kube_ops import (
     KUBE_APPLY_OBJECT,
@@ -94,6 +102,10 @@ BATCH_TIMEOUT = timedelta(minutes=5)
 BATCH_HEARTBEAT = timedelta(seconds=90)
 
 
+# A local attempt's backoff longer than this waits on a workflow timer instead of in the worker.
+LOCAL_RETRY_THRESHOLD = timedelta(seconds=10)
+
+
 def error_type(error: BaseException) -> str | None:
     """The `KubeErrorType` value of a failed activity call, or None for other failures."""
     cause = error.cause if isinstance(error, ActivityError) else error
@@ -110,7 +122,33 @@ async def _call(
     *,
     batch: bool = False,
     schedule_to_close: timedelta | None = None,
+    local: bool = False,
 ) -> Result:
+    if local:
+        try:
+            local_result: Result = await workflow.execute_local_activity(
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT,
+                schedule_to_close_timeout=schedule_to_close,
+                retry_policy=KUBE_RETRY,
+                local_retry_threshold=LOCAL_RETRY_THRESHOLD,
+                summary=summary,
+            )
+        except (ApplicationError, TimeoutError) as error:
+            # A local activity's failure arrives bare; callers catch `ActivityError` (and read its
+            # cause with `error_type`) whichever way the call ran.
+            raise ActivityError(
+                f"local activity {name} failed",
+                scheduled_event_id=0,
+                started_event_id=0,
+                identity="",
+                activity_type=name,
+                activity_id="",
+                retry_state=None,
+            ) from error
+        return local_result
     result: Result = await workflow.execute_activity(
         name,
         arg,
@@ -125,118 +163,155 @@ async def _call(
 
 
 async def create_pods(
-    arg: CreatePodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: CreatePodsInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> CreatePodsResult:
     return await _call(
-        KUBE_CREATE_PODS, arg, CreatePodsResult, summary, batch=True, schedule_to_close=schedule_to_close
+        KUBE_CREATE_PODS,
+        arg,
+        CreatePodsResult,
+        summary,
+        batch=True,
+        schedule_to_close=schedule_to_close,
+        local=local,
     )
 
 
 async def delete_pods(
-    arg: DeletePodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: DeletePodsInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> DeletePodsResult:
     return await _call(
-        KUBE_DELETE_PODS, arg, DeletePodsResult, summary, batch=True, schedule_to_close=schedule_to_close
+        KUBE_DELETE_PODS,
+        arg,
+        DeletePodsResult,
+        summary,
+        batch=True,
+        schedule_to_close=schedule_to_close,
+        local=local,
     )
 
 
 async def force_delete_pod(
-    arg: ForceDeletePodInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: ForceDeletePodInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> DeletePodsResult:
     return await _call(
-        KUBE_FORCE_DELETE_POD, arg, DeletePodsResult, summary, schedule_to_close=schedule_to_close
+        KUBE_FORCE_DELETE_POD,
+        arg,
+        DeletePodsResult,
+        summary,
+        schedule_to_close=schedule_to_close,
+        local=local,
     )
 
 
 async def set_serving(
-    arg: SetServingInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: SetServingInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> SetServingResult:
     return await _call(
-        KUBE_SET_SERVING, arg, SetServingResult, summary, batch=True, schedule_to_close=schedule_to_close
+        KUBE_SET_SERVING,
+        arg,
+        SetServingResult,
+        summary,
+        batch=True,
+        schedule_to_close=schedule_to_close,
+        local=local,
     )
 
 
 async def list_instance_pods(
-    arg: ListInstancePodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: ListInstancePodsInput,
+    *,
+    summary: str,
+    schedule_to_close: timedelta | None = None,
+    local: bool = False,
 ) -> InstancePods:
     return await _call(
-        KUBE_LIST_INSTANCE_PODS, arg, InstancePods, summary, schedule_to_close=schedule_to_close
+        KUBE_LIST_INSTANCE_PODS, arg, InstancePods, summary, schedule_to_close=schedule_to_close, local=local
     )
 
 
 async def pods_gone(
-    arg: PodsGoneInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: PodsGoneInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> PodsGoneResult:
-    return await _call(KUBE_PODS_GONE, arg, PodsGoneResult, summary, schedule_to_close=schedule_to_close)
+    return await _call(
+        KUBE_PODS_GONE, arg, PodsGoneResult, summary, schedule_to_close=schedule_to_close, local=local
+    )
 
 
 async def apply_object(
-    arg: ApplyObjectInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: ApplyObjectInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> ApplyObjectResult:
     return await _call(
-        KUBE_APPLY_OBJECT, arg, ApplyObjectResult, summary, schedule_to_close=schedule_to_close
+        KUBE_APPLY_OBJECT, arg, ApplyObjectResult, summary, schedule_to_close=schedule_to_close, local=local
     )
 
 
 async def patch_object(
-    arg: PatchObjectInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: PatchObjectInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> PatchObjectResult:
     return await _call(
-        KUBE_PATCH_OBJECT, arg, PatchObjectResult, summary, schedule_to_close=schedule_to_close
+        KUBE_PATCH_OBJECT, arg, PatchObjectResult, summary, schedule_to_close=schedule_to_close, local=local
     )
 
 
 async def patch_status(
-    arg: PatchStatusInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: PatchStatusInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> PatchObjectResult:
     return await _call(
-        KUBE_PATCH_STATUS, arg, PatchObjectResult, summary, schedule_to_close=schedule_to_close
+        KUBE_PATCH_STATUS, arg, PatchObjectResult, summary, schedule_to_close=schedule_to_close, local=local
     )
 
 
 async def delete_object(
-    arg: DeleteObjectInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: DeleteObjectInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> DeleteObjectResult:
     return await _call(
-        KUBE_DELETE_OBJECT, arg, DeleteObjectResult, summary, schedule_to_close=schedule_to_close
+        KUBE_DELETE_OBJECT, arg, DeleteObjectResult, summary, schedule_to_close=schedule_to_close, local=local
     )
 
 
 async def read_object(
-    arg: ReadObjectInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: ReadObjectInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> ReadObjectResult:
-    return await _call(KUBE_READ_OBJECT, arg, ReadObjectResult, summary, schedule_to_close=schedule_to_close)
+    return await _call(
+        KUBE_READ_OBJECT, arg, ReadObjectResult, summary, schedule_to_close=schedule_to_close, local=local
+    )
 
 
 async def list_objects(
-    arg: ListObjectsInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: ListObjectsInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> ListObjectsResult:
     return await _call(
-        KUBE_LIST_OBJECTS, arg, ListObjectsResult, summary, schedule_to_close=schedule_to_close
+        KUBE_LIST_OBJECTS, arg, ListObjectsResult, summary, schedule_to_close=schedule_to_close, local=local
     )
 
 
 async def record_event(
-    arg: RecordEventInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: RecordEventInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> RecordEventResult:
     return await _call(
-        KUBE_RECORD_EVENT, arg, RecordEventResult, summary, schedule_to_close=schedule_to_close
+        KUBE_RECORD_EVENT, arg, RecordEventResult, summary, schedule_to_close=schedule_to_close, local=local
     )
 
 
 async def crd_exists(
-    arg: CrdExistsInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: CrdExistsInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> CrdExistsResult:
-    return await _call(KUBE_CRD_EXISTS, arg, CrdExistsResult, summary, schedule_to_close=schedule_to_close)
+    return await _call(
+        KUBE_CRD_EXISTS, arg, CrdExistsResult, summary, schedule_to_close=schedule_to_close, local=local
+    )
 
 
 async def list_node_pods(
-    arg: ListNodePodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: ListNodePodsInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> NodePods:
-    return await _call(KUBE_LIST_NODE_PODS, arg, NodePods, summary, schedule_to_close=schedule_to_close)
+    return await _call(
+        KUBE_LIST_NODE_PODS, arg, NodePods, summary, schedule_to_close=schedule_to_close, local=local
+    )
 
 
 async def evict_pod(
-    arg: EvictPodInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: EvictPodInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
 ) -> EvictPodResult:
-    return await _call(KUBE_EVICT_POD, arg, EvictPodResult, summary, schedule_to_close=schedule_to_close)
+    return await _call(
+        KUBE_EVICT_POD, arg, EvictPodResult, summary, schedule_to_close=schedule_to_close, local=local
+    )

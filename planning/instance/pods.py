@@ -11,7 +11,7 @@ PodGroup name (ours, another owner's, or one still terminating).
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -24,6 +24,7 @@ from models.pods import (
     LABEL_PAIRING_PROTOCOL,
     LABEL_REVISION,
     LABEL_ROLE,
+    PodSummary,
 )
 from planning.objects import object_metadata
 
@@ -308,3 +309,11 @@ def in_place_image_patches(
             "spec": {"containers": containers},
         }
     return patches
+
+
+def still_present(observed: Sequence[PodSummary], targets: Mapping[str, str]) -> list[str]:
+    """The `targets` (name -> uid, "" for any pod of that name) an observation still lists,
+    terminating or not, sorted. A pod missing from a watcher observation taken after its
+    delete is gone: the watch reports a pod's removal only once it is removed."""
+    listed = {(pod.name, pod.uid) for pod in observed} | {(pod.name, "") for pod in observed}
+    return sorted(name for name, uid in targets.items() if (name, uid) in listed)

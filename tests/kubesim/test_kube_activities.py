@@ -190,6 +190,36 @@ def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace:
     assert stale.missing == [name]
 
 
+def test_write_only_serving_is_one_uid_conditional_patch(kube: KubeActivities, namespace: str) -> None:
+    created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
+    name, uid = created.pods[0].name, created.pods[0].uid
+    wait_for(lambda: (s := observe(kube, namespace)).pods and s.pods[0].containers_ready and s, "containers ready")
+
+    def write(serving: bool, uids: dict[str, str]) -> Any:
+        return run(
+            kube.set_serving_condition,
+            SetServingInput(
+                namespace=namespace, pods=[name, "gone-pod"], serving=serving, reason="R", uids=uids, write_only=True
+            ),
+        )
+
+    on = write(True, {name: uid})
+    assert on.changed == [name] and on.missing == ["gone-pod"]
+    assert wait_for(lambda: observe(kube, namespace).pods[0].is_serving or None, "serving after one PATCH")
+    # Another pod on the name (a stale uid): nothing written.
+    stale = write(False, {name: "old-uid"})
+    assert stale.missing == [name, "gone-pod"] and observe(kube, namespace).pods[0].serving == "True"
+    off = write(False, {})
+    assert off.changed == [name] and observe(kube, namespace).pods[0].serving == "False"
+
+
+def test_create_first_apply_creates_or_falls_back_to_read(kube: KubeActivities, namespace: str) -> None:
+    created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
+    assert created.action == "created"
+    again = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
+    assert again.action == "unchanged" and again.resource_version == created.resource_version
+
+
 # --- generic objects ------------------------------------------------------------------------
 
 

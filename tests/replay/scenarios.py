@@ -25,7 +25,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
 from models.canary_analysis import CanaryAnalysisConfig, CanarySettingsResult
-from models.instance import QUERY_STATUS, DeleteRequest, InstancePhase, InstanceStatus, UpdateRequest
+from models.instance import (
+    QUERY_STATUS,
+    DeleteRequest,
+    InstancePhase,
+    InstanceStatus,
+    RestartPolicy,
+    UpdateRequest,
+)
 from planning.service.relay import relayed_manifest
 from tests.fixtures.prometheus import RunningPrometheus
 from tests.workflows.instance_kube_harness import KubeHarness, kube_harness
@@ -117,6 +124,27 @@ async def instance_surge_update(env: WorkflowEnvironment, sim: KubeSim, task_que
         handle = await harness.start(harness.spec(drain_seconds=0.5))
         await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving, within=WAIT)
         await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2", drain_seconds=0.5)))
+        await harness.until_real(
+            handle,
+            lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY and s.serving,
+            within=WAIT,
+        )
+        await _until_deleted(harness, handle)
+
+
+async def instance_local_kube_calls(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """The path of `workflow.patched("instance-local-kube-calls")`: local activities throughout,
+    a killed pod recreated, a surge whose new pod counts while the old one drains."""
+    async with kube_harness(env, sim, task_queue) as harness:
+        recreate = RestartPolicy.RECREATE_INSTANCE_ON_POD_RESTART
+        handle = await harness.start(harness.spec(drain_seconds=0.5, restart_policy=recreate))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving, within=WAIT)
+        sim.kill_pod(harness.namespace, "chat-engine-1-default-0")
+        await harness.until_real(
+            handle, lambda s: s.incarnation == 2 and s.phase == P.READY and s.serving, within=WAIT
+        )
+        await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2", drain_seconds=0.5, restart_policy=recreate))
+        )
         await harness.until_real(
             handle,
             lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY and s.serving,
@@ -784,6 +812,11 @@ SCENARIOS = [
     Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
     Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
     Scenario("instance_surge_update", instance_surge_update, "a SurgeThenDrain image update, then deleted"),
+    Scenario(
+        "instance_local_kube_calls",
+        instance_local_kube_calls,
+        "local Kubernetes calls: a killed pod recreated, a SurgeThenDrain update, deleted",
+    ),
     Scenario(
         "service_apply_update_delete",
         service_apply_update_delete,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from uuid import uuid4
@@ -105,15 +105,18 @@ class KubeHarness:
 
 
 @asynccontextmanager
-async def kube_harness(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> AsyncIterator[KubeHarness]:
-    """A worker with the real activities and an in-process watcher around `sim`."""
+async def kube_harness(
+    env: WorkflowEnvironment, sim: KubeSim, task_queue: str, extra_workflows: Sequence[type[Any]] = ()
+) -> AsyncIterator[KubeHarness]:
+    """A worker with the real activities (and `extra_workflows`, a stand-in parent say) and an
+    in-process watcher around `sim`."""
     await register_search_attributes(env)
     namespace = f"inst-{uuid4().hex[:8]}"
     kubernetes.client.CoreV1Api(sim.api_client()).create_namespace({"metadata": {"name": namespace}})
     watcher = PodWatcher(sim.api_client(), TemporalSignalSink(env.client))
     await watcher.start()
     try:
-        async with build_worker(env.client, task_queue, sim.api_client()):
+        async with build_worker(env.client, task_queue, sim.api_client(), extra_workflows=extra_workflows):
             yield KubeHarness(env, sim, task_queue, namespace)
     finally:
         await watcher.stop()

@@ -27,6 +27,14 @@ class FakeParent:
     def phases(self) -> list[str]:
         return [r.phase.value for r in self.reports]
 
+    @workflow.query(name="serving_reports")
+    def serving_reports(self) -> list[tuple[str, int, str]]:
+        """(phase, serving pods, operation step) of every report, in order."""
+        return [
+            (r.phase.value, r.serving_pods, r.operation.step if r.operation is not None else "")
+            for r in self.reports
+        ]
+
     @workflow.run
     async def run(self) -> None:
         await workflow.wait_condition(lambda: any(r.deleted for r in self.reports))

@@ -221,6 +221,7 @@ class InstanceBringUp(InstanceTeardown):
                     f"create {len(manifests)} pods for {spec.instance_name} "
                     f"(revision {spec.revision[:4]}), incarnation {incarnation}"
                 ),
+                local=self.local_kube,
             )
         except ActivityError as error:
             kind = kube_calls.error_type(error)
@@ -259,8 +260,10 @@ class InstanceBringUp(InstanceTeardown):
                 serving=True,
                 reason="InstanceReady",
                 uids=members,
+                write_only=self.local_kube,
             ),
             summary=f"put {spec.instance_name} into rotation ({len(members)} pods)",
+            local=self.local_kube,
         )
         while True:
             since = self.mark()

@@ -53,6 +53,9 @@ class InstanceLifecycle(InstanceUpdates):
                 await self.event("InPlaceUpdateNotPossible", policy.in_place_refused_message(state.spec))
             case Do.CONFIRM_FAILURE:
                 fresh = await self.refresh_pods()
+                if self.local_kube:
+                    # A restart that follows lists the pods again unless nothing came since.
+                    self.listed_at = self.mark()
                 return await self.carry_out(confirmed_failure_step(state, fresh.pods, workflow.now()))
             case Do.GO_PENDING:
                 self.set_phase(P.PENDING)
@@ -144,6 +147,7 @@ class InstanceLifecycle(InstanceUpdates):
                 )
             ),
             summary=f"delete headless Service {spec.instance_name}",
+            local=self.local_kube,
         )
         state.members = {}
         state.deleted = True

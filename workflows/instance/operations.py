@@ -39,6 +39,12 @@ with workflow.unsafe.imports_passed_through():
 
 P = InstancePhase
 
+LOCAL_KUBE_CALLS = "instance-local-kube-calls"
+"""`workflow.patched` id, decided once at the start of each run (`InstanceWorkflow.run`): the
+Instance's short Kubernetes calls (its Service, pods, serving gate, lists, Events) run as local
+activities, and a SurgeThenDrain counts its new pod as the Instance's while the old one drains.
+Histories from before ran them as activities and reported only the old pod during the drain."""
+
 
 class InstanceOperations:
     state: InstanceState
@@ -49,6 +55,8 @@ class InstanceOperations:
     """The members `bring_up` last saw ready and their restart counts at that moment.
     `commit_ready` starts the restart baseline from them: a container that restarts later in
     the operation (while the old pod of a surge drains, say) must still count as a restart."""
+    local_kube: bool = False
+    """Whether this run makes its Kubernetes calls as local activities (`LOCAL_KUBE_CALLS`)."""
     listed_at: tuple[int, int] | None = None
     """`mark()` right after a pod list taken ahead of need (the run's first task lists a
     creating Instance's pods beside its Service); `live_pods` uses that list while nothing
@@ -98,20 +106,27 @@ class InstanceOperations:
                 }
             )
 
-    async def refresh_pods(self) -> InstancePods:
+    async def refresh_pods(self, endpoints: bool = True) -> InstancePods:
         """List the pods afresh; the newest observation we hold afterwards.
 
         A `pods_changed` signal can arrive while the list runs, reporting a change made after
         the list read (the pod became Ready, say). The list's answer is then older and must
         not replace it: the watcher sends each summary once, so the change would never be
         reported again and the Instance would wait for a wake-up it already had.
+        `endpoints`: read the headless Service's EndpointSlices too (a list that only looks for
+        leftover pods does without).
         """
         spec = self.spec
         listed = await kube_calls.list_instance_pods(
             ListInstancePodsInput(
-                namespace=spec.namespace, isvc=spec.isvc, component=spec.component, index=spec.index
+                namespace=spec.namespace,
+                isvc=spec.isvc,
+                component=spec.component,
+                index=spec.index,
+                endpoints=endpoints,
             ),
             summary=f"list pods of {spec.instance_name}",
+            local=self.local_kube,
         )
         if newer_observation(listed, self.state.pods):
             self.state.pods = listed
@@ -154,7 +169,12 @@ class InstanceOperations:
         spec = self.spec
         involved = isvc_ref(spec.isvc, spec.namespace, spec.isvc_uid)
         await record_event(
-            involved, reason, message, kind, summary=f"event {reason} for {spec.instance_name}"
+            involved,
+            reason,
+            message,
+            kind,
+            summary=f"event {reason} for {spec.instance_name}",
+            local=self.local_kube,
         )
 
     def interrupted(self, target_revision: str) -> bool:
@@ -192,8 +212,13 @@ class InstanceOperations:
         spec = self.spec
         try:
             await kube_calls.apply_object(
-                ApplyObjectInput(manifest=render_headless_service(spec)),
+                # A new Instance's first run creates it: no read before (one request, not two).
+                ApplyObjectInput(
+                    manifest=render_headless_service(spec),
+                    create_first=self.local_kube and self.state.operation_counter == 0,
+                ),
                 summary=f"apply headless Service {spec.instance_name}",
+                local=self.local_kube,
             )
         except ActivityError as error:
             # Without it the leader has no DNS name and "available" never holds; the pods can
@@ -204,7 +229,9 @@ class InstanceOperations:
         if not (spec.multi_pod and spec.gang_scheduling):
             return
         if self.state.pod_group_crd is None:
-            found = await kube_calls.crd_exists(CrdExistsInput(), summary="check the PodGroup CRD")
+            found = await kube_calls.crd_exists(
+                CrdExistsInput(), summary="check the PodGroup CRD", local=self.local_kube
+            )
             self.state.pod_group_crd = found.exists
             self.state.gang_unavailable = not found.exists
 

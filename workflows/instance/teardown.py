@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from models.instance import DeleteRequest, InstanceFailure, RetryBlockState
     from models.kube_ops import DeletePodsInput, ForceDeletePodInput, PodsGoneInput, SetServingInput
     from planning.instance import rules as policy
+    from planning.instance.pods import still_present
     from workflows import kube_calls
     from workflows.instance.operations import InstanceOperations
 
@@ -34,16 +35,19 @@ class InstanceTeardown(InstanceOperations):
     blocked_by_finalizer: set[str]
     """Uids of pods reported `PodDeleteBlockedByFinalizer` in this run (the workflow's __init__)."""
 
-    async def delete_pods(self, targets: dict[str, str], why: str) -> None:
+    async def delete_pods(self, targets: dict[str, str], why: str) -> list[str]:
+        """Delete `targets` (name -> uid); the ones deleted now (the rest were gone already)."""
         if not targets:
-            return
+            return []
         spec = self.spec
-        await kube_calls.delete_pods(
+        result = await kube_calls.delete_pods(
             DeletePodsInput(
                 namespace=spec.namespace, names=sorted(targets), uids={n: u for n, u in targets.items() if u}
             ),
             summary=f"delete {len(targets)} pods of {spec.instance_name} ({why})",
+            local=self.local_kube,
         )
+        return result.deleted
 
     async def take_out_of_rotation(self, reason: str, targets: dict[str, str] | None = None) -> None:
         spec = self.spec
@@ -54,9 +58,15 @@ class InstanceTeardown(InstanceOperations):
             return
         await kube_calls.set_serving(
             SetServingInput(
-                namespace=spec.namespace, pods=sorted(pods), serving=False, reason=reason, uids=pods
+                namespace=spec.namespace,
+                pods=sorted(pods),
+                serving=False,
+                reason=reason,
+                uids=pods,
+                write_only=self.local_kube,
             ),
             summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
+            local=self.local_kube,
         )
 
     async def teardown(
@@ -76,7 +86,8 @@ class InstanceTeardown(InstanceOperations):
         if drain_seconds > 0:
             self.progress("Drain")
             await workflow.sleep(timedelta(seconds=drain_seconds))
-        await self.delete_pods(targets, reason)
+        deleted = await self.delete_pods(targets, reason)
+        deleted_at = self.pods_seq
         deadline: datetime | None = None
         overdue_at: datetime | None = None
         operation = self.state.operation
@@ -88,25 +99,37 @@ class InstanceTeardown(InstanceOperations):
         uids = {n: u for n, u in targets.items() if u}
         while True:
             since = self.mark()
-            gone = await kube_calls.pods_gone(
-                PodsGoneInput(namespace=spec.namespace, names=sorted(targets), uids=uids),
-                summary=f"check {len(targets)} pods of {spec.instance_name} are gone",
-            )
-            if gone.all_gone:
+            if self.local_kube:
+                remaining = self.remaining_after_delete(targets, deleted, deleted_at)
+            else:
+                gone = await kube_calls.pods_gone(
+                    PodsGoneInput(namespace=spec.namespace, names=sorted(targets), uids=uids),
+                    summary=f"check {len(targets)} pods of {spec.instance_name} are gone",
+                )
+                remaining = gone.remaining
+            if not remaining:
                 return []
             now = workflow.now()
-            await self.force_delete_stuck(set(gone.remaining), now)
+            await self.force_delete_stuck(set(remaining), now)
             if deadline is not None and now >= deadline:
-                await self.event(
-                    "TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, gone.remaining)
-                )
-                return gone.remaining
+                await self.event("TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, remaining))
+                return remaining
             if overdue_at is not None and now > overdue_at:
-                await self.event("DrainOverdue", policy.drain_overdue_message(spec, overdue_at, now, gone.remaining))
+                await self.event("DrainOverdue", policy.drain_overdue_message(spec, overdue_at, now, remaining))
                 overdue_at = None
             # An overdue drain is noticed a second after its deadline, so it is overdue by something.
             wake = overdue_at + OVERDUE_NOTICE if overdue_at is not None else deadline
-            await self.wait_for_news(self.next_force_delete(set(gone.remaining), now, wake), since)
+            await self.wait_for_news(self.next_force_delete(set(remaining), now, wake), since)
+
+    def remaining_after_delete(self, targets: dict[str, str], deleted: list[str], deleted_at: int) -> list[str]:
+        """Which of `targets` still exist, from what we know without asking the API server (from
+        `LOCAL_KUBE_CALLS` on): the pods the delete found gone are gone; the others until an
+        observation that came after the delete (a watcher signal, the safety re-list) no longer
+        lists them. Until then they are all there: they were terminating a moment ago."""
+        present = {name: targets[name] for name in deleted}
+        if self.pods_seq == deleted_at:
+            return sorted(present)
+        return still_present(self.observed(), present)
 
     async def force_delete_stuck(self, names: set[str], now: datetime) -> None:
         """Force-delete the pods among `names` stuck on a dead node; one pinned by finalizers is
@@ -131,6 +154,7 @@ class InstanceTeardown(InstanceOperations):
             await kube_calls.force_delete_pod(
                 ForceDeletePodInput(namespace=spec.namespace, name=pod.name, uid=pod.uid),
                 summary=f"force-delete {pod.name} stuck on node {pod.node_name} ({evidence})",
+                local=self.local_kube,
             )
             await self.event("PodForceDeleted", policy.force_deleted_message(spec, pod, evidence, now))
 
@@ -160,8 +184,9 @@ class InstanceTeardown(InstanceOperations):
         return {pod.name: pod.uid for pod in fresh.pods}
 
     async def list_ahead(self) -> None:
-        """List the pods now for a create that comes next (see `listed_at`)."""
-        await self.refresh_pods()
+        """List the pods now for a create that comes next (see `listed_at`); it looks for
+        leftovers on our names, so the EndpointSlices need no read (from `LOCAL_KUBE_CALLS` on)."""
+        await self.refresh_pods(endpoints=not self.local_kube)
         self.listed_at = self.mark()
 
     # --- failure --------------------------------------------------------------------

@@ -64,6 +64,7 @@ class InstanceUpdates(InstanceBringUp):
                     missing_ok=True,
                 ),
                 summary=f"patch images of {name} to revision {spec.revision[:4]}",
+                local=self.local_kube,
             )
         await self.refresh_pods()
         result = await self.bring_up(self.manifests(), state.members)
@@ -91,7 +92,12 @@ class InstanceUpdates(InstanceBringUp):
             self.set_phase(P.READY)
             return
         self.progress("SurgeDrain")
-        await self.teardown(dict(state.members), spec.drain_seconds, "surge replaced the pod")
+        old = dict(state.members)
+        if self.local_kube:
+            # The new pod serves: it is the Instance's while the old one drains, so a report
+            # meanwhile counts it (runs recorded before counted only the draining pod).
+            state.members = dict(surge.members)
+        await self.teardown(old, spec.drain_seconds, "surge replaced the pod")
         state.active_ordinal = ordinal
         self.commit_ready(surge.members)
 

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.steps import next_step, next_wake
     from workflows import search_attributes, tracing
     from workflows.instance.lifecycle import InstanceLifecycle
+    from workflows.instance.operations import LOCAL_KUBE_CALLS
 
 P = InstancePhase
 
@@ -138,6 +139,8 @@ class InstanceWorkflow(InstanceLifecycle):
     @workflow.run
     async def run(self, arg: InstanceSpec | InstanceState) -> InstanceStatus:
         spec = self.state.spec
+        # Decided once, before the run's first command: runs recorded before keep their activities.
+        self.local_kube = workflow.patched(LOCAL_KUBE_CALLS)
         # Each operation (create, update, restart, delete) is its own trace; between them, the
         # run's. After a continue-as-new mid-operation the new run finds the same trace.
         tracing.follow_operations(lambda: self.state.operation.id if self.state.operation is not None else None)

@@ -8,6 +8,7 @@ import kubernetes_validate
 import pytest
 
 from models.instance import InstanceSpec
+from models.pods import PodSummary
 from planning.instance.pods import (
     PodGroupStanding,
     describe_owner,
@@ -19,6 +20,7 @@ from planning.instance.pods import (
     render_headless_service,
     render_pod_group,
     render_pods,
+    still_present,
 )
 
 pytestmark = pytest.mark.unit
@@ -317,3 +319,26 @@ def test_describe_owner_names_owner_or_labels() -> None:
     assert describe_owner(found_group(ownerReferences=[OUR_OWNER])) == "InferenceService chat (uid u-1)"
     assert describe_owner(found_group(labels={"team": "x"})) == "no owner reference (labels: team=x)"
     assert describe_owner(found_group(labels={})) == "no owner reference (labels: none)"
+
+
+@pytest.mark.parametrize(
+    ("observed", "targets", "present"),
+    [
+        ([], {"p-0": "u0"}, []),
+        ([("p-0", "u0")], {"p-0": "u0"}, ["p-0"]),
+        # The name holds another pod now: the one we deleted is gone.
+        ([("p-0", "u9")], {"p-0": "u0"}, []),
+        # No uid known: any pod of that name counts.
+        ([("p-0", "u9")], {"p-0": ""}, ["p-0"]),
+        ([("p-1", "u1"), ("p-0", "u0")], {"p-1": "u1", "p-0": "u0", "p-2": "u2"}, ["p-0", "p-1"]),
+    ],
+)
+def test_still_present_matches_name_and_uid(
+    observed: list[tuple[str, str]], targets: dict[str, str], present: list[str]
+) -> None:
+    pods = [pod_summary(name, uid) for name, uid in observed]
+    assert still_present(pods, targets) == present
+
+
+def pod_summary(name: str, uid: str) -> PodSummary:
+    return PodSummary(name=name, uid=uid, scheduled=True, node_name="n1", node_ready="True")

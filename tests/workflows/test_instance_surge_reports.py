@@ -1,0 +1,58 @@
+"""A SurgeThenDrain update as the parent and a reader of `status` see it: the new pod serves
+before the old one drains, so no report and no status of the update shows the Instance serving
+nothing (the old path counted only the draining pod then, and the InferenceService's Ready
+turned False for the length of the drain)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from kubesim.handle import KubeSim
+from models.instance import DeleteRequest, InstancePhase, UpdateRequest
+from tests.workflows.instance_kube_harness import kube_harness
+from tests.workflows.instance_parent import FakeParent
+
+pytestmark = [pytest.mark.workflows, pytest.mark.kubesim]
+P = InstancePhase
+
+
+async def test_surge_counts_the_new_pod_serving_while_the_old_drains(
+    workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queue: str
+) -> None:
+    async with kube_harness(workflow_env, kubesim, task_queue, extra_workflows=[FakeParent]) as harness:
+        parent = await workflow_env.client.start_workflow(
+            "FakeParent", id=f"irep/{harness.namespace}/chat-engine", task_queue=task_queue
+        )
+        handle = await harness.start(harness.spec(parent_workflow_id=parent.id))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving)
+        samples: list[tuple[str, int]] = []
+        done = asyncio.Event()
+
+        async def sample() -> None:
+            while not done.is_set():
+                status = await harness.status(handle)
+                samples.append((status.operation.step if status.operation else "", status.serving_pods))
+                await asyncio.sleep(0.02)
+
+        sampler = asyncio.create_task(sample())
+        await handle.signal(
+            "update", UpdateRequest(spec=harness.spec("engine:2", parent_workflow_id=parent.id))
+        )
+        status = await harness.until_skipping(
+            handle, lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY, step=1, within=60
+        )
+        done.set()
+        await sampler
+        assert status.serving_pods == 1 and sorted(harness.live_pods()) == ["chat-engine-1-default-1"]
+        assert any(step in ("SurgeDrain", "Drain", "DeletePods") for step, _ in samples), samples
+        assert min(serving for _, serving in samples) >= 1, f"status served nothing: {samples}"
+
+        await handle.signal("delete", DeleteRequest())
+        await parent.result()
+        reports = await parent.query("serving_reports", result_type=list[tuple[str, int, str]])
+        first_ready = next(i for i, (phase, _, _) in enumerate(reports) if phase == "Ready")
+        during_update = [r for r in reports[first_ready:] if r[0] != "Deleting"]
+        assert [r for r in during_update if r[1] < 1] == [], f"reported serving nothing: {reports}"
