@@ -28,6 +28,7 @@ KUBE_DELETE_PODS = "kube.delete_pods"
 KUBE_FORCE_DELETE_POD = "kube.force_delete_pod"
 KUBE_SET_SERVING = "kube.set_serving_condition"
 KUBE_LIST_INSTANCE_PODS = "kube.list_instance_pods"
+KUBE_LIST_COMPONENT_PODS = "kube.list_component_pods"
 KUBE_PODS_GONE = "kube.pods_gone"
 KUBE_APPLY_OBJECT = "kube.apply_object"
 KUBE_PATCH_OBJECT = "kube.patch_object"
@@ -46,6 +47,7 @@ ALL_KUBE_ACTIVITIES = (
     KUBE_FORCE_DELETE_POD,
     KUBE_SET_SERVING,
     KUBE_LIST_INSTANCE_PODS,
+    KUBE_LIST_COMPONENT_PODS,
     KUBE_PODS_GONE,
     KUBE_APPLY_OBJECT,
     KUBE_PATCH_OBJECT,
@@ -183,6 +185,31 @@ class ListInstancePodsInput(_Op):
     isvc: str
     component: str
     index: int
+
+
+class ListComponentPodsInput(_Op):
+    """Every pod of one component, in one label-selector request (the InferenceReplica's net)."""
+
+    namespace: str
+    isvc: str
+    component: str
+
+
+class InstancePodStates(_Op):
+    """What one Instance's pods say, by name: the few facts its report to the parent counts."""
+
+    index: int
+    live: tuple[str, ...] = ()
+    """Pods not being deleted."""
+    ready: tuple[str, ...] = ()
+    serving: tuple[str, ...] = ()
+
+
+class ComponentPods(_Op):
+    """A component's pods at one moment, per Instance; Instances with no pod are absent."""
+
+    resource_version: str = ""
+    instances: tuple[InstancePodStates, ...] = ()
 
 
 class PodsGoneInput(_Op):
