@@ -4,7 +4,8 @@ The watcher tells each Instance of its pods' changes. When one of those signals 
 watcher was down, a signal failed), a resting Ready Instance would not notice a pod that
 died. Instead of every Instance re-listing its own pods every five minutes (24 Temporal
 actions and some 36 Kubernetes requests an hour per Instance), the InferenceReplica lists the
-component's pods in one label-selector request every `RECHECK_INTERVAL`, compares them with
+component's pods in one label-selector request every `pod_relist_seconds` (default
+`RECHECK_INTERVAL`), compares them with
 what each resting Instance last reported (`stale_views`), and sends a fresh summary only to
 the Instances whose report disagrees; each of those drops it if it already knows better
 (`newer_observation`). Idle, the net costs one timer and one activity per component per
@@ -21,7 +22,7 @@ from models.kube_ops import ComponentPods, InstancePodStates
 from planning.instance.resting import rests_on_parent_net
 
 RECHECK_INTERVAL = timedelta(minutes=20)
-"""How long a lost pod change of a resting Instance can go unnoticed. Three re-lists an hour
+"""The default of the cluster's `pod_relist_seconds`: how long a lost pod change of a resting Instance can go unnoticed. Three re-lists an hour
 per component keep a 20-Instance component's idle cost under one Temporal action per
 Instance per hour (issue 17: timer and activity of the net, the InferenceService's hourly
 timer), and 2000 idle Instances at a few requests per hour in all."""

@@ -34,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
     from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
     from planning.replica import events
     from planning.replica.overlay import earliest
-    from planning.replica.recheck import RECHECK_INTERVAL
     from planning.replica.revisions import observe_template
     from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
@@ -70,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
 
 SAFETY_RECHECK = timedelta(minutes=5)
 """Everything reaches this workflow as a message; the timer only covers a lost one. Runs
-without the pod net (`runs_pod_net`) only; with it, the net's `RECHECK_INTERVAL`."""
+without the pod net (`runs_pod_net`) only; with it, the cluster's `pod_relist_seconds`."""
 
 
 @workflow.defn(name=INFERENCE_REPLICA)
@@ -179,7 +178,8 @@ class InferenceReplicaWorkflow:
         if not runs_pod_net():
             await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, SAFETY_RECHECK)
             return
-        if await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, RECHECK_INTERVAL):
+        relist = timedelta(seconds=self.state.config.cluster.pod_relist_seconds)
+        if await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, relist):
             async with self.lock:
                 await recheck_pods(self.state)
 
