@@ -399,6 +399,7 @@ ACTIVITY_TYPES: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     KUBE_FORCE_DELETE_POD: (ForceDeletePodInput, DeletePodsResult),
     KUBE_SET_SERVING: (SetServingInput, SetServingResult),
     KUBE_LIST_INSTANCE_PODS: (ListInstancePodsInput, InstancePods),
+    KUBE_LIST_COMPONENT_PODS: (ListComponentPodsInput, ComponentPods),
     KUBE_PODS_GONE: (PodsGoneInput, PodsGoneResult),
     KUBE_APPLY_OBJECT: (ApplyObjectInput, ApplyObjectResult),
     KUBE_PATCH_OBJECT: (PatchObjectInput, PatchObjectResult),
