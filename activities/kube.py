@@ -32,9 +32,11 @@ from models.kube_ops import (
     KUBE_CREATE_PODS,
     KUBE_DELETE_PODS,
     KUBE_FORCE_DELETE_POD,
+    KUBE_LIST_COMPONENT_PODS,
     KUBE_LIST_INSTANCE_PODS,
     KUBE_PODS_GONE,
     KUBE_SET_SERVING,
+    ComponentPods,
     CreatedPod,
     CreatePodsInput,
     CreatePodsResult,
@@ -42,6 +44,7 @@ from models.kube_ops import (
     DeletePodsResult,
     ForceDeletePodInput,
     KubeErrorType,
+    ListComponentPodsInput,
     ListInstancePodsInput,
     PodsGoneInput,
     PodsGoneResult,
@@ -58,7 +61,7 @@ from models.pods import (
     SERVING_CONDITION,
     InstancePods,
 )
-from planning.pod_summary import instance_pods, listed_pods
+from planning.pod_summary import component_pods, instance_pods, listed_pods
 
 # Labels that say which Instance a pod belongs to, and which generation of it.
 INSTANCE_LABELS = (LABEL_ISVC, LABEL_COMPONENT, LABEL_INSTANCE_INDEX)
@@ -96,6 +99,7 @@ class KubeActivities(ObjectActivities):
             self.force_delete_pod,
             self.set_serving_condition,
             self.list_instance_pods,
+            self.list_component_pods,
             self.pods_gone,
             self.apply_object,
             self.patch_object,
@@ -347,6 +351,18 @@ class KubeActivities(ObjectActivities):
             cluster=self.cluster,
             endpoints=endpoints,
         )
+
+    @activity.defn(name=KUBE_LIST_COMPONENT_PODS)
+    def list_component_pods(self, request: ListComponentPodsInput) -> ComponentPods:
+        """One label-selector list of the component's pods and nothing else: the
+        InferenceReplica's safety re-list, cheap enough to run for every component."""
+        selector = f"{LABEL_ISVC}={request.isvc},{LABEL_COMPONENT}={request.component}"
+        with api_errors(f"list pods of component {request.namespace}/{request.isvc}-{request.component}"):
+            listed = self.rest.get(
+                collection_path("v1", "pods", request.namespace), [("labelSelector", selector)]
+            )
+        version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        return component_pods(listed.get("items") or [], version)
 
     def _endpoint_listing(self, namespace: str, service: str) -> set[tuple[str, str]] | None:
         """Pods the Instance's headless Service lists as ready; None when no slice says.

@@ -175,7 +175,12 @@ class InstanceSpec(StatusModel):
     force_delete: ForceDeletePolicy | None = None
     teardown_deadline_seconds: float | None = 1800.0
     safety_recheck_seconds: float = Field(default=300.0, gt=0)
-    """A slow timer that re-lists the pods in case a watcher signal was lost."""
+    """A slow timer that re-lists the pods in case a watcher signal was lost; while the
+    Instance rests Ready under `relisted_by_parent`, only the parent's re-list runs."""
+    relisted_by_parent: bool = False
+    """The parent InferenceReplica re-lists the component's pods as the safety net of its
+    resting Ready Instances (`planning.replica.recheck`), so such an Instance waits for news
+    with no timer of its own: idle, it costs no Temporal action (issue 17)."""
 
     @model_validator(mode="after")
     def _workers_have_a_spec(self) -> InstanceSpec:

@@ -28,6 +28,7 @@ KUBE_DELETE_PODS = "kube.delete_pods"
 KUBE_FORCE_DELETE_POD = "kube.force_delete_pod"
 KUBE_SET_SERVING = "kube.set_serving_condition"
 KUBE_LIST_INSTANCE_PODS = "kube.list_instance_pods"
+KUBE_LIST_COMPONENT_PODS = "kube.list_component_pods"
 KUBE_PODS_GONE = "kube.pods_gone"
 KUBE_APPLY_OBJECT = "kube.apply_object"
 KUBE_PATCH_OBJECT = "kube.patch_object"
@@ -46,6 +47,7 @@ ALL_KUBE_ACTIVITIES = (
     KUBE_FORCE_DELETE_POD,
     KUBE_SET_SERVING,
     KUBE_LIST_INSTANCE_PODS,
+    KUBE_LIST_COMPONENT_PODS,
     KUBE_PODS_GONE,
     KUBE_APPLY_OBJECT,
     KUBE_PATCH_OBJECT,
@@ -189,6 +191,31 @@ class ListInstancePodsInput(_Op):
     endpoints: bool = True
     """Also read the headless Service's EndpointSlices (`available`); a list taken only to find
     leftover pods before a create does without."""
+
+
+class ListComponentPodsInput(_Op):
+    """Every pod of one component, in one label-selector request (the InferenceReplica's net)."""
+
+    namespace: str
+    isvc: str
+    component: str
+
+
+class InstancePodStates(_Op):
+    """What one Instance's pods say, by name: the few facts its report to the parent counts."""
+
+    index: int
+    live: tuple[str, ...] = ()
+    """Pods not being deleted."""
+    ready: tuple[str, ...] = ()
+    serving: tuple[str, ...] = ()
+
+
+class ComponentPods(_Op):
+    """A component's pods at one moment, per Instance; Instances with no pod are absent."""
+
+    resource_version: str = ""
+    instances: tuple[InstancePodStates, ...] = ()
 
 
 class PodsGoneInput(_Op):
@@ -381,6 +408,7 @@ ACTIVITY_TYPES: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     KUBE_FORCE_DELETE_POD: (ForceDeletePodInput, DeletePodsResult),
     KUBE_SET_SERVING: (SetServingInput, SetServingResult),
     KUBE_LIST_INSTANCE_PODS: (ListInstancePodsInput, InstancePods),
+    KUBE_LIST_COMPONENT_PODS: (ListComponentPodsInput, ComponentPods),
     KUBE_PODS_GONE: (PodsGoneInput, PodsGoneResult),
     KUBE_APPLY_OBJECT: (ApplyObjectInput, ApplyObjectResult),
     KUBE_PATCH_OBJECT: (PatchObjectInput, PatchObjectResult),

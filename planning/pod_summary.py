@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from models.kube_ops import ComponentPods, InstancePodStates
 from models.pods import (
     LABEL_COMPONENT,
     LABEL_INCARNATION,
@@ -284,3 +285,20 @@ def group_by_instance(
         )
         for key, members in grouped.items()
     }
+
+
+def component_pods(pods: Iterable[dict[str, Any]], resource_version: str = "") -> ComponentPods:
+    """A component's pods by Instance, reduced to the names the Instances' reports count
+    (live, ready, serving): what the InferenceReplica's re-list compares with those reports.
+    Readiness and the serving gate come from the pod alone, so no node is read."""
+    grouped = group_by_instance(pods, {}, resource_version=resource_version)
+    states = [
+        InstancePodStates(
+            index=key[3],
+            live=tuple(pod.name for pod in found.live_pods),
+            ready=tuple(pod.name for pod in found.pods if pod.is_ready),
+            serving=tuple(pod.name for pod in found.pods if pod.is_serving),
+        )
+        for key, found in sorted(grouped.items(), key=lambda item: item[0][3])
+    ]
+    return ComponentPods(resource_version=resource_version, instances=tuple(states))

@@ -40,6 +40,7 @@ from models.kube_ops import (
     KUBE_DELETE_PODS,
     KUBE_EVICT_POD,
     KUBE_FORCE_DELETE_POD,
+    KUBE_LIST_COMPONENT_PODS,
     KUBE_LIST_INSTANCE_PODS,
     KUBE_LIST_NODE_PODS,
     KUBE_LIST_OBJECTS,
@@ -52,6 +53,7 @@ from models.kube_ops import (
     NON_RETRYABLE_ERRORS,
     ApplyObjectInput,
     ApplyObjectResult,
+    ComponentPods,
     CrdExistsInput,
     CrdExistsResult,
     CreatePodsInput,
@@ -63,6 +65,7 @@ from models.kube_ops import (
     EvictPodInput,
     EvictPodResult,
     ForceDeletePodInput,
+    ListComponentPodsInput,
     ListInstancePodsInput,
     ListNodePodsInput,
     ListObjectsInput,
@@ -226,6 +229,14 @@ async def list_instance_pods(
 ) -> InstancePods:
     return await _call(
         KUBE_LIST_INSTANCE_PODS, arg, InstancePods, summary, schedule_to_close=schedule_to_close, local=local
+    )
+
+
+async def list_component_pods(
+    arg: ListComponentPodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+) -> ComponentPods:
+    return await _call(
+        KUBE_LIST_COMPONENT_PODS, arg, ComponentPods, summary, schedule_to_close=schedule_to_close
     )
 
 

@@ -35,6 +35,7 @@ from models.instance import (
 )
 from planning.replica.batching import BATCH_SIZE_KEYS, DEFAULT_POD_BATCH_SIZE, check_pod_batch_size
 from planning.replica.budget import CHART_DEFAULT_POLICY, UpdatePolicy
+from planning.replica.recheck import RECHECK_INTERVAL
 from planning.replica.spread import SpreadSettings, spread_constraint, with_spread
 
 DEFAULT_CONTAINER_NAME = "ome-container"
@@ -96,6 +97,10 @@ class ClusterLifecycle(BaseModel):
                 "leave it unset (null) to turn automatic relocation off"
             )
         return value
+
+    pod_relist_seconds: float = Field(default=RECHECK_INTERVAL.total_seconds(), gt=0)
+    """How often each InferenceReplica re-lists its component's pods for a lost pod change of a
+    resting Ready Instance (`planning.replica.recheck`; issue 17). Not a chart setting."""
 
     @property
     def update_policy(self) -> UpdatePolicy:

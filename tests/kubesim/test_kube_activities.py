@@ -27,6 +27,7 @@ from models.kube_ops import (
     DeletePodsInput,
     ForceDeletePodInput,
     KubeErrorType,
+    ListComponentPodsInput,
     ListInstancePodsInput,
     ListObjectsInput,
     ObjectRef,
@@ -84,6 +85,19 @@ def observe(kube: KubeActivities, namespace: str, index: int = 0) -> InstancePod
 
 
 # --- pods -----------------------------------------------------------------------------------
+
+
+def test_list_component_pods_is_one_request_for_every_instance(kubesim: Any, kube: KubeActivities, namespace: str) -> None:
+    batch = [instance_pod(namespace, index=0), instance_pod(namespace, index=1), instance_pod(namespace, index=0, isvc="other")]
+    run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch))
+    kubesim.reset_counters()
+    listed = run(kube.list_component_pods, ListComponentPodsInput(namespace=namespace, isvc="chat", component="engine"))
+    assert kubesim.counters()["total"] == 1
+    assert [(states.index, states.live) for states in listed.instances] == [
+        (0, ("chat-engine-0-default-0",)),
+        (1, ("chat-engine-1-default-0",)),
+    ]
+    assert listed.resource_version.isdigit()
 
 
 def test_create_pods_is_idempotent_and_refuses_foreign_names(kube: KubeActivities, namespace: str) -> None:

@@ -186,7 +186,7 @@ async def service_story(
     await deployments.start()
     try:
         async with build_worker(env.client, task_queue, sim.api_client(), canary=canary):
-            yield Story(env.client, task_queue, sim, core, custom, None, cluster, name, namespace)
+            yield Story(env.client, task_queue, sim, core, custom, None, cluster, name, namespace, watcher)
     finally:
         await deployments.stop()
         await watcher.stop()
@@ -483,6 +483,25 @@ async def service_lifecycle_change(env: WorkflowEnvironment, sim: KubeSim, task_
             raise RuntimeError(f"a lifecycle-only change made revision {after.update_revision}")
         sim.kill_pod(NAMESPACE, f"{NAME}-engine-1-default-0")
         await until(lambda: _recreated(s, 1), "Instance 1 recreated whole after its container died")
+        await _delete_service(s)
+
+
+def _recreated_pod(s: Story, name: str, old_uid: str) -> bool:
+    return any(p.metadata.name == name and p.metadata.uid != old_uid for p in _live(s))
+
+
+async def service_pod_relist(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, {**FAST_CLUSTER, "pod_relist_seconds": 2.0}) as s:
+        await _accepted(s, isvc_manifest(minReplicas=1, maxReplicas=1))
+        await until(lambda: _ready_on(s, IMAGE_1, [0]), "one Ready engine Instance")
+        # The watcher is down while the pod dies: only the InferenceReplica's re-list can tell.
+        pod = f"{NAME}-engine-0-default-0"
+        (old_uid,) = [p.metadata.uid for p in _live(s) if p.metadata.name == pod]
+        await s.watcher.stop()
+        s.core.delete_namespaced_pod(pod, NAMESPACE, grace_period_seconds=0)
+        await until(lambda: _recreated_pod(s, pod, old_uid), "the re-list to find the pod gone and its recreation")
+        await s.watcher.start()
+        await until(lambda: _ready_on(s, IMAGE_1, [0]), "Instance 0 Ready again on a new pod")
         await _delete_service(s)
 
 
@@ -892,6 +911,12 @@ SCENARIOS = [
         service_multicluster_all,
         "spec 000's chat placed All on two workload clusters: members on their queues, weights 1:1 then 1:3 "
         "with a factor, delete",
+    ),
+    Scenario(
+        "service_pod_relist",
+        service_pod_relist,
+        "one engine Instance whose pod dies while the watcher is down: the InferenceReplica's component "
+        "re-list finds it gone and sends the Instance a fresh summary; recreated, Ready; delete",
     ),
 ]
 

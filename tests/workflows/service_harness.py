@@ -104,6 +104,9 @@ class Story:
     cluster: dict[str, Any] | None = None
     name: str = NAME
     namespace: str = NAMESPACE
+    watcher: Any = None
+    """The real pod watcher, where one runs in-process (the replay scenarios), so a scenario can
+    stop it and lose pod changes."""
 
     @property
     def isvc_id(self) -> str:

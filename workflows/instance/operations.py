@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from models.pods import InstancePods, PodSummary
     from planning.instance import rules as policy
     from planning.instance.pods import POD_GROUP_LABEL, PodGroupStanding, render_headless_service
+    from planning.instance.resting import rests_on_parent_net
     from planning.instance.state import InstanceState, build_status, newer_observation, report_fingerprint
     from workflows import kube_calls, search_attributes, tracing, waiting
     from workflows.events import EventType, isvc_ref, record_event
@@ -159,7 +160,9 @@ class InstanceOperations:
         if report:
             await self.report()
         pods_seq, inbox_seq = since
-        safety = timedelta(seconds=self.spec.safety_recheck_seconds)
+        safety: timedelta | None = timedelta(seconds=self.spec.safety_recheck_seconds)
+        if self.spec.relisted_by_parent and rests_on_parent_net(self.state.phase, self.state.operation, self.state.draining):
+            safety = None  # the parent's component re-list is the net (planning.instance.resting)
         if await waiting.wait_for_news(
             lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq, until, safety
         ):

@@ -29,6 +29,16 @@ from workflows.names import INSTANCE, instance_workflow_id
 from workflows.replica import view
 from workflows.replica.messages import ReplicaConfig, ReplicaState
 
+REPLICA_POD_NET = "replica-pod-net"
+"""`workflow.patched` id: the component re-list (`workflows.replica.recheck`) replaces the
+five-minute safety pass, and Instances started or updated from then on rest Ready without
+their own re-list (`relisted_by_parent`). Runs from before keep both."""
+
+
+def runs_pod_net() -> bool:
+    """Whether this run re-lists for its Instances (from `run` and handlers, never a query)."""
+    return workflow.patched(REPLICA_POD_NET)
+
 
 @dataclass
 class EndedInstances:
@@ -78,6 +88,8 @@ def spec_for(state: ReplicaState, index: int, revision_hash: str, gang_surge_of:
         pause_mode=config.effective_pause_mode,
     )
     spec = instance_spec(identity, ComponentSpec.model_validate(component), config.cluster, view.policy(config))
+    if runs_pod_net():
+        spec = spec.model_copy(update={"relisted_by_parent": True})
     return kept_off(spec, avoided(state.relocations, index))
 
 

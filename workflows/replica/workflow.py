@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
     from workflows.replica import migrations, relocations, teardown, view
-    from workflows.replica.children import EndedInstances
+    from workflows.replica.children import EndedInstances, runs_pod_net
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
     from workflows.replica.messages import (
@@ -64,10 +64,12 @@ with workflow.unsafe.imports_passed_through():
         write_spec,
     )
     from workflows.replica.projection import build_status, publish, report
+    from workflows.replica.recheck import recheck_pods
     from workflows.replica.requests import answer_releases, answer_resets
 
 SAFETY_RECHECK = timedelta(minutes=5)
-"""Everything reaches this workflow as a message; the timer only covers a lost one."""
+"""Everything reaches this workflow as a message; the timer only covers a lost one. Runs
+without the pod net (`runs_pod_net`) only; with it, the cluster's `pod_relist_seconds`."""
 
 
 @workflow.defn(name=INFERENCE_REPLICA)
@@ -171,8 +173,15 @@ class InferenceReplicaWorkflow:
             await self.wait_for_news(seen)
 
     async def wait_for_news(self, seen: int) -> None:
-        """Wait: for a message newer than `seen`, the plan's `wake_at`, or the safety re-check."""
-        await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, SAFETY_RECHECK)
+        """Wait: for a message newer than `seen`, the plan's `wake_at`, or the safety re-check,
+        which (with the pod net) re-lists the component's pods for the resting Instances."""
+        if not runs_pod_net():
+            await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, SAFETY_RECHECK)
+            return
+        relist = timedelta(seconds=self.state.config.cluster.pod_relist_seconds)
+        if await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, relist):
+            async with self.lock:
+                await recheck_pods(self.state)
 
     # --- one pass -------------------------------------------------------------------
 

@@ -99,6 +99,7 @@ CLUSTER_ADDITIONS = (
     "scale_down_pod_batch_size",
     "scale_down_requeue_interval_seconds",
     "auto_migrate_max_attempts",
+    "pod_relist_seconds",
 )
 """Cluster settings added after services ran (§14 pod batching, §13 automatic relocation):
 left out of the fingerprint while at the chart's values, so a running service resends nothing."""

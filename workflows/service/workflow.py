@@ -127,6 +127,12 @@ that started before keep writing the workflow's own count, as their histories di
 SAFETY_RECHECK = timedelta(minutes=5)
 """Every change arrives as a message; the timer only re-reads a runtime that was missing and
 the Deployments of Deployment-mode components (a lost watcher signal is repaired by then)."""
+IDLE_RECHECK = timedelta(hours=1)
+"""`SAFETY_RECHECK` once everything converged, in runs under `ISVC_IDLE_RECHECK`: a lost signal
+of a converged service costs at most an hour, and the idle service one timer an hour (issue
+17: at most one Temporal action per idle Instance per hour, for a 20-Instance service too)."""
+ISVC_IDLE_RECHECK = "isvc-idle-recheck"
+"""`workflow.patched` id: the converged service's re-check every `IDLE_RECHECK`."""
 DEPLOYMENT_RECHECK = timedelta(seconds=15)
 """First re-read of a Deployment still converging with no news; doubles up to SAFETY_RECHECK."""
 
@@ -532,7 +538,7 @@ class InferenceServiceWorkflow(ServicePlacement):
         if self.state.placement is not None:
             return self.relist_interval()
         if self.deployments_converged():
-            return SAFETY_RECHECK
+            return IDLE_RECHECK if workflow.patched(ISVC_IDLE_RECHECK) else SAFETY_RECHECK
         step = DEPLOYMENT_RECHECK * int(2 ** min(self.state.deployment_rechecks, 5))
         return min(step, SAFETY_RECHECK)
 
