@@ -50,12 +50,15 @@ from bench.floor_workflows import FLOOR_CHILD, FLOOR_PARENT, READY_LINE, FloorIn
 from bench.goals import (
     EVENTS_PER_LIFECYCLE,
     EVENTS_TO_SERVING,
+    IDLE_ACTIONS_PER_INSTANCE_HOUR,
+    IDLE_REQUESTS_PER_SECOND,
     RECREATION_P99_SECONDS,
     REQUESTS_PER_CREATE,
     REQUESTS_PER_UPDATE,
     WORKER_RSS_MIB,
     Goals,
 )
+from bench.idle_cost import idle_actions
 from bench.lifecycle_stack import (
     IMAGE_1,
     IMAGE_2,
@@ -578,15 +581,7 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
             watcher_rss, _ = watcher.rss_kib()
             figures.add(f"watcher RSS, {idle_ready} idle Ready", f"{watcher_rss / 1024:.0f} MiB")
 
-            # --- IDLE COST CALL POINT (issue 17; the lead wires `bench.idle_cost` here) ---------
-            # The idle Instances are Ready and the stack is settled: measure the Kubernetes
-            # requests per second (goal <= IDLE_REQUESTS_PER_SECOND in total) and the Temporal
-            # actions per idle Instance per hour (goal <= IDLE_ACTIONS_PER_INSTANCE_HOUR) here,
-            # with `sim`, `client`, `NAMESPACE`/`IDLE_NAME` and `idle_ready`, then add the figures
-            # and replace these two lines with `goals.at_most(...)`.
-            goals.not_measured("idle Kubernetes requests/s", "bench.idle_cost not wired yet")
-            goals.not_measured("idle Temporal actions / Instance / hour", "bench.idle_cost not wired yet")
-            # --- end of the idle cost call point -----------------------------------------------
+            await measure_idle_cost(sim, idle_ready, args, figures, goals)
     finally:
         sim.stop()
         await env.shutdown()
@@ -606,13 +601,53 @@ def worker_counts(text: str) -> list[int]:
     return counts
 
 
+LEASES = "leases"
+
+
+async def measure_idle_cost(sim: KubeSim, idle_ready: int, args: argparse.Namespace, figures: Figures,
+                            goals: Goals) -> None:  # fmt: skip
+    """The idle Instances are Ready and the stack settled: Kubernetes requests per second over
+    `--idle-window` of real time (kubesim's counter: worker and watcher, every verb, watches
+    opened included; the watcher's Lease renewals shown apart), then Temporal actions per idle
+    Instance per hour over a simulated hour on the time-skipping server (`bench.idle_cost`)."""
+    log(f"idle: counting Kubernetes requests for {args.idle_window:.0f} s")
+    sim.reset_counters()
+    await asyncio.sleep(args.idle_window)
+    counters = sim.counters()
+    total = int(counters["total"])
+    leases = sum(n for (_, resource), n in counters["requests"].items() if resource == LEASES)
+    busiest = sorted(counters["requests"].items(), key=lambda item: -item[1])[:4]
+    shown = ", ".join(f"{verb} {resource} {n}" for (verb, resource), n in busiest)
+    figures.add(f"idle Kubernetes requests/s, {idle_ready} Ready", f"{total / args.idle_window:.3f}",
+                f"{total} in {args.idle_window:.0f} s, {leases} of them the watcher's Lease; {shown}")  # fmt: skip
+    goals.at_most("idle Kubernetes requests/s (total)", total / args.idle_window, IDLE_REQUESTS_PER_SECOND)
+    for size in args.idle_actions:
+        log(f"idle: Temporal actions of {size} Ready Instances over a simulated hour (time-skipping server)")
+        actions = await idle_actions(size)
+        figures.add(f"idle Temporal actions / Instance / hour, {size}", f"{actions.per_instance_hour:.2f}",
+                    actions.line())  # fmt: skip
+        goals.at_most(f"idle Temporal actions / Instance / hour, {size} Instances",
+                      actions.per_instance_hour, IDLE_ACTIONS_PER_INSTANCE_HOUR)  # fmt: skip
+
+
+def service_sizes(text: str) -> list[int]:
+    """`--idle-actions 20,200` -> [20, 200]; an empty text measures none."""
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--idle-actions must be sizes separated by commas, e.g. 20,200; got {text!r}") from error
+    if any(size < 1 for size in sizes):
+        raise argparse.ArgumentTypeError(f"--idle-actions sizes must be at least 1; got {text!r}")
+    return sizes
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.lifecycle_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--instances", type=int, default=200, help="Instances brought up and updated")
     parser.add_argument(
-        "--idle-instances", type=int, default=2000, help="idle Ready Instances for the RSS figure"
+        "--idle-instances", type=int, default=2000, help="idle Ready Instances for the RSS and idle-request figures"
     )
     parser.add_argument("--failures", type=int, default=40, help="pod failures for the recreation latency")
     parser.add_argument("--seed", type=int, default=7, help="seed choosing which Instances fail")
@@ -626,10 +661,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="worker process counts, e.g. 1,2: the first runs every phase; each other count runs the "
         "bring-up and the update again on a task queue of its own and compares the end state",
     )  # fmt: skip
+    parser.add_argument(
+        "--idle-window", type=float, default=300.0, help="seconds the idle Kubernetes requests are counted"
+    )
+    parser.add_argument(
+        "--idle-actions", type=service_sizes, default=[20, 200],
+        help="service sizes whose idle Temporal actions are counted over a simulated hour, e.g. 20,200",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="20 Instances, 100 idle, 5 failures")
     args = parser.parse_args(argv)
     if args.quick:
         args.instances, args.idle_instances, args.failures = 20, 100, 5
+        args.idle_window, args.idle_actions = 30.0, [20]
     return args
 
 
