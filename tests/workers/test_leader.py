@@ -166,3 +166,30 @@ async def test_an_election_sends_exactly_what_the_accounts_role_grants(
     stop.set()
     await run
     assert used == role_grants(path, lease_name)
+
+
+async def test_a_leader_whose_renewal_hangs_stops_at_its_renew_deadline(kubesim: KubeSim) -> None:
+    """Review finding 1: the deadline is a timer, not a check after the blocking renewal returns;
+    each Lease request times out by the deadline and is not retried."""
+    a, lead_a = elector(kubesim, "a"), Leading()
+    assert a.api.api_client.rest_client.pool_manager.connection_pool_kw["retries"].total is False
+    stop = asyncio.Event()
+    run = asyncio.create_task(a.run(stop, lead_a))
+    await wait_for(lambda: a.leading)
+    await asyncio.sleep(0.3)  # a few renewals
+    hung, timeouts = threading.Event(), []
+
+    def hanging_put(*args: Any, _request_timeout: float, **kwargs: Any) -> Any:
+        timeouts.append(_request_timeout)
+        hung.wait(10)  # an API server that never answers, a client that ignores its timeout
+        raise ConnectionError("timed out")
+
+    a.api.replace_namespaced_lease = hanging_put  # type: ignore[method-assign]
+    await wait_for(lambda: bool(lead_a.stopped), 5.0)
+    renewed_at = a._renewed_at
+    assert not a.leading
+    assert lead_a.stopped[0] - renewed_at <= FAST.renew_deadline_seconds + 0.1
+    assert timeouts and all(t <= FAST.renew_deadline_seconds / 2 for t in timeouts)
+    hung.set()
+    stop.set()
+    await run
