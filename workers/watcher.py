@@ -113,8 +113,7 @@ async def main() -> None:
     # Deployment-mode components' Deployments, for their `<Component>Ready` conditions.
     deployments = DeploymentWatcher(kube_api_client(settings), TemporalDeploymentSink(client))
     # Both follow until this process holds the Lease: warm views, nothing sent.
-    watcher.follow()
-    deployments.follow()
+    await asyncio.gather(watcher.follow(), deployments.follow())
     elector = LeaderElector(
         kube_api_client(settings),
         WATCHER_LEASE,
@@ -128,8 +127,8 @@ async def main() -> None:
         try:
             await watch_clusters(settings, client, asyncio.Event())  # until cancelled
         finally:
-            watcher.follow()
-            deployments.follow()
+            # Nothing in flight any more before the Lease is released (`LeaderElector.run`).
+            await asyncio.gather(watcher.follow(), deployments.follow())
 
     logger.info("watcher starting temporal=%s identity=%s", settings.temporal.address, elector.identity)
     await watcher.start()

@@ -298,7 +298,7 @@ async def test_a_standby_that_takes_over_sends_only_what_changed_after_the_leade
     and nothing the leader had delivered, so no Instance gets a summary twice or misses one."""
     standby_sink = RecordingSink()
     standby = PodWatcher(kubesim.api_client(), standby_sink, cluster="sim", read_timeout_seconds=10.0)
-    standby.follow()
+    await standby.follow()
     await standby.start()
     try:
         pods = [instance_pod(namespace, index=index) for index in range(3)]
@@ -334,7 +334,7 @@ async def test_a_standby_taking_over_without_a_mark_sends_everything(
 ) -> None:
     standby_sink = RecordingSink()
     standby = PodWatcher(kubesim.api_client(), standby_sink, cluster="sim", read_timeout_seconds=10.0)
-    standby.follow()
+    await standby.follow()
     await standby.start()
     try:
         await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
@@ -343,3 +343,29 @@ async def test_a_standby_taking_over_without_a_mark_sends_everything(
         await standby_sink.wait(wid(namespace), is_ready, "re-sent")
     finally:
         await standby.stop()
+
+
+async def test_follow_cancels_the_pass_in_flight_and_keeps_its_instances_dirty(
+    kubesim: Any, kube: KubeActivities, namespace: str
+) -> None:
+    """Review finding 2: once `follow()` returns (the Lease is lost), no signal is in flight; what
+    the cancelled pass had not sent is still dirty."""
+    entered, sent = asyncio.Event(), []
+
+    async def slow_sink(workflow_id: str, summary: InstancePods) -> bool:
+        entered.set()
+        await asyncio.sleep(30)
+        sent.append(workflow_id)
+        return True
+
+    watcher = PodWatcher(kubesim.api_client(), slow_sink, cluster="sim", read_timeout_seconds=10.0)
+    await watcher.start()
+    try:
+        await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
+        async with asyncio.timeout(WAIT_SECONDS):
+            await entered.wait()
+            await watcher.follow()
+        assert watcher._passing is None and not sent
+        assert (namespace, "chat", "engine", 0) in watcher._dirty
+    finally:
+        await watcher.stop()

@@ -39,7 +39,7 @@ from tests.workers.test_controller_workflow import (
 )
 from workers.control.kube import KubeWriter
 from workers.control.metrics_server import StateMetricsServer
-from workers.control.service_controller import InferenceServiceController
+from workers.control.service_controller import ISVCS, InferenceServiceController
 from workers.control.temporal import TemporalSender
 from workflows.names import isvc_workflow_id
 
@@ -598,3 +598,23 @@ async def test_python_m_workers_controller_relays_and_stops_on_sigterm(cluster: 
     assert process.returncode == 0, text
     assert f"isvc {cluster.namespace}/chat generation=1" in text
     assert f"applied to isvc/{cluster.namespace}/chat -> workflow generation=1 changed=True" in text
+
+
+async def test_follow_cancels_the_reconciles_in_flight_and_leaves_their_objects_dirty() -> None:
+    """Review finding 2: a controller that lost its Lease sends nothing more: an object whose
+    Update is awaiting its answer is cancelled and stays dirty for the next `lead()`."""
+    controller = InferenceServiceController(kubernetes.client.ApiClient(), None, None)  # type: ignore[arg-type]
+    entered, key = asyncio.Event(), (ISVCS, "ns", "chat")
+
+    async def awaiting_an_answer(_: Any) -> bool:
+        entered.set()
+        await asyncio.Event().wait()
+        return True
+
+    controller._reconcile = awaiting_an_answer  # type: ignore[method-assign]
+    controller._dirty.add(key)
+    await controller._pass()
+    await entered.wait()
+    task = controller._tasks[key]
+    await controller.follow()
+    assert task.cancelled() and not controller._tasks and key in controller._dirty

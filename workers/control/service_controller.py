@@ -276,11 +276,23 @@ class InferenceServiceController(WatchLoop):
         """Stop the watches and the pass loop first (no new tasks), then the tasks in flight:
         what they had not finished is picked up by the next start's re-list."""
         await super().stop()
-        tasks = list(self._tasks.values())
-        for task in tasks:
+        await self._cancel_tasks()
+
+    async def follow(self) -> None:
+        """Stop relaying (the Lease is lost or the process stops): no new tasks, and the tasks in
+        flight (an Update awaiting its answer, then the annotation patch) are cancelled and
+        awaited, their objects dirty again for the next `lead()`."""
+        await super().follow()
+        await self._cancel_tasks()
+
+    async def _cancel_tasks(self) -> None:
+        tasks = dict(self._tasks)
+        for task in tasks.values():
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        for key in tasks:
+            self._tasks.pop(key, None)
+        self._dirty.update(tasks)
 
     async def _reconcile(self, key: Key) -> bool:
         """True when the object is done with (for now); False to retry after a back-off."""

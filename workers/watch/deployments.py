@@ -140,7 +140,11 @@ class DeploymentWatcher(WatchLoop):
             for key in sorted(dirty)
             if key in self._current and not self._current[key].same_state(self._last_sent.get(key))
         ]
-        results = await asyncio.gather(*(self._send(key, observed) for key, observed in pending))
+        try:
+            results = await asyncio.gather(*(self._send(key, observed) for key, observed in pending))
+        except asyncio.CancelledError:
+            self._dirty.update(dirty)  # `follow()`: sent at the next `lead()`
+            raise
         self._dirty.update(key for (key, _), ok in zip(pending, results, strict=True) if not ok)
         for key, observed in list(self._current.items()):
             if not observed.exists and key not in self._dirty:

@@ -371,7 +371,11 @@ class PodWatcher(WatchLoop):
             if summary.same_state(previous):
                 continue
             pending.append((key, summary))
-        results = await asyncio.gather(*(self._send(key, summary) for key, summary in pending))
+        try:
+            results = await asyncio.gather(*(self._send(key, summary) for key, summary in pending))
+        except asyncio.CancelledError:
+            self._dirty.update(dirty)  # `follow()`: whoever leads next sends them
+            raise
         failed = [key for (key, _), ok in zip(pending, results, strict=True) if not ok]
         self._dirty.update(failed)
         if not failed and self.sending:
