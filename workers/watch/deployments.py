@@ -106,6 +106,13 @@ class DeploymentWatcher(WatchLoop):
     def _has_dirty(self) -> bool:
         return bool(self._dirty)
 
+    def lead(self) -> None:
+        """Start sending: every current Deployment at the next pass. What this process sent while
+        it led before says nothing of what another leader sent since."""
+        self._last_sent.clear()
+        self._dirty.update(self._current)
+        super().lead()
+
     def _apply(self, item: WatchItem) -> None:
         if item.type == "BOOKMARK":
             return
