@@ -7,10 +7,12 @@ twice in a row, whatever the cluster did in between.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 from uuid import uuid4
 
+import kubernetes.client
 import pytest
 import pytest_asyncio
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
@@ -27,7 +29,8 @@ from models.kube_ops import (
 )
 from models.pods import InstancePods
 from tests.kubesim.activity_objects import WAIT_SECONDS, headless_service, instance_pod, namespace_manifest
-from workers.watch.pods import PodWatcher, TemporalSignalSink
+from workers.watch.pods import NODES, PODS, PodWatcher, TemporalSignalSink
+from workers.watch.stream import WatchItem
 
 pytestmark = pytest.mark.kubesim
 
@@ -369,3 +372,19 @@ async def test_follow_cancels_the_pass_in_flight_and_keeps_its_instances_dirty(
         assert (namespace, "chat", "engine", 0) in watcher._dirty
     finally:
         await watcher.stop()
+
+
+async def test_an_instance_that_changed_and_changed_back_across_a_relist_is_sent_at_takeover() -> None:
+    """Review finding 5: after a 410 re-list, a pod whose own resourceVersion moved past the mark
+    counts as changed even if it looks the same again (Ready -> NotReady -> Ready while this
+    standby's watch was broken: the old leader may have sent NotReady last)."""
+    watcher = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False)
+    pod = instance_pod("ns")
+    pod["metadata"]["resourceVersion"] = "10"
+    again = copy.deepcopy(pod)
+    again["metadata"]["resourceVersion"] = "20"
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "10"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [pod], "10"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [again], "25"))  # same content, its version moved
+    watcher.lead({PODS: "15", NODES: "15"})
+    assert ("ns", "chat", "engine", 0) in watcher._dirty

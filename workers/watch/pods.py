@@ -222,9 +222,12 @@ class PodWatcher(WatchLoop):
             for key in before.keys() | after.keys():
                 # An object listed carries the version of its own last change; a vanished one
                 # went at some point up to the list.
-                new = after.get(key)
+                # An object whose own version moved may have changed and changed back while we
+                # were not watching (a pod Ready -> NotReady -> Ready): what the old leader
+                # sent meanwhile is unknown, so it counts as changed whatever it looks like.
+                old, new = before.get(key), after.get(key)
                 version = _object_version(new) or item.resource_version
-                self._note(item.kind, before.get(key), new, version)
+                self._note(item.kind, old, new, version, moved=_object_version(old) != _object_version(new))
             # Anything we reported on may have changed while we were not watching.
             self._dirty.update(self._last_sent)
             logger.info(
@@ -252,9 +255,12 @@ class PodWatcher(WatchLoop):
         self._mark(item.kind, obj)
         self._note(item.kind, old, None if item.type == "DELETED" else obj, item.resource_version)
 
-    def _note(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, version: str) -> None:
-        """Record, for a hand-over (`lead`), the version of a change that alters a summary."""
-        if contribution(kind, old) == contribution(kind, new):
+    def _note(
+        self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, version: str, *, moved: bool = False
+    ) -> None:
+        """Record, for a hand-over (`lead`), the version of a change that alters a summary (or,
+        `moved`, may have altered one since the last look)."""
+        if not moved and contribution(kind, old) == contribution(kind, new):
             return
         obj = new if new is not None else old
         assert obj is not None
