@@ -388,3 +388,14 @@ async def test_an_instance_that_changed_and_changed_back_across_a_relist_is_sent
     watcher._apply(WatchItem(PODS, "RESYNC", [again], "25"))  # same content, its version moved
     watcher.lead({PODS: "15", NODES: "15"})
     assert ("ns", "chat", "engine", 0) in watcher._dirty
+
+
+async def test_a_new_leader_whose_streams_lag_sends_summaries_no_older_than_the_mark() -> None:
+    """Review finding 6: workflows drop a summary older than the last one; the new leader's
+    carry at least the newest version of the mark it took over."""
+    watcher = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False)
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "10"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [instance_pod("ns")], "10"))
+    watcher.lead({PODS: "99", NODES: "40"})
+    key = ("ns", "chat", "engine", 0)
+    assert key in watcher._dirty and watcher.summaries({key})[key].resource_version == "99"

@@ -312,6 +312,11 @@ class PodWatcher(WatchLoop):
         pods' nodes and slices all changed no later than the mark counts as already told;
         every other Instance is signalled at the next pass."""
         mark = delivered or {}
+        # Summaries carry the newest resourceVersion seen, and workflows drop older ones: ours
+        # must not fall below what the old leader sent when our streams lag behind its.
+        for version in mark.values():
+            if version.isdigit():
+                self._resource_version = _newest_version(self._resource_version, version)
         keys = set(self._pods.by_instance) | set(self._changed) | set(self._last_sent)
         # What this process sent while it led before says nothing of what the other sent since.
         self._last_sent.clear()
