@@ -398,4 +398,4 @@ async def test_a_new_leader_whose_streams_lag_sends_summaries_no_older_than_the_
     watcher._apply(WatchItem(PODS, "RESYNC", [instance_pod("ns")], "10"))
     watcher.lead({PODS: "99", NODES: "40"})
     key = ("ns", "chat", "engine", 0)
-    assert key in watcher._dirty and watcher.summaries({key})[key].resource_version == "99"
+    assert watcher.summaries({key})[key].resource_version == "99"
