@@ -91,6 +91,25 @@ def _without_retries(api_client: ApiClient) -> ApiClient:
     return api_client
 
 
+def _micro_time(value: datetime) -> str:
+    """A `MicroTime` as the API server parses it: always a 6-digit fraction and `Z`."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_body(api_client: ApiClient, lease: kubernetes.client.V1Lease) -> dict[str, Any]:
+    """`lease` as the JSON to send. The client would write its times with `isoformat()`, which
+    drops the fraction when the microseconds are 0: a real API server refuses that (400)."""
+    body: dict[str, Any] = api_client.sanitize_for_serialization(lease)
+    spec = lease.spec
+    if spec is not None:
+        for name, value in (("acquireTime", spec.acquire_time), ("renewTime", spec.renew_time)):
+            if value is not None:
+                body["spec"][name] = _micro_time(value)
+    return body
+
+
 class LeaderElector:
     """Campaign for one Lease; `run(stop, lead)` until `stop`. `leading` says whether it holds it.
     `api_client` is the elector's own: its requests stop being retried."""
@@ -158,7 +177,9 @@ class LeaderElector:
         if self.annotations is not None and not taking_over:
             metadata.annotations = {**previous_annotations, **self.annotations()}
         try:
-            written = self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=timeout)
+            written = self.api.replace_namespaced_lease(
+                self.name, self.namespace, lease_body(self.api.api_client, lease), _request_timeout=timeout
+            )
         except ApiException as error:
             self._lease = None  # read it again: someone else wrote since
             if error.status == 409:
@@ -175,7 +196,9 @@ class LeaderElector:
             spec=_spec(claimed(self.identity, None, wall_now, self.settings.lease_duration_seconds)),
         )
         try:
-            written = self.api.create_namespaced_lease(self.namespace, lease, _request_timeout=timeout)
+            written = self.api.create_namespaced_lease(
+                self.namespace, lease_body(self.api.api_client, lease), _request_timeout=timeout
+            )
         except ApiException as error:
             if error.status == 409:
                 return False  # another process created it first
@@ -198,7 +221,10 @@ class LeaderElector:
         lease.spec = _spec(released(record, datetime.now(UTC)))
         try:
             self.api.replace_namespaced_lease(
-                self.name, self.namespace, lease, _request_timeout=self.settings.renew_deadline_seconds / 2
+                self.name,
+                self.namespace,
+                lease_body(self.api.api_client, lease),
+                _request_timeout=self.settings.renew_deadline_seconds / 2,
             )
             logger.info("released lease %s/%s identity=%s", self.namespace, self.name, self.identity)
         except Exception as error:  # the standby will wait out the lease instead

@@ -8,6 +8,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import yaml
 from kubesim.handle import KubeSim
 from tests.unit.deploy_usage import logged_client
 from workers.config import LeaderSettings
-from workers.leader import CONTROLLER_LEASE, WATCHER_LEASE, LeaderElector
+from workers.leader import CONTROLLER_LEASE, WATCHER_LEASE, LeaderElector, lease_body
 
 pytestmark = pytest.mark.kubesim
 
@@ -193,3 +194,14 @@ async def test_a_leader_whose_renewal_hangs_stops_at_its_renew_deadline(kubesim:
     hung.set()
     stop.set()
     await run
+
+
+def test_lease_times_are_sent_with_a_six_digit_fraction_and_z() -> None:
+    """Review finding 8: `isoformat()` drops the fraction at 0 microseconds; MicroTime needs it."""
+    on_the_second = datetime(2026, 12, 2, 15, 0, 0, tzinfo=UTC)
+    lease = kubernetes.client.V1Lease(
+        spec=kubernetes.client.V1LeaseSpec(holder_identity="a", acquire_time=on_the_second, renew_time=on_the_second)
+    )
+    spec = lease_body(kubernetes.client.ApiClient(), lease)["spec"]
+    assert spec["acquireTime"] == spec["renewTime"] == "2026-12-02T15:00:00.000000Z"
+    assert spec["holderIdentity"] == "a"
