@@ -140,6 +140,9 @@ class LeaderElector:
         """`lead`, while leading."""
         self._expiry: asyncio.Task[None] | None = None
         """The renew-deadline timer, while leading."""
+        self._lead_ended = asyncio.Event()
+        """Set while no `lead` runs or winds down: the next one starts only then."""
+        self._lead_ended.set()
 
     # --- one try, on a thread (the kubernetes client blocks) ----------------------------------
 
@@ -257,8 +260,9 @@ class LeaderElector:
                     # read the Lease afresh and take it over like any other candidate.
                     held, self._lease = False, None
                 now = self.clock()
-                if held and not self.leading:
+                if held and not self.leading and self._lead_ended.is_set():
                     self.leading = True
+                    self._lead_ended.clear()
                     logger.info(
                         "became leader of lease %s/%s identity=%s", self.namespace, self.name, self.identity
                     )
@@ -270,14 +274,19 @@ class LeaderElector:
                 ):
                     await self._stop_leading("lost the lease")
                 if self._task is not None and self._task.done():
-                    self._task.result()  # `lead` must run until cancelled: a return or an error ends the process
+                    # `lead` must run until cancelled: a return or an error ends the process
+                    # (after the release below).
+                    self._task.result()
+                    raise RuntimeError(f"lead of lease {self.name} returned: it must run until cancelled")
                 await _sleep(stop, self._pause(now))
         finally:
             was_leading = self.leading
-            await self._stop_leading("the process stops")
-            if was_leading:
-                await loop.run_in_executor(executor, self.release)
-            executor.shutdown(wait=False)
+            try:
+                await self._stop_leading("the process stops")
+            finally:
+                if was_leading:
+                    await loop.run_in_executor(executor, self.release)
+                executor.shutdown(wait=False)
 
     async def _expire(self) -> None:
         """Stop leading at the renew deadline, whatever the renewal in flight is doing."""
@@ -299,7 +308,12 @@ class LeaderElector:
         expiry, self._expiry = self._expiry, None
         if expiry is not None and expiry is not asyncio.current_task():
             expiry.cancel()
-        await _cancel(task)
+        if task is None:
+            return
+        try:
+            await _cancel(task)
+        finally:
+            self._lead_ended.set()
 
     def _lost_to_another(self) -> bool:
         record = _record(self._lease)

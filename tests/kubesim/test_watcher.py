@@ -399,3 +399,17 @@ async def test_a_new_leader_whose_streams_lag_sends_summaries_no_older_than_the_
     watcher.lead({PODS: "99", NODES: "40"})
     key = ("ns", "chat", "engine", 0)
     assert watcher.summaries({key})[key].resource_version == "99"
+
+
+async def test_a_standby_keeps_a_bounded_number_of_deleted_instances(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 9: a standby never sends, so what it keeps of deleted Instances is bounded."""
+    monkeypatch.setattr("workers.watch.pods.STANDBY_GONE_KEPT", 10)
+    watcher = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False)
+    await watcher.follow()
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "1"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [], "1"))
+    for index in range(100):
+        pod = instance_pod("ns", index=index)
+        watcher._apply(WatchItem(PODS, "ADDED", [pod], str(2 * index + 2)))
+        watcher._apply(WatchItem(PODS, "DELETED", [pod], str(2 * index + 3)))
+    assert len(watcher._changed) <= 11 and ("ns", "chat", "engine", 99) in watcher._changed

@@ -41,6 +41,7 @@ from workers.control.kube import KubeWriter
 from workers.control.metrics_server import StateMetricsServer
 from workers.control.service_controller import ISVCS, InferenceServiceController
 from workers.control.temporal import TemporalSender
+from workers.watch.stream import WatchItem
 from workflows.names import isvc_workflow_id
 
 GROUP, VERSION = "ome.io", "v1beta1"
@@ -618,3 +619,16 @@ async def test_follow_cancels_the_reconciles_in_flight_and_leaves_their_objects_
     task = controller._tasks[key]
     await controller.follow()
     assert task.cancelled() and not controller._tasks and key in controller._dirty
+
+
+async def test_a_standby_controller_keeps_a_bounded_number_of_deleted_services(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 9: a standby never reconciles, so what it keeps of deletions is bounded."""
+    monkeypatch.setattr("workers.control.service_controller.STANDBY_GONE_KEPT", 10)
+    controller = InferenceServiceController(kubernetes.client.ApiClient(), None, None)  # type: ignore[arg-type]
+    await controller.follow()
+    for index in range(100):
+        obj = {"metadata": {"namespace": "ns", "name": f"chat-{index}", "uid": f"u{index}"}}
+        controller._apply(WatchItem(ISVCS, "ADDED", [obj]))
+        controller._apply(WatchItem(ISVCS, "DELETED", [obj]))
+    assert len(controller._gone) <= 11 and (ISVCS, "ns", "chat-99") in controller._gone
+    assert len(controller._dirty) <= 11

@@ -205,3 +205,21 @@ def test_lease_times_are_sent_with_a_six_digit_fraction_and_z() -> None:
     spec = lease_body(kubernetes.client.ApiClient(), lease)["spec"]
     assert spec["acquireTime"] == spec["renewTime"] == "2026-12-02T15:00:00.000000Z"
     assert spec["holderIdentity"] == "a"
+
+
+@pytest.mark.parametrize("failure", [ValueError("a bug in lead"), None])
+async def test_a_lead_that_fails_or_returns_ends_the_run_and_releases_the_lease(
+    kubesim: KubeSim, failure: Exception | None
+) -> None:
+    """Review finding 9: `lead` runs until cancelled; an error or a return ends `run` (the
+    process), and the Lease is released first, so the standby takes over at once."""
+
+    async def lead(_: Mapping[str, str]) -> None:
+        await asyncio.sleep(0.1)
+        if failure is not None:
+            raise failure
+
+    a = elector(kubesim, "a")
+    with pytest.raises(ValueError if failure is not None else RuntimeError):
+        await asyncio.wait_for(a.run(asyncio.Event(), lead), 5)
+    assert not a.leading and lease(kubesim).spec.holder_identity is None

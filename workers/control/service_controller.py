@@ -59,7 +59,7 @@ from workers.control.temporal import (
     Refused,
     TemporalSender,
 )
-from workers.watch.loop import FIRST_RETRY_SECONDS, LONGEST_RETRY_SECONDS, WatchLoop
+from workers.watch.loop import FIRST_RETRY_SECONDS, LONGEST_RETRY_SECONDS, STANDBY_GONE_KEPT, WatchLoop
 from workers.watch.stream import KindWatch, WatchItem
 from workflows.names import isvc_workflow_id
 
@@ -183,6 +183,12 @@ class InferenceServiceController(WatchLoop):
         if key[0] == ISVCS:
             self._gone[key] = last
             self._dirty.add(key)
+            if not self.sending and len(self._gone) > STANDBY_GONE_KEPT:
+                # A standby forgets the oldest half: the leader has long handled those.
+                for old in list(self._gone)[: len(self._gone) // 2]:
+                    del self._gone[old]
+                    if old not in self._objects:
+                        self._dirty.discard(old)
         else:
             self._memory.pop(uid_of(last), None)
 

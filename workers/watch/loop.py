@@ -22,6 +22,10 @@ from workers.watch.stream import KindWatch, WatchItem
 
 FIRST_RETRY_SECONDS = 0.5
 LONGEST_RETRY_SECONDS = 30.0
+STANDBY_GONE_KEPT = 10_000
+"""A standby keeps what it needs to hand over at most this many deleted objects (Instances,
+InferenceServices): the leader handles a deletion within seconds, so only the last ones before
+a takeover can be pending; the oldest are forgotten, so a long-lived standby stays bounded."""
 LEAD = WatchItem("lead", "BOOKMARK")
 """Posted by `lead()` to wake the pass loop; it changes no view."""
 

@@ -42,7 +42,7 @@ from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
 from planning.leadership import already_delivered
 from planning.pod_summary import InstanceKey, contribution, instance_key, instance_pods, listed_pods
-from workers.watch.loop import WatchLoop
+from workers.watch.loop import STANDBY_GONE_KEPT, WatchLoop
 from workers.watch.stream import KindWatch, WatchItem
 from workflows.names import instance_workflow_id
 
@@ -270,6 +270,15 @@ class PodWatcher(WatchLoop):
         key = instance_key(obj)
         if key is not None:
             self._changed.setdefault(key, {})[kind] = version
+            if not self.sending and len(self._changed) > len(self._pods.by_instance) + STANDBY_GONE_KEPT:
+                self._forget_gone()
+
+    def _forget_gone(self) -> None:
+        """A standby forgets the oldest half of the Instances it saw lose all their pods."""
+        gone = [key for key in self._changed if key not in self._pods.by_instance]
+        for key in gone[: len(gone) // 2]:
+            del self._changed[key]
+            self._dirty.discard(key)
 
     def _mark(self, kind: str, obj: dict[str, Any]) -> None:
         """Mark the Instances an object's change may affect as needing a fresh summary."""
