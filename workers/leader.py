@@ -98,10 +98,11 @@ def _micro_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def lease_body(api_client: ApiClient, lease: kubernetes.client.V1Lease) -> dict[str, Any]:
+def lease_body(api_client: ApiClient, lease: kubernetes.client.V1Lease) -> Any:
     """`lease` as the JSON to send. The client would write its times with `isoformat()`, which
-    drops the fraction when the microseconds are 0: a real API server refuses that (400)."""
-    body: dict[str, Any] = api_client.sanitize_for_serialization(lease)
+    drops the fraction when the microseconds are 0: a real API server refuses that (400). A dict,
+    typed `Any` for the client's signatures, which name the model class."""
+    body: dict[str, Any] = api_client.sanitize_for_serialization(lease)  # type: ignore[no-untyped-call]
     spec = lease.spec
     if spec is not None:
         for name, value in (("acquireTime", spec.acquire_time), ("renewTime", spec.renew_time)):
