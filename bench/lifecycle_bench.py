@@ -540,8 +540,15 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
                 "history events / create-update-delete lifecycle", events["instance"], EVENTS_PER_LIFECYCLE
             )
 
-            for count in others:
-                await other_workers(count, client, address, sim, root, args, reference, figures, goals)
+            if others:
+                # Stopped while the other counts run: the first run's watcher would signal their
+                # Instances too and hold the watcher's Lease, leaving their watcher a standby.
+                for process in reversed(processes):
+                    process.stop(within=15)
+                for count in others:
+                    await other_workers(count, client, address, sim, root, args, reference, figures, goals)
+                for process in processes:
+                    process.start()
 
             if idle <= 0:
                 for what in (

@@ -388,9 +388,10 @@ class ClusterDirectory:
         while not stop.is_set():
             try:
                 await asyncio.to_thread(self.refresh)
-                if write_status:
+                # `stop` may come mid-pass (the watcher lost its Lease): no further step starts.
+                if write_status and not stop.is_set():
                     await asyncio.to_thread(self.write_status)
-                if after_pass is not None:
+                if after_pass is not None and not stop.is_set():
                     await after_pass(self)
                 # Only now that what ran on a replaced or dropped client has stopped.
                 self.release_retired()

@@ -52,7 +52,7 @@ async def main() -> None:
         try:
             await asyncio.Event().wait()  # until cancelled: the Lease is lost or the process stops
         finally:
-            controller.follow()
+            await controller.follow()  # nothing in flight any more before the Lease is released
 
     address = settings.prometheus.controller_metrics_address
     metrics = (
@@ -62,7 +62,7 @@ async def main() -> None:
     )
     if metrics is not None:
         await metrics.start()
-    controller.follow()
+    await controller.follow()
     await controller.start()
     try:
         await elector.run(stop, lead)

@@ -9,8 +9,11 @@ holds it, like client-go's `leaderelection`:
   the record change (`planning.leadership.may_take`); a conflicting write (409) means another
   process won, and that is the end of this try;
 - the leader renews every retry period with one PUT carrying the resourceVersion it last wrote
-  (no read first); when it has not managed to renew within the renew deadline, or a renewal
-  finds another holder, it cancels `lead` at once and goes back to campaigning;
+  (no read first); a timer cancels `lead` at the renew deadline (last renewal + deadline)
+  whatever the renewal in flight is doing, and a renewal that finds another holder cancels it
+  at once; either way it goes back to campaigning. Lease requests run on the elector's own
+  thread, are not retried by urllib3, and time out by the deadline, so a hanging API server
+  cannot keep a leader acting past its Lease;
 - on a graceful stop the leader releases the Lease (no holder), so the standby takes over at
   its next read instead of after the lease duration.
 
@@ -24,17 +27,20 @@ Requests: the leader one PUT per retry period, a standby one GET per retry perio
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import socket
 import time
 from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes.client
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import RESTClientObject
 
 from planning.leadership import LeaseRecord, claimed, expires_at, may_take, released, still_leading
 from workers.config import LeaderSettings
@@ -76,8 +82,38 @@ def _spec(record: LeaseRecord) -> kubernetes.client.V1LeaseSpec:
     )
 
 
+def _without_retries(api_client: ApiClient) -> ApiClient:
+    """`api_client`, its requests no longer retried by urllib3 (3 tries by default would stretch
+    one Lease request well past the renew deadline)."""
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.retries = False
+    api_client.rest_client = RESTClientObject(configuration)
+    return api_client
+
+
+def _micro_time(value: datetime) -> str:
+    """A `MicroTime` as the API server parses it: always a 6-digit fraction and `Z`."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_body(api_client: ApiClient, lease: kubernetes.client.V1Lease) -> Any:
+    """`lease` as the JSON to send. The client would write its times with `isoformat()`, which
+    drops the fraction when the microseconds are 0: a real API server refuses that (400). A dict,
+    typed `Any` for the client's signatures, which name the model class."""
+    body: dict[str, Any] = api_client.sanitize_for_serialization(lease)  # type: ignore[no-untyped-call]
+    spec = lease.spec
+    if spec is not None:
+        for name, value in (("acquireTime", spec.acquire_time), ("renewTime", spec.renew_time)):
+            if value is not None:
+                body["spec"][name] = _micro_time(value)
+    return body
+
+
 class LeaderElector:
-    """Campaign for one Lease; `run(stop, lead)` until `stop`. `leading` says whether it holds it."""
+    """Campaign for one Lease; `run(stop, lead)` until `stop`. `leading` says whether it holds it.
+    `api_client` is the elector's own: its requests stop being retried."""
 
     def __init__(
         self,
@@ -88,7 +124,7 @@ class LeaderElector:
         annotations: Callable[[], Mapping[str, str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.api = kubernetes.client.CoordinationV1Api(api_client)
+        self.api = kubernetes.client.CoordinationV1Api(_without_retries(api_client))
         self.name = name
         self.namespace = settings.namespace
         self.identity = settings.identity or default_identity()
@@ -101,14 +137,25 @@ class LeaderElector:
         self._observed_at = 0.0
         self._renewed_at = 0.0
         self._taken_over: dict[str, str] = {}
+        self._task: asyncio.Task[None] | None = None
+        """`lead`, while leading."""
+        self._expiry: asyncio.Task[None] | None = None
+        """The renew-deadline timer, while leading."""
+        self._lead_ended = asyncio.Event()
+        """Set while no `lead` runs or winds down: the next one starts only then."""
+        self._lead_ended.set()
 
     # --- one try, on a thread (the kubernetes client blocks) ----------------------------------
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt to write ourselves into the Lease; True when we hold it afterwards."""
         now, wall_now = self.clock(), datetime.now(UTC)
-        # Long enough for a slow answer, short enough for two tries within the renew deadline.
+        # Long enough for a slow answer, short enough for two tries within the renew deadline;
+        # a leader's never past its deadline (the timer stops it there anyway).
         timeout = self.settings.renew_deadline_seconds / 2
+        if self.leading:
+            left = self._renewed_at + self.settings.renew_deadline_seconds - now
+            timeout = max(0.05, min(timeout, left))
         lease = self._lease if self.leading else None
         if lease is None:
             try:
@@ -134,7 +181,9 @@ class LeaderElector:
         if self.annotations is not None and not taking_over:
             metadata.annotations = {**previous_annotations, **self.annotations()}
         try:
-            written = self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=timeout)
+            written = self.api.replace_namespaced_lease(
+                self.name, self.namespace, lease_body(self.api.api_client, lease), _request_timeout=timeout
+            )
         except ApiException as error:
             self._lease = None  # read it again: someone else wrote since
             if error.status == 409:
@@ -151,7 +200,9 @@ class LeaderElector:
             spec=_spec(claimed(self.identity, None, wall_now, self.settings.lease_duration_seconds)),
         )
         try:
-            written = self.api.create_namespaced_lease(self.namespace, lease, _request_timeout=timeout)
+            written = self.api.create_namespaced_lease(
+                self.namespace, lease_body(self.api.api_client, lease), _request_timeout=timeout
+            )
         except ApiException as error:
             if error.status == 409:
                 return False  # another process created it first
@@ -168,15 +219,16 @@ class LeaderElector:
 
     def release(self) -> None:
         """Give the Lease up (graceful stop), so the standby need not wait out the duration."""
-        if self._lease is None or not self.leading:
+        lease, record = self._lease, _record(self._lease)
+        if lease is None or record is None or record.holder != self.identity:
             return
-        record = _record(self._lease)
-        if record is None:
-            return
-        self._lease.spec = _spec(released(record, datetime.now(UTC)))
+        lease.spec = _spec(released(record, datetime.now(UTC)))
         try:
             self.api.replace_namespaced_lease(
-                self.name, self.namespace, self._lease, _request_timeout=self.settings.renew_deadline_seconds / 2
+                self.name,
+                self.namespace,
+                lease_body(self.api.api_client, lease),
+                _request_timeout=self.settings.renew_deadline_seconds / 2,
             )
             logger.info("released lease %s/%s identity=%s", self.namespace, self.name, self.identity)
         except Exception as error:  # the standby will wait out the lease instead
@@ -193,39 +245,76 @@ class LeaderElector:
         logger.info(
             "campaigning for lease %s/%s identity=%s", self.namespace, self.name, self.identity
         )
-        task: asyncio.Task[None] | None = None
+        loop = asyncio.get_running_loop()
+        # Its own thread: Lease requests never queue behind the process's other blocking calls.
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"lease-{self.name}")
         try:
             while not stop.is_set():
+                was_leading = self.leading
                 try:
-                    held = await asyncio.to_thread(self.try_acquire_or_renew)
+                    held = await loop.run_in_executor(executor, self.try_acquire_or_renew)
                 except Exception as error:
                     logger.warning("lease %s/%s: %s", self.namespace, self.name, str(error)[:300])
                     held = False
+                if was_leading and not self.leading:
+                    # The timer stopped us while this renewal was in flight: whatever it says,
+                    # read the Lease afresh and take it over like any other candidate.
+                    held, self._lease = False, None
                 now = self.clock()
-                if held and not self.leading:
+                if held and not self.leading and self._lead_ended.is_set():
                     self.leading = True
+                    self._lead_ended.clear()
                     logger.info(
                         "became leader of lease %s/%s identity=%s", self.namespace, self.name, self.identity
                     )
-                    task = asyncio.create_task(lead(dict(self._taken_over)), name=f"lead {self.name}")
+                    self._task = asyncio.create_task(lead(dict(self._taken_over)), name=f"lead {self.name}")
+                    self._expiry = asyncio.create_task(self._expire(), name=f"lease deadline {self.name}")
                 elif self.leading and not held and (
                     not still_leading(self._renewed_at, now, self.settings.renew_deadline_seconds)
                     or self._lost_to_another()
                 ):
-                    logger.warning(
-                        "lost lease %s/%s identity=%s: stopping at once", self.namespace, self.name, self.identity
-                    )
-                    self.leading = False
-                    await _cancel(task)
-                    task = None
-                if task is not None and task.done():
-                    task.result()  # `lead` must run until cancelled: a return or an error ends the process
+                    await self._stop_leading("lost the lease")
+                if self._task is not None and self._task.done():
+                    # `lead` must run until cancelled: a return or an error ends the process
+                    # (after the release below).
+                    self._task.result()
+                    raise RuntimeError(f"lead of lease {self.name} returned: it must run until cancelled")
                 await _sleep(stop, self._pause(now))
         finally:
+            was_leading = self.leading
+            try:
+                await self._stop_leading("the process stops")
+            finally:
+                if was_leading:
+                    await loop.run_in_executor(executor, self.release)
+                executor.shutdown(wait=False)
+
+    async def _expire(self) -> None:
+        """Stop leading at the renew deadline, whatever the renewal in flight is doing."""
+        while self.leading:
+            left = self._renewed_at + self.settings.renew_deadline_seconds - self.clock()
+            if left <= 0:
+                await self._stop_leading("not renewed within the renew deadline")
+                return
+            await asyncio.sleep(left)
+
+    async def _stop_leading(self, why: str) -> None:
+        """Cancel `lead` and the timer, and wait for `lead` to finish."""
+        if self.leading:
+            logger.warning(
+                "lease %s/%s identity=%s: %s, stopping at once", self.namespace, self.name, self.identity, why
+            )
+        self.leading = False
+        task, self._task = self._task, None
+        expiry, self._expiry = self._expiry, None
+        if expiry is not None and expiry is not asyncio.current_task():
+            expiry.cancel()
+        if task is None:
+            return
+        try:
             await _cancel(task)
-            if self.leading:
-                await asyncio.to_thread(self.release)
-            self.leading = False
+        finally:
+            self._lead_ended.set()
 
     def _lost_to_another(self) -> bool:
         record = _record(self._lease)

@@ -90,7 +90,8 @@ async def watch_clusters(settings: Settings, client: Client, stop: asyncio.Event
     async def after_pass(found: ClusterDirectory) -> None:
         clients = found.clients()
         await watchers.reconcile(clients)
-        await asyncio.to_thread(importer.reconcile, clients, found.conditions())
+        if not stop.is_set():
+            await asyncio.to_thread(importer.reconcile, clients, found.conditions())
 
     try:
         await directory.run(stop, after_pass, write_status=True)
@@ -113,8 +114,7 @@ async def main() -> None:
     # Deployment-mode components' Deployments, for their `<Component>Ready` conditions.
     deployments = DeploymentWatcher(kube_api_client(settings), TemporalDeploymentSink(client))
     # Both follow until this process holds the Lease: warm views, nothing sent.
-    watcher.follow()
-    deployments.follow()
+    await asyncio.gather(watcher.follow(), deployments.follow())
     elector = LeaderElector(
         kube_api_client(settings),
         WATCHER_LEASE,
@@ -125,11 +125,16 @@ async def main() -> None:
     async def lead(previous: Mapping[str, str]) -> None:
         watcher.lead(delivered_mark(previous))
         deployments.lead()
+        lost = asyncio.Event()
+        clusters = asyncio.create_task(watch_clusters(settings, client, lost))
         try:
-            await watch_clusters(settings, client, asyncio.Event())  # until cancelled
+            await asyncio.shield(clusters)  # until cancelled
         finally:
-            watcher.follow()
-            deployments.follow()
+            # Nothing in flight any more before the Lease is released (`LeaderElector.run`): the
+            # clusters' pass ends its blocking call in flight (a thread cannot be cancelled),
+            # starts no other, and stops the per-cluster watchers.
+            lost.set()
+            await asyncio.gather(watcher.follow(), deployments.follow(), clusters)
 
     logger.info("watcher starting temporal=%s identity=%s", settings.temporal.address, elector.identity)
     await watcher.start()

@@ -18,7 +18,8 @@ from kubesim.handle import KubeSim
 from models.pods import LABEL_COMPONENT, LABEL_ISVC
 from planning.service.deployment import DeploymentObserved
 from tests.kubesim.activity_objects import WAIT_SECONDS
-from workers.watch.deployments import DeploymentWatcher
+from workers.watch.deployments import DEPLOYMENTS, DeploymentWatcher
+from workers.watch.stream import WatchItem
 
 pytestmark = pytest.mark.kubesim
 
@@ -91,3 +92,19 @@ async def test_reports_changes_once_and_a_deletion(kubesim: KubeSim) -> None:
     states = [observed for _, observed in sink.sent]
     for before, after in zip(states, states[1:], strict=False):
         assert not after.same_state(before), f"the same state was sent twice in a row: {after}"
+
+
+async def test_leading_again_resends_every_deployment() -> None:
+    """Review finding 3: what this process sent in an earlier term says nothing of what another
+    leader sent since (B sent NotReady, the Deployment is Ready again): `lead()` sends it all."""
+    sink = RecordingSink()
+    watcher = DeploymentWatcher(kubernetes.client.ApiClient(), sink)
+    ready = deployment("chat-router", 1, {LABEL_ISVC: "chat", LABEL_COMPONENT: "router"})
+    ready["status"] = {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1}
+    watcher._apply(WatchItem(DEPLOYMENTS, "RESYNC", [ready], "5"))
+    watcher.lead()
+    await watcher._flush()
+    await watcher.follow()  # another process leads and sends a NotReady this one never sees sent
+    watcher.lead()
+    await watcher._flush()
+    assert [observed.available_replicas for _, observed in sink.sent] == [1, 1]

@@ -7,10 +7,12 @@ twice in a row, whatever the cluster did in between.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 from uuid import uuid4
 
+import kubernetes.client
 import pytest
 import pytest_asyncio
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
@@ -27,7 +29,8 @@ from models.kube_ops import (
 )
 from models.pods import InstancePods
 from tests.kubesim.activity_objects import WAIT_SECONDS, headless_service, instance_pod, namespace_manifest
-from workers.watch.pods import PodWatcher, TemporalSignalSink
+from workers.watch.pods import NODES, PODS, PodWatcher, TemporalSignalSink
+from workers.watch.stream import WatchItem
 
 pytestmark = pytest.mark.kubesim
 
@@ -298,7 +301,7 @@ async def test_a_standby_that_takes_over_sends_only_what_changed_after_the_leade
     and nothing the leader had delivered, so no Instance gets a summary twice or misses one."""
     standby_sink = RecordingSink()
     standby = PodWatcher(kubesim.api_client(), standby_sink, cluster="sim", read_timeout_seconds=10.0)
-    standby.follow()
+    await standby.follow()
     await standby.start()
     try:
         pods = [instance_pod(namespace, index=index) for index in range(3)]
@@ -334,7 +337,7 @@ async def test_a_standby_taking_over_without_a_mark_sends_everything(
 ) -> None:
     standby_sink = RecordingSink()
     standby = PodWatcher(kubesim.api_client(), standby_sink, cluster="sim", read_timeout_seconds=10.0)
-    standby.follow()
+    await standby.follow()
     await standby.start()
     try:
         await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
@@ -343,3 +346,70 @@ async def test_a_standby_taking_over_without_a_mark_sends_everything(
         await standby_sink.wait(wid(namespace), is_ready, "re-sent")
     finally:
         await standby.stop()
+
+
+async def test_follow_cancels_the_pass_in_flight_and_keeps_its_instances_dirty(
+    kubesim: Any, kube: KubeActivities, namespace: str
+) -> None:
+    """Review finding 2: once `follow()` returns (the Lease is lost), no signal is in flight; what
+    the cancelled pass had not sent is still dirty."""
+    entered, sent = asyncio.Event(), []
+
+    async def slow_sink(workflow_id: str, summary: InstancePods) -> bool:
+        entered.set()
+        await asyncio.sleep(30)
+        sent.append(workflow_id)
+        return True
+
+    watcher = PodWatcher(kubesim.api_client(), slow_sink, cluster="sim", read_timeout_seconds=10.0)
+    await watcher.start()
+    try:
+        await call(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
+        async with asyncio.timeout(WAIT_SECONDS):
+            await entered.wait()
+            await watcher.follow()
+        assert watcher._passing is None and not sent
+        assert (namespace, "chat", "engine", 0) in watcher._dirty
+    finally:
+        await watcher.stop()
+
+
+async def test_an_instance_that_changed_and_changed_back_across_a_relist_is_sent_at_takeover() -> None:
+    """Review finding 5: after a 410 re-list, a pod whose own resourceVersion moved past the mark
+    counts as changed even if it looks the same again (Ready -> NotReady -> Ready while this
+    standby's watch was broken: the old leader may have sent NotReady last)."""
+    watcher = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False)
+    pod = instance_pod("ns")
+    pod["metadata"]["resourceVersion"] = "10"
+    again = copy.deepcopy(pod)
+    again["metadata"]["resourceVersion"] = "20"
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "10"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [pod], "10"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [again], "25"))  # same content, its version moved
+    watcher.lead({PODS: "15", NODES: "15"})
+    assert ("ns", "chat", "engine", 0) in watcher._dirty
+
+
+async def test_a_new_leader_whose_streams_lag_sends_summaries_no_older_than_the_mark() -> None:
+    """Review finding 6: workflows drop a summary older than the last one; the new leader's
+    carry at least the newest version of the mark it took over."""
+    watcher = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False)
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "10"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [instance_pod("ns")], "10"))
+    watcher.lead({PODS: "99", NODES: "40"})
+    key = ("ns", "chat", "engine", 0)
+    assert watcher.summaries({key})[key].resource_version == "99"
+
+
+async def test_a_standby_keeps_a_bounded_number_of_deleted_instances(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 9: a standby never sends, so what it keeps of deleted Instances is bounded."""
+    monkeypatch.setattr("workers.watch.pods.STANDBY_GONE_KEPT", 10)
+    watcher = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False)
+    await watcher.follow()
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "1"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [], "1"))
+    for index in range(100):
+        pod = instance_pod("ns", index=index)
+        watcher._apply(WatchItem(PODS, "ADDED", [pod], str(2 * index + 2)))
+        watcher._apply(WatchItem(PODS, "DELETED", [pod], str(2 * index + 3)))
+    assert len(watcher._changed) <= 11 and ("ns", "chat", "engine", 99) in watcher._changed

@@ -39,8 +39,9 @@ from tests.workers.test_controller_workflow import (
 )
 from workers.control.kube import KubeWriter
 from workers.control.metrics_server import StateMetricsServer
-from workers.control.service_controller import InferenceServiceController
+from workers.control.service_controller import ISVCS, InferenceServiceController
 from workers.control.temporal import TemporalSender
+from workers.watch.stream import WatchItem
 from workflows.names import isvc_workflow_id
 
 GROUP, VERSION = "ome.io", "v1beta1"
@@ -598,3 +599,36 @@ async def test_python_m_workers_controller_relays_and_stops_on_sigterm(cluster: 
     assert process.returncode == 0, text
     assert f"isvc {cluster.namespace}/chat generation=1" in text
     assert f"applied to isvc/{cluster.namespace}/chat -> workflow generation=1 changed=True" in text
+
+
+async def test_follow_cancels_the_reconciles_in_flight_and_leaves_their_objects_dirty() -> None:
+    """Review finding 2: a controller that lost its Lease sends nothing more: an object whose
+    Update is awaiting its answer is cancelled and stays dirty for the next `lead()`."""
+    controller = InferenceServiceController(kubernetes.client.ApiClient(), None, None)  # type: ignore[arg-type]
+    entered, key = asyncio.Event(), (ISVCS, "ns", "chat")
+
+    async def awaiting_an_answer(_: Any) -> bool:
+        entered.set()
+        await asyncio.Event().wait()
+        return True
+
+    controller._reconcile = awaiting_an_answer  # type: ignore[method-assign]
+    controller._dirty.add(key)
+    await controller._pass()
+    await entered.wait()
+    task = controller._tasks[key]
+    await controller.follow()
+    assert task.cancelled() and not controller._tasks and key in controller._dirty
+
+
+async def test_a_standby_controller_keeps_a_bounded_number_of_deleted_services(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 9: a standby never reconciles, so what it keeps of deletions is bounded."""
+    monkeypatch.setattr("workers.control.service_controller.STANDBY_GONE_KEPT", 10)
+    controller = InferenceServiceController(kubernetes.client.ApiClient(), None, None)  # type: ignore[arg-type]
+    await controller.follow()
+    for index in range(100):
+        obj = {"metadata": {"namespace": "ns", "name": f"chat-{index}", "uid": f"u{index}"}}
+        controller._apply(WatchItem(ISVCS, "ADDED", [obj]))
+        controller._apply(WatchItem(ISVCS, "DELETED", [obj]))
+    assert len(controller._gone) <= 11 and (ISVCS, "ns", "chat-99") in controller._gone
+    assert len(controller._dirty) <= 11

@@ -8,6 +8,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import yaml
 from kubesim.handle import KubeSim
 from tests.unit.deploy_usage import logged_client
 from workers.config import LeaderSettings
-from workers.leader import CONTROLLER_LEASE, WATCHER_LEASE, LeaderElector
+from workers.leader import CONTROLLER_LEASE, WATCHER_LEASE, LeaderElector, lease_body
 
 pytestmark = pytest.mark.kubesim
 
@@ -166,3 +167,59 @@ async def test_an_election_sends_exactly_what_the_accounts_role_grants(
     stop.set()
     await run
     assert used == role_grants(path, lease_name)
+
+
+async def test_a_leader_whose_renewal_hangs_stops_at_its_renew_deadline(kubesim: KubeSim) -> None:
+    """Review finding 1: the deadline is a timer, not a check after the blocking renewal returns;
+    each Lease request times out by the deadline and is not retried."""
+    a, lead_a = elector(kubesim, "a"), Leading()
+    assert a.api.api_client.rest_client.pool_manager.connection_pool_kw["retries"].total is False
+    stop = asyncio.Event()
+    run = asyncio.create_task(a.run(stop, lead_a))
+    await wait_for(lambda: a.leading)
+    await asyncio.sleep(0.3)  # a few renewals
+    hung, timeouts = threading.Event(), []
+
+    def hanging_put(*args: Any, _request_timeout: float, **kwargs: Any) -> Any:
+        timeouts.append(_request_timeout)
+        hung.wait(10)  # an API server that never answers, a client that ignores its timeout
+        raise ConnectionError("timed out")
+
+    a.api.replace_namespaced_lease = hanging_put  # type: ignore[method-assign]
+    await wait_for(lambda: bool(lead_a.stopped), 5.0)
+    renewed_at = a._renewed_at
+    assert not a.leading
+    assert lead_a.stopped[0] - renewed_at <= FAST.renew_deadline_seconds + 0.1
+    assert timeouts and all(t <= FAST.renew_deadline_seconds / 2 for t in timeouts)
+    hung.set()
+    stop.set()
+    await run
+
+
+def test_lease_times_are_sent_with_a_six_digit_fraction_and_z() -> None:
+    """Review finding 8: `isoformat()` drops the fraction at 0 microseconds; MicroTime needs it."""
+    on_the_second = datetime(2026, 12, 2, 15, 0, 0, tzinfo=UTC)
+    lease = kubernetes.client.V1Lease(
+        spec=kubernetes.client.V1LeaseSpec(holder_identity="a", acquire_time=on_the_second, renew_time=on_the_second)
+    )
+    spec = lease_body(kubernetes.client.ApiClient(), lease)["spec"]
+    assert spec["acquireTime"] == spec["renewTime"] == "2026-12-02T15:00:00.000000Z"
+    assert spec["holderIdentity"] == "a"
+
+
+@pytest.mark.parametrize("failure", [ValueError("a bug in lead"), None])
+async def test_a_lead_that_fails_or_returns_ends_the_run_and_releases_the_lease(
+    kubesim: KubeSim, failure: Exception | None
+) -> None:
+    """Review finding 9: `lead` runs until cancelled; an error or a return ends `run` (the
+    process), and the Lease is released first, so the standby takes over at once."""
+
+    async def lead(_: Mapping[str, str]) -> None:
+        await asyncio.sleep(0.1)
+        if failure is not None:
+            raise failure
+
+    a = elector(kubesim, "a")
+    with pytest.raises(ValueError if failure is not None else RuntimeError):
+        await asyncio.wait_for(a.run(asyncio.Event(), lead), 5)
+    assert not a.leading and lease(kubesim).spec.holder_identity is None

@@ -59,7 +59,7 @@ from workers.control.temporal import (
     Refused,
     TemporalSender,
 )
-from workers.watch.loop import FIRST_RETRY_SECONDS, LONGEST_RETRY_SECONDS, WatchLoop
+from workers.watch.loop import FIRST_RETRY_SECONDS, LONGEST_RETRY_SECONDS, STANDBY_GONE_KEPT, WatchLoop
 from workers.watch.stream import KindWatch, WatchItem
 from workflows.names import isvc_workflow_id
 
@@ -183,6 +183,12 @@ class InferenceServiceController(WatchLoop):
         if key[0] == ISVCS:
             self._gone[key] = last
             self._dirty.add(key)
+            if not self.sending and len(self._gone) > STANDBY_GONE_KEPT:
+                # A standby forgets the oldest half: the leader has long handled those.
+                for old in list(self._gone)[: len(self._gone) // 2]:
+                    del self._gone[old]
+                    if old not in self._objects:
+                        self._dirty.discard(old)
         else:
             self._memory.pop(uid_of(last), None)
 
@@ -276,11 +282,23 @@ class InferenceServiceController(WatchLoop):
         """Stop the watches and the pass loop first (no new tasks), then the tasks in flight:
         what they had not finished is picked up by the next start's re-list."""
         await super().stop()
-        tasks = list(self._tasks.values())
-        for task in tasks:
+        await self._cancel_tasks()
+
+    async def follow(self) -> None:
+        """Stop relaying (the Lease is lost or the process stops): no new tasks, and the tasks in
+        flight (an Update awaiting its answer, then the annotation patch) are cancelled and
+        awaited, their objects dirty again for the next `lead()`."""
+        await super().follow()
+        await self._cancel_tasks()
+
+    async def _cancel_tasks(self) -> None:
+        tasks = dict(self._tasks)
+        for task in tasks.values():
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        for key in tasks:
+            self._tasks.pop(key, None)
+        self._dirty.update(tasks)
 
     async def _reconcile(self, key: Key) -> bool:
         """True when the object is done with (for now); False to retry after a back-off."""

@@ -106,6 +106,13 @@ class DeploymentWatcher(WatchLoop):
     def _has_dirty(self) -> bool:
         return bool(self._dirty)
 
+    def lead(self) -> None:
+        """Start sending: every current Deployment at the next pass. What this process sent while
+        it led before says nothing of what another leader sent since."""
+        self._last_sent.clear()
+        self._dirty.update(self._current)
+        super().lead()
+
     def _apply(self, item: WatchItem) -> None:
         if item.type == "BOOKMARK":
             return
@@ -140,7 +147,11 @@ class DeploymentWatcher(WatchLoop):
             for key in sorted(dirty)
             if key in self._current and not self._current[key].same_state(self._last_sent.get(key))
         ]
-        results = await asyncio.gather(*(self._send(key, observed) for key, observed in pending))
+        try:
+            results = await asyncio.gather(*(self._send(key, observed) for key, observed in pending))
+        except asyncio.CancelledError:
+            self._dirty.update(dirty)  # `follow()`: sent at the next `lead()`
+            raise
         self._dirty.update(key for (key, _), ok in zip(pending, results, strict=True) if not ok)
         for key, observed in list(self._current.items()):
             if not observed.exists and key not in self._dirty:

@@ -8,7 +8,8 @@ failed ones dirty) and, when a pass needs more than one kind listed first, `_rea
 
 Under leader election (`workers.leader`) a loop starts as a follower (`follow()`): it lists and
 watches like the leader, so its view is warm, but runs no pass and sends nothing until
-`lead()`, and stops sending at the next `follow()`.
+`lead()`, and stops sending at the next `follow()`, which cancels the pass in flight (what it
+had not sent stays dirty) and returns once it has ended.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from workers.watch.stream import KindWatch, WatchItem
 
 FIRST_RETRY_SECONDS = 0.5
 LONGEST_RETRY_SECONDS = 30.0
+STANDBY_GONE_KEPT = 10_000
+"""A standby keeps what it needs to hand over at most this many deleted objects (Instances,
+InferenceServices): the leader handles a deletion within seconds, so only the last ones before
+a takeover can be pending; the oldest are forgotten, so a long-lived standby stays bounded."""
 LEAD = WatchItem("lead", "BOOKMARK")
 """Posted by `lead()` to wake the pass loop; it changes no view."""
 
@@ -41,6 +46,8 @@ class WatchLoop(abc.ABC):
         self._retry_delay = FIRST_RETRY_SECONDS
         self.sending = True
         """Whether passes run; False while a standby follows the leader (`follow`/`lead`)."""
+        self._passing: asyncio.Task[None] | None = None
+        """The pass (`_flush`) in flight, which `follow()` cancels."""
 
     # --- to implement ------------------------------------------------------------------------
 
@@ -98,9 +105,14 @@ class WatchLoop(abc.ABC):
             self._task = None
         await asyncio.gather(*(asyncio.to_thread(kind.join, 5.0) for kind in self._kinds))
 
-    def follow(self) -> None:
-        """Stop sending (another process leads); the view keeps following the watches."""
+    async def follow(self) -> None:
+        """Stop sending (another process leads): cancel the pass in flight and wait until it has
+        ended, so nothing is sent after this returns; the view keeps following the watches."""
         self.sending = False
+        passing = self._passing
+        if passing is not None:
+            passing.cancel()
+            await asyncio.wait({passing})
 
     def lead(self) -> None:
         """Send again: the next pass signals what is dirty in the view."""
@@ -137,7 +149,7 @@ class WatchLoop(abc.ABC):
                     try:
                         self._take(await asyncio.wait_for(queue.get(), self._retry_delay))
                     except TimeoutError:
-                        await self._flush()
+                        await self._pass()
                         continue
                 else:
                     self._take(await queue.get())
@@ -151,9 +163,22 @@ class WatchLoop(abc.ABC):
                 while not queue.empty():
                     self._take(queue.get_nowait())
                 if self.sending and self._ready():
-                    await self._flush()
+                    await self._pass()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 # A bug in one pass must not end the watcher: the next event re-evaluates.
                 self._logger.exception("%s pass failed", self.name)
+
+    async def _pass(self) -> None:
+        """One `_flush`, as a task `follow()` can cancel without ending the loop."""
+        passing = self._passing = asyncio.create_task(self._flush(), name=f"{self.name} pass")
+        try:
+            await asyncio.wait({passing})
+        except asyncio.CancelledError:
+            passing.cancel()
+            raise
+        finally:
+            self._passing = None
+        if not passing.cancelled():
+            passing.result()

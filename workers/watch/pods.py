@@ -42,7 +42,7 @@ from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
 from planning.leadership import already_delivered
 from planning.pod_summary import InstanceKey, contribution, instance_key, instance_pods, listed_pods
-from workers.watch.loop import WatchLoop
+from workers.watch.loop import STANDBY_GONE_KEPT, WatchLoop
 from workers.watch.stream import KindWatch, WatchItem
 from workflows.names import instance_workflow_id
 
@@ -222,9 +222,12 @@ class PodWatcher(WatchLoop):
             for key in before.keys() | after.keys():
                 # An object listed carries the version of its own last change; a vanished one
                 # went at some point up to the list.
-                new = after.get(key)
+                # An object whose own version moved may have changed and changed back while we
+                # were not watching (a pod Ready -> NotReady -> Ready): what the old leader
+                # sent meanwhile is unknown, so it counts as changed whatever it looks like.
+                old, new = before.get(key), after.get(key)
                 version = _object_version(new) or item.resource_version
-                self._note(item.kind, before.get(key), new, version)
+                self._note(item.kind, old, new, version, moved=_object_version(old) != _object_version(new))
             # Anything we reported on may have changed while we were not watching.
             self._dirty.update(self._last_sent)
             logger.info(
@@ -252,9 +255,12 @@ class PodWatcher(WatchLoop):
         self._mark(item.kind, obj)
         self._note(item.kind, old, None if item.type == "DELETED" else obj, item.resource_version)
 
-    def _note(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, version: str) -> None:
-        """Record, for a hand-over (`lead`), the version of a change that alters a summary."""
-        if contribution(kind, old) == contribution(kind, new):
+    def _note(
+        self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, version: str, *, moved: bool = False
+    ) -> None:
+        """Record, for a hand-over (`lead`), the version of a change that alters a summary (or,
+        `moved`, may have altered one since the last look)."""
+        if not moved and contribution(kind, old) == contribution(kind, new):
             return
         obj = new if new is not None else old
         assert obj is not None
@@ -264,6 +270,15 @@ class PodWatcher(WatchLoop):
         key = instance_key(obj)
         if key is not None:
             self._changed.setdefault(key, {})[kind] = version
+            if not self.sending and len(self._changed) > len(self._pods.by_instance) + STANDBY_GONE_KEPT:
+                self._forget_gone()
+
+    def _forget_gone(self) -> None:
+        """A standby forgets the oldest half of the Instances it saw lose all their pods."""
+        gone = [key for key in self._changed if key not in self._pods.by_instance]
+        for key in gone[: len(gone) // 2]:
+            del self._changed[key]
+            self._dirty.discard(key)
 
     def _mark(self, kind: str, obj: dict[str, Any]) -> None:
         """Mark the Instances an object's change may affect as needing a fresh summary."""
@@ -306,6 +321,11 @@ class PodWatcher(WatchLoop):
         pods' nodes and slices all changed no later than the mark counts as already told;
         every other Instance is signalled at the next pass."""
         mark = delivered or {}
+        # Summaries carry the newest resourceVersion seen, and workflows drop older ones: ours
+        # must not fall below what the old leader sent when our streams lag behind its.
+        for version in mark.values():
+            if version.isdigit():
+                self._resource_version = _newest_version(self._resource_version, version)
         keys = set(self._pods.by_instance) | set(self._changed) | set(self._last_sent)
         # What this process sent while it led before says nothing of what the other sent since.
         self._last_sent.clear()
@@ -371,7 +391,11 @@ class PodWatcher(WatchLoop):
             if summary.same_state(previous):
                 continue
             pending.append((key, summary))
-        results = await asyncio.gather(*(self._send(key, summary) for key, summary in pending))
+        try:
+            results = await asyncio.gather(*(self._send(key, summary) for key, summary in pending))
+        except asyncio.CancelledError:
+            self._dirty.update(dirty)  # `follow()`: whoever leads next sends them
+            raise
         failed = [key for (key, _), ok in zip(pending, results, strict=True) if not ok]
         self._dirty.update(failed)
         if not failed and self.sending:
