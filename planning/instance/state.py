@@ -151,7 +151,9 @@ def build_status(state: InstanceState, now: datetime) -> InstanceStatus:
 
 def parent_net_digest(state: InstanceState) -> str | None:
     """The digest of the pods the Instance last saw, when it rests on its parent's re-list."""
-    if not (state.spec.relisted_by_parent and rests_on_parent_net(state.phase, state.operation, state.draining)):
+    if not (
+        state.spec.relisted_by_parent and rests_on_parent_net(state.phase, state.operation, state.draining)
+    ):
         return None
     return pods_digest(state.pods.pods if state.pods is not None else ())
 
