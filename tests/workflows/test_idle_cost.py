@@ -15,13 +15,17 @@ import contextlib
 from datetime import timedelta
 
 import pytest
-from temporalio.client import Client
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from activities.kube import KubeActivities
 from bench.idle_cost import measure_idle_actions, workflow_ids
 from bench.lifecycle_stack import instant_kubesim, topology_for
 from kubesim.handle import KubeSim
 from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstancePhase, InstanceStatus
+from models.kube_ops import KUBE_LIST_COMPONENT_PODS, ComponentPods, ListComponentPodsInput
 from planning.instance.resting import PARENT_NET_BACKSTOP
 from planning.replica.recheck import RECHECK_INTERVAL
 from tests.workflows import service_harness
@@ -79,8 +83,6 @@ def live_uid(s: Story, name: str) -> str | None:
 async def end_the_service(client: Client, task_queue: str) -> None:
     """`story`'s clean-up, for the time-skipping server, which cannot list workflows: end the
     service's workflows by id (each test has a server of its own, so nothing else runs)."""
-    from bench.idle_cost import workflow_ids
-
     for workflow_id in workflow_ids(2, NAMESPACE, NAME):
         with contextlib.suppress(Exception):  # ended already
             await client.get_workflow_handle(workflow_id).terminate("test finished")
@@ -192,3 +194,28 @@ async def test_an_idle_20_instance_service_spends_at_most_one_action_per_instanc
     assert cost.per_instance_hour <= 1.0, cost.line()
     # The Instances themselves rest with no timer: the cost is the component's and the service's.
     assert cost.by_workflow.get("Instance", 0) == 0, cost.line()
+
+
+async def test_a_failed_relist_is_skipped_and_the_replica_goes_on(
+    workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service_harness, "terminate_leftovers", end_the_service)
+
+    @activity.defn(name=KUBE_LIST_COMPONENT_PODS)
+    def refused(self: KubeActivities, request: ListComponentPodsInput) -> ComponentPods:
+        raise ApplicationError("pods is forbidden", type="Forbidden", non_retryable=True)
+
+    monkeypatch.setattr(KubeActivities, "list_component_pods", refused)
+    async with story(workflow_env.client, task_queue, kubesim) as s:
+        await s.apply(isvc_manifest())
+        await eventually(lambda: engine_ready(s), "two Ready engine Instances")
+        await workflow_env.sleep(RECHECK_INTERVAL * 2 + timedelta(minutes=1))
+
+        async def refused_twice() -> bool:
+            names = await scheduled_activities(s, "InferenceReplica")
+            return names.count("kube.list_component_pods") >= 2
+
+        # Each failed re-list is logged and skipped; the loop lives on to try again.
+        await eventually(refused_twice, "two refused re-lists")
+        replica = await s.client.get_workflow_handle(workflow_id("InferenceReplica")).describe()
+        assert replica.status == WorkflowExecutionStatus.RUNNING
