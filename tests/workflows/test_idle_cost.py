@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -88,13 +89,22 @@ async def end_the_service(client: Client, task_queue: str) -> None:
             await client.get_workflow_handle(workflow_id).terminate("test finished")
 
 
-async def test_a_pod_lost_while_the_watcher_was_down_is_caught_by_the_replica_relist(
+@contextlib.asynccontextmanager
+async def ready_service(
     workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> AsyncIterator[Story]:
+    """The example service with its two engine Instances Ready, on the time-skipping server."""
     monkeypatch.setattr(service_harness, "terminate_leftovers", end_the_service)
     async with story(workflow_env.client, task_queue, kubesim) as s:
         await s.apply(isvc_manifest())
         await eventually(lambda: engine_ready(s), "two Ready engine Instances")
+        yield s
+
+
+async def test_a_pod_lost_while_the_watcher_was_down_is_caught_by_the_replica_relist(
+    workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with ready_service(workflow_env, task_queue, kubesim, monkeypatch) as s:
         ready = await instance(s)
         assert ready.phase == InstancePhase.READY and ready.operation is None
         old_uid = live_uid(s, POD)
@@ -133,10 +143,7 @@ async def test_a_pod_lost_while_the_watcher_was_down_is_caught_by_the_replica_re
 async def test_the_relist_runs_on_time_although_instances_report_every_few_minutes(
     workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service_harness, "terminate_leftovers", end_the_service)
-    async with story(workflow_env.client, task_queue, kubesim) as s:
-        await s.apply(isvc_manifest())
-        await eventually(lambda: engine_ready(s), "two Ready engine Instances")
+    async with ready_service(workflow_env, task_queue, kubesim, monkeypatch) as s:
         replica = s.client.get_workflow_handle(workflow_id("InferenceReplica"))
         # A crash-looping Instance reports every five minutes: each report wakes the
         # InferenceReplica, which must not put its twenty-minute re-list off.
@@ -153,10 +160,7 @@ async def test_the_relist_runs_on_time_although_instances_report_every_few_minut
 async def test_a_resting_instance_keeps_a_backstop_and_a_failed_report_keeps_the_short_timer(
     workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service_harness, "terminate_leftovers", end_the_service)
-    async with story(workflow_env.client, task_queue, kubesim) as s:
-        await s.apply(isvc_manifest())
-        await eventually(lambda: engine_ready(s), "two Ready engine Instances")
+    async with ready_service(workflow_env, task_queue, kubesim, monkeypatch) as s:
 
         async def backstop() -> bool:
             return await last_timer(s) == PARENT_NET_BACKSTOP
@@ -199,16 +203,12 @@ async def test_an_idle_20_instance_service_spends_at_most_one_action_per_instanc
 async def test_a_failed_relist_is_skipped_and_the_replica_goes_on(
     workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service_harness, "terminate_leftovers", end_the_service)
-
     @activity.defn(name=KUBE_LIST_COMPONENT_PODS)
     def refused(self: KubeActivities, request: ListComponentPodsInput) -> ComponentPods:
         raise ApplicationError("pods is forbidden", type="Forbidden", non_retryable=True)
 
     monkeypatch.setattr(KubeActivities, "list_component_pods", refused)
-    async with story(workflow_env.client, task_queue, kubesim) as s:
-        await s.apply(isvc_manifest())
-        await eventually(lambda: engine_ready(s), "two Ready engine Instances")
+    async with ready_service(workflow_env, task_queue, kubesim, monkeypatch) as s:
         await workflow_env.sleep(RECHECK_INTERVAL * 2 + timedelta(minutes=1))
 
         async def refused_twice() -> bool:
