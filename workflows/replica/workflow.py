@@ -180,8 +180,9 @@ class InferenceReplicaWorkflow:
             return
         state = self.state
         relist = timedelta(seconds=state.config.cluster.pod_relist_seconds)
-        if state.next_relist_at is None:
-            state.next_relist_at = workflow.now() + relist
+        # None: due one interval from now; a shorter `pod_relist_seconds` takes effect at once.
+        due = workflow.now() + relist
+        state.next_relist_at = min(state.next_relist_at, due) if state.next_relist_at is not None else due
         # An absolute deadline: a message every few minutes wakes the loop but does not put
         # the re-list off; it runs after whatever wake finds it due.
         await waiting.wait_for_news(lambda: self.seq != seen, earliest(self.wake_at, state.next_relist_at), None)
