@@ -66,6 +66,8 @@ from planning.pod_summary import component_pods, instance_pods, listed_pods
 # Labels that say which Instance a pod belongs to, and which generation of it.
 INSTANCE_LABELS = (LABEL_ISVC, LABEL_COMPONENT, LABEL_INSTANCE_INDEX)
 GENERATION_LABELS = (LABEL_ROLE, LABEL_REVISION, LABEL_INCARNATION)
+COMPONENT_LIST_PAGE = 500
+"""Pods per page of the component re-list (`limit` with `continue` tokens, as Kubernetes pages)."""
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
@@ -357,12 +359,22 @@ class KubeActivities(ObjectActivities):
         """One label-selector list of the component's pods and nothing else: the
         InferenceReplica's safety re-list, cheap enough to run for every component."""
         selector = f"{LABEL_ISVC}={request.isvc},{LABEL_COMPONENT}={request.component}"
+        pods: list[dict[str, Any]] = []
+        version = ""
+        token = ""
         with api_errors(f"list pods of component {request.namespace}/{request.isvc}-{request.component}"):
-            listed = self.rest.get(
-                collection_path("v1", "pods", request.namespace), [("labelSelector", selector)]
-            )
-        version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
-        return component_pods(listed.get("items") or [], version)
+            while True:  # paged, so 2000 Instances' pods never come in one response
+                query = [("labelSelector", selector), ("limit", str(COMPONENT_LIST_PAGE))]
+                if token:
+                    query.append(("continue", token))
+                listed = self.rest.get(collection_path("v1", "pods", request.namespace), query)
+                pods.extend(listed.get("items") or [])
+                metadata = listed.get("metadata") or {}
+                version = version or str(metadata.get("resourceVersion") or "")
+                token = str(metadata.get("continue") or "")
+                if not token:
+                    break
+        return component_pods(pods, version)
 
     def _endpoint_listing(self, namespace: str, service: str) -> set[tuple[str, str]] | None:
         """Pods the Instance's headless Service lists as ready; None when no slice says.

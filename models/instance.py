@@ -297,6 +297,10 @@ class InstanceStatus(StatusModel):
     updated_at: datetime | None = None
     pause_mode: InstancePauseMode | None = None
     """The pause this Instance knows of (`set_pause`); None when not paused."""
+    pods_digest: str | None = None
+    """`planning.pod_summary.pods_digest` of the pods the Instance last saw, set while it rests
+    on its parent's re-list (`relisted_by_parent`, Ready, no operation); the re-list compares
+    it with the listing's. None otherwise (and in reports from before it existed)."""
 
 
 class UpdateRequest(StatusModel):

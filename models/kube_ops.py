@@ -201,21 +201,13 @@ class ListComponentPodsInput(_Op):
     component: str
 
 
-class InstancePodStates(_Op):
-    """What one Instance's pods say, by name: the few facts its report to the parent counts."""
-
-    index: int
-    live: tuple[str, ...] = ()
-    """Pods not being deleted."""
-    ready: tuple[str, ...] = ()
-    serving: tuple[str, ...] = ()
-
-
 class ComponentPods(_Op):
-    """A component's pods at one moment, per Instance; Instances with no pod are absent."""
+    """A component's pods at one moment: per Instance with pods, the digest of what it would
+    act on in them (`planning.pod_summary.pods_digest`); Instances with no pod are absent."""
 
     resource_version: str = ""
-    instances: tuple[InstancePodStates, ...] = ()
+    digests: tuple[tuple[int, str], ...] = ()
+    """(Instance index, pods digest), by index."""
 
 
 class PodsGoneInput(_Op):

@@ -24,6 +24,8 @@ from models.instance import (
 from models.pods import InstancePods
 from planning.instance.health import InstanceLevels, levels
 from planning.instance.pods import pod_names
+from planning.instance.resting import rests_on_parent_net
+from planning.pod_summary import pods_digest
 
 
 class InstanceState(BaseModel):
@@ -143,7 +145,17 @@ def build_status(state: InstanceState, now: datetime) -> InstanceStatus:
         node_names=member_nodes(state),
         updated_at=now,
         pause_mode=state.pause_mode,
+        pods_digest=parent_net_digest(state),
     )
+
+
+def parent_net_digest(state: InstanceState) -> str | None:
+    """The digest of the pods the Instance last saw, when it rests on its parent's re-list."""
+    if not (
+        state.spec.relisted_by_parent and rests_on_parent_net(state.phase, state.operation, state.draining)
+    ):
+        return None
+    return pods_digest(state.pods.pods if state.pods is not None else ())
 
 
 def member_nodes(state: InstanceState) -> list[str]:
@@ -168,4 +180,5 @@ def report_fingerprint(status: InstanceStatus) -> tuple[object, ...]:
         status.draining,
         status.deleted,
         status.abandoned,
+        status.pods_digest,
     )

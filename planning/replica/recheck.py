@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from models.instance import InstanceStatus
-from models.kube_ops import ComponentPods, InstancePodStates
+from models.kube_ops import ComponentPods
 from planning.instance.resting import rests_on_parent_net
+from planning.pod_summary import pods_digest
 
 RECHECK_INTERVAL = timedelta(minutes=20)
 """The default of the cluster's `pod_relist_seconds`: how long a lost pod change of a resting Instance can go unnoticed. Three re-lists an hour
@@ -28,27 +29,29 @@ Instance per hour (issue 17: timer and activity of the net, the InferenceService
 timer), and 2000 idle Instances at a few requests per hour in all."""
 
 
-def disagrees(reported: InstanceStatus, fresh: InstancePodStates | None) -> bool:
-    """Whether the pods as listed (`fresh`, None: the Instance has none) say something else
-    than the Instance's last report counts: a pod of its gone or being deleted, a stray one,
-    or another number ready or serving."""
-    members = set(reported.pod_names)
-    live = set(fresh.live) if fresh is not None else set()
-    ready = members & set(fresh.ready) if fresh is not None else set()
-    serving = members & set(fresh.serving) if fresh is not None else set()
-    return (
-        not members <= live
-        or len(live) != reported.total_pods
-        or len(ready) != reported.ready_pods
-        or len(serving) != reported.serving_pods
-    )
+NO_PODS_DIGEST = pods_digest(())
+"""The digest of an Instance the listing found no pod of."""
+
+MAX_RELISTS_PER_PASS = 100
+"""At most this many Instances are re-listed in full after one component re-list; the rest
+wait for the next pass (a few hundred pod lists at once would stall the component's lock)."""
+
+
+def disagrees(reported: InstanceStatus, fresh: str | None) -> bool:
+    """Whether the pods as listed (`fresh`: their `pods_digest`, None: the Instance has none)
+    say something else than what the Instance last reported seeing: a pod gone, replaced (new
+    uid), restarted, not Ready (a NotReady node), its serving gate or deletion changed. A
+    report with no digest is not under the net (it re-lists on its own)."""
+    if reported.pods_digest is None:
+        return False
+    return reported.pods_digest != (fresh if fresh is not None else NO_PODS_DIGEST)
 
 
 def stale_views(reported: Mapping[int, InstanceStatus], listed: ComponentPods) -> list[int]:
     """The indexes of the resting Instances whose last report the listing contradicts, in
     order. Instances in an operation are left out: they re-list on their own safety timer, and
     their reports trail their pods by design."""
-    fresh = {states.index: states for states in listed.instances}
+    fresh = dict(listed.digests)
     return [
         index
         for index, status in sorted(reported.items())
@@ -56,3 +59,10 @@ def stale_views(reported: Mapping[int, InstanceStatus], listed: ComponentPods) -
         and not status.deleted
         and disagrees(status, fresh.get(index))
     ]
+
+
+def relist_batch(stale: list[int], after: int, limit: int = MAX_RELISTS_PER_PASS) -> list[int]:
+    """At most `limit` of the sorted `stale` indexes, the ones after `after` first, wrapping
+    around: Instances left out come first in the next pass."""
+    ordered = [index for index in stale if index > after] + [index for index in stale if index <= after]
+    return sorted(ordered[:limit])

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities import kube as kube_module
 from activities.kube import KubeActivities
 from models.kube_ops import (
     ApplyObjectInput,
@@ -39,6 +40,7 @@ from models.kube_ops import (
     SetServingInput,
 )
 from models.pods import InstancePods
+from planning.pod_summary import pods_digest
 from tests.kubesim.activity_objects import headless_service, instance_pod, namespace_manifest, wait_for
 
 pytestmark = pytest.mark.kubesim
@@ -93,11 +95,22 @@ def test_list_component_pods_is_one_request_for_every_instance(kubesim: Any, kub
     kubesim.reset_counters()
     listed = run(kube.list_component_pods, ListComponentPodsInput(namespace=namespace, isvc="chat", component="engine"))
     assert kubesim.counters()["total"] == 1
-    assert [(states.index, states.live) for states in listed.instances] == [
-        (0, ("chat-engine-0-default-0",)),
-        (1, ("chat-engine-1-default-0",)),
-    ]
+    # Each Instance's digest is the one it computes from its own view of its pods.
+    assert listed.digests == tuple((index, pods_digest(observe(kube, namespace, index).pods)) for index in (0, 1))
     assert listed.resource_version.isdigit()
+
+
+def test_list_component_pods_pages_the_list(
+    kubesim: Any, kube: KubeActivities, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = [instance_pod(namespace, index=index) for index in range(3)]
+    run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch))
+    whole = run(kube.list_component_pods, ListComponentPodsInput(namespace=namespace, isvc="chat", component="engine"))
+    monkeypatch.setattr(kube_module, "COMPONENT_LIST_PAGE", 2)
+    kubesim.reset_counters()
+    paged = run(kube.list_component_pods, ListComponentPodsInput(namespace=namespace, isvc="chat", component="engine"))
+    assert kubesim.counters()["total"] == 2  # two pages, joined by the continue token
+    assert paged.digests == whole.digests and len(paged.digests) == 3
 
 
 def test_create_pods_is_idempotent_and_refuses_foreign_names(kube: KubeActivities, namespace: str) -> None:

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from models.pods import InstancePods, PodSummary
     from planning.instance import rules as policy
     from planning.instance.pods import POD_GROUP_LABEL, PodGroupStanding, render_headless_service
-    from planning.instance.resting import rests_on_parent_net
+    from planning.instance.resting import PARENT_NET_BACKSTOP, rests_on_parent_net
     from planning.instance.state import InstanceState, build_status, newer_observation, report_fingerprint
     from workflows import kube_calls, search_attributes, tracing, waiting
     from workflows.events import EventType, isvc_ref, record_event
@@ -160,13 +160,24 @@ class InstanceOperations:
         if report:
             await self.report()
         pods_seq, inbox_seq = since
-        safety: timedelta | None = timedelta(seconds=self.spec.safety_recheck_seconds)
-        if self.spec.relisted_by_parent and rests_on_parent_net(self.state.phase, self.state.operation, self.state.draining):
-            safety = None  # the parent's component re-list is the net (planning.instance.resting)
+        safety = timedelta(seconds=self.spec.safety_recheck_seconds)
+        if self.rests_on_parent_net():
+            safety = PARENT_NET_BACKSTOP  # the parent's component re-list is the net (planning.instance.resting)
         if await waiting.wait_for_news(
             lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq, until, safety
         ):
             await self.refresh_pods()
+
+    def rests_on_parent_net(self) -> bool:
+        """Whether the parent's re-list covers this Instance now: it rests under the net and
+        the parent has its latest report (one that failed to go out leaves the short timer,
+        whose re-list reports again)."""
+        state = self.state
+        return (
+            self.spec.relisted_by_parent
+            and rests_on_parent_net(state.phase, state.operation, state.draining)
+            and self.last_report == report_fingerprint(build_status(state, workflow.now()))
+        )
 
     async def event(self, reason: str, message: str, kind: EventType = "Warning") -> None:
         spec = self.spec

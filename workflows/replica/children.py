@@ -32,7 +32,10 @@ from workflows.replica.messages import ReplicaConfig, ReplicaState
 REPLICA_POD_NET = "replica-pod-net"
 """`workflow.patched` id: the component re-list (`workflows.replica.recheck`) replaces the
 five-minute safety pass, and Instances started or updated from then on rest Ready without
-their own re-list (`relisted_by_parent`). Runs from before keep both."""
+their own re-list (`relisted_by_parent`). Runs from before keep both, and Instances already
+running keep their five-minute re-list until the InferenceReplica next starts or updates them:
+the flag is not in `planning.replica.lifecycle.LIFECYCLE_FIELDS`, so no resend wave follows a
+deploy (and the replayed lifecycle digests stay as recorded)."""
 
 
 def runs_pod_net() -> bool:

@@ -184,6 +184,13 @@ class ReplicaState(MessageModel):
     spec_applied_at: datetime | None = None
     """When the object was last applied (`object.write_spec`): an apply every few minutes puts
     back a finalizer patched off a live object. None: not since the finalizer existed."""
+    next_relist_at: datetime | None = None
+    """When the component's pods are re-listed next (`recheck.recheck_pods`, with the pod net):
+    an absolute time, so messages arriving every few minutes do not put it off. Set after each
+    re-list; None: due one `pod_relist_seconds` after the run's first wait."""
+    relisted_up_to: int = -1
+    """The last Instance index the re-list refreshed; the next one starts after it, so no more
+    than `planning.replica.recheck.MAX_RELISTS_PER_PASS` a pass still reach every Instance."""
     ir_uid: str | None = None
     """The InferenceReplica object's uid, from its first write (`object.write_spec`); None
     until then, which is how a pass knows the object must be written first."""

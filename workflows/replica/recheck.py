@@ -4,7 +4,7 @@ the watcher's signal never delivered to a resting Ready Instance.
 On its slow timer (`planning.replica.recheck.RECHECK_INTERVAL`) the InferenceReplica lists
 the component's pods with one request, compares them with each resting Instance's last
 report (`stale_views`), and for each Instance that disagrees lists its pods in full (nodes
-and endpoints, as the Instance itself would) and sends that summary as `pods_changed`. The
+and endpoints, as the Instance itself would) and sends that summary as `pods_changed` (at most `MAX_RELISTS_PER_PASS` a pass). The
 Instance takes it if it is newer than what it has; a pod gone or failed is then confirmed
 and repaired as if the watcher had told it. Instances started under the net carry
 `relisted_by_parent` and rest with no timer of their own.
@@ -14,27 +14,37 @@ from __future__ import annotations
 
 import asyncio
 
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
 from models.instance import SIGNAL_PODS_CHANGED
 from models.kube_ops import ListComponentPodsInput, ListInstancePodsInput
 from models.pods import InstancePods
-from planning.replica.recheck import stale_views
+from planning.replica.recheck import relist_batch, stale_views
 from workflows import kube_calls
 from workflows.replica.children import send_all, signal_instance
 from workflows.replica.messages import ReplicaState
 
 
 async def recheck_pods(state: ReplicaState) -> list[int]:
-    """One re-list of the component; the indexes of the Instances sent a fresh summary."""
+    """One re-list of the component; the indexes of the Instances sent a fresh summary (at
+    most `MAX_RELISTS_PER_PASS`, the rest in the next pass). A failed listing is logged and
+    skipped: the next interval tries again, and the loop goes on."""
     config = state.config
     name = f"{config.isvc}-{config.component}"
-    listed = await kube_calls.list_component_pods(
-        ListComponentPodsInput(namespace=config.namespace, isvc=config.isvc, component=config.component),
-        summary=f"safety re-list of the pods of {name}",
-    )
-    stale = stale_views(state.instances, listed)
-    if not stale:
+    try:
+        listed = await kube_calls.list_component_pods(
+            ListComponentPodsInput(namespace=config.namespace, isvc=config.isvc, component=config.component),
+            summary=f"safety re-list of the pods of {name}",
+        )
+        stale = relist_batch(stale_views(state.instances, listed), state.relisted_up_to)
+        if not stale:
+            return []
+        fresh = await list_in_full(state, stale)
+    except ActivityError as error:
+        workflow.logger.warning("safety re-list of the pods of %s failed: %s", name, error.cause or error)
         return []
-    fresh = await list_in_full(state, stale)
+    state.relisted_up_to = stale[-1]
     await send_all([signal_instance(config, index, SIGNAL_PODS_CHANGED, pods) for index, pods in zip(stale, fresh, strict=True)])
     return stale
 

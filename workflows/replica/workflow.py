@@ -178,10 +178,18 @@ class InferenceReplicaWorkflow:
         if not runs_pod_net():
             await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, SAFETY_RECHECK)
             return
-        relist = timedelta(seconds=self.state.config.cluster.pod_relist_seconds)
-        if await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, relist):
+        state = self.state
+        relist = timedelta(seconds=state.config.cluster.pod_relist_seconds)
+        # None: due one interval from now; a shorter `pod_relist_seconds` takes effect at once.
+        due = workflow.now() + relist
+        state.next_relist_at = min(state.next_relist_at, due) if state.next_relist_at is not None else due
+        # An absolute deadline: a message every few minutes wakes the loop but does not put
+        # the re-list off; it runs after whatever wake finds it due.
+        await waiting.wait_for_news(lambda: self.seq != seen, earliest(self.wake_at, state.next_relist_at), None)
+        if workflow.now() >= state.next_relist_at:
             async with self.lock:
-                await recheck_pods(self.state)
+                await recheck_pods(state)
+            state.next_relist_at = workflow.now() + relist
 
     # --- one pass -------------------------------------------------------------------
 
