@@ -268,6 +268,20 @@ async def test_delete_drains_before_deleting(harness: Harness) -> None:
     ]
 
 
+async def test_overdue_drain_rereads_before_reporting_pods_a_lost_signal_hid(harness: Harness) -> None:
+    """The pods' 'gone' signal is lost; when the deletion falls due the Instance lists afresh
+    and finds them gone instead of reporting a false `DrainOverdue` (the re-list is hours off)."""
+    spec = harness.spec(workers=1, instance_ready_timeout_seconds=60, safety_recheck_seconds=3600)
+    handle = await harness.start(spec)
+    await harness.until(handle, ready_at())
+    harness.cluster.lose_gone_signals = True
+    await handle.signal("delete", DeleteRequest(drain_seconds=0))
+    await harness.env.sleep(120)
+    final = await handle.result()
+    assert final.deleted and not harness.cluster.pods
+    assert "DrainOverdue" not in harness.cluster.reasons()
+
+
 async def test_invalid_pod_spec_counts(harness: Harness) -> None:
     handle = await harness.start(harness.spec("invalid", update_retry=None))
     status = await harness.until(handle, lambda s: s.retry_block is not None)
