@@ -64,6 +64,7 @@ class InstanceTeardown(InstanceOperations):
                 reason=reason,
                 uids=pods,
                 write_only=self.local_kube,
+                current=self.serving_now(pods) if self.local_kube else {},
             ),
             summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
             local=self.local_kube,
