@@ -263,6 +263,24 @@ def test_create_first_apply_creates_or_falls_back_to_read(kube: KubeActivities, 
     assert again.action == "unchanged" and again.resource_version == created.resource_version
 
 
+def test_create_first_refused_by_a_full_quota_reads_the_existing_object(
+    kube: KubeActivities, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full services quota answers the blind create of an existing Service with 403
+    QuotaExceeded, not AlreadyExists: the apply reads it and finds it unchanged."""
+    created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
+    real = kube.rest.request
+
+    def quota_full(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "POST":
+            raise ApiException(status=403, reason='services "x" is forbidden: exceeded quota: q')
+        return real(method, path, *args, **kwargs)
+
+    monkeypatch.setattr(kube.rest, "request", quota_full)
+    again = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
+    assert again.action == "unchanged" and again.resource_version == created.resource_version
+
+
 # --- generic objects ------------------------------------------------------------------------
 
 
