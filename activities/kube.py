@@ -12,8 +12,11 @@ Pod operations are idempotent by construction:
   go); anyone else's pod with that name is a non-retryable `NameTaken`.
 - delete: NotFound is success; a uid precondition keeps a retried delete from removing a
   replacement that reused the name.
-- serving condition: written only when it differs, so its lastTransitionTime means what it
-  says and a retry writes nothing.
+- serving condition: by default read first and written only when it differs (a retry writes
+  nothing). `write_only` sends one PATCH per pod without reading (the Instance's local path);
+  a pod the caller says already has the wanted status (`current`) gets the write without a
+  `lastTransitionTime`, which the strategic merge (conditions merge by `type`) keeps as it was,
+  so either way `lastTransitionTime` only moves when the status does.
 """
 
 from __future__ import annotations
@@ -279,7 +282,10 @@ class KubeActivities(ObjectActivities):
         """One PATCH, conditional on the pod's uid when `uids` names it (no resourceVersion:
         the condition is ours alone, so a concurrent write to the pod is no conflict)."""
         uid = request.uids.get(name)
-        body: dict[str, Any] = {"status": {"conditions": [self._serving_condition(request, wanted)]}}
+        condition = self._serving_condition(request, wanted)
+        if request.current.get(name) == wanted:
+            del condition["lastTransitionTime"]  # no transition: the merge keeps the old one
+        body: dict[str, Any] = {"status": {"conditions": [condition]}}
         if uid:
             body["metadata"] = {"uid": uid}
         with api_errors(action):

@@ -174,6 +174,10 @@ class SetServingInput(_Op):
     write_only: bool = False
     """One PATCH per pod, conditional on its uid, without reading it first: a pod already in
     that state reads as `changed` (its condition is written again), a missing one as `missing`."""
+    current: dict[str, str] = Field(default_factory=dict)
+    """Write-only: the condition's status each pod is believed to have now ("True"/"False", from
+    the workflow's observation). Where it already is the wanted one, the re-write leaves its
+    `lastTransitionTime` alone (no transition happened)."""
 
 
 class SetServingResult(_Op):

@@ -52,6 +52,15 @@ MAX_CONCURRENT_ACTIVITIES = 32
 """Activities run at once, and threads in the pool that runs the synchronous (kubernetes
 client) ones; equal so that no activity task is accepted without a thread to run it."""
 
+MAX_CONCURRENT_LOCAL_ACTIVITIES = 16
+"""Local activities (the Instance workflow's short Kubernetes calls) run at once. Set explicitly:
+the SDK default (100) would let local batches take every thread of a pool shared with regular
+activities, which then queue and time out. Local and regular slots each get their own threads."""
+
+ACTIVITY_THREADS = MAX_CONCURRENT_ACTIVITIES + MAX_CONCURRENT_LOCAL_ACTIVITIES
+"""Threads in a worker's activity pool: one for every regular and every local activity slot, so
+neither kind waits for a thread the other holds."""
+
 # Pure modules that workflows import: passing them through the sandbox loads them once per
 # process instead of once per workflow run, and keeps one identity for each pydantic class so
 # the data converter and workflow code agree on types.
@@ -78,14 +87,14 @@ def build_worker(
     Tests call this against the time-skipping environment with a fresh task queue, adding
     test-only workflows with `extra_workflows` (one named like a product workflow replaces it),
     or replacing the real activities with mocks registered under the same names with `activities`. Without an `activity_executor` a thread
-    pool of `MAX_CONCURRENT_ACTIVITIES` threads is created; its idle threads end with the process.
+    pool of `ACTIVITY_THREADS` threads is created; its idle threads end with the process.
     """
     # A test double registered under a product workflow's name (a `Migration` that only
     # deletes pods) takes that workflow's place.
     doubled = {_workflow_name(extra) for extra in extra_workflows}
     workflows = [w for w in WORKFLOWS if _workflow_name(w) not in doubled]
     executor = activity_executor or ThreadPoolExecutor(
-        max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity"
+        max_workers=ACTIVITY_THREADS, thread_name_prefix="activity"
     )
     return Worker(
         client,
@@ -94,6 +103,7 @@ def build_worker(
         activities=build_activities(kube_api_client, canary, migration_audit, routing, gateway_transport) if activities is None else activities,
         activity_executor=executor,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+        max_concurrent_local_activities=MAX_CONCURRENT_LOCAL_ACTIVITIES,
         max_cached_workflows=max_cached_workflows,
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*_SANDBOX_PASSTHROUGH)
@@ -153,7 +163,7 @@ def cluster_workers(task_queue: str, make: Callable[[str, Any, Executor], Worker
     async def start(name: str, api_client: Any) -> Worker:
         queue = cluster_task_queue(task_queue, name)
         executors[name] = ThreadPoolExecutor(
-            max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix=f"activity-{name}"
+            max_workers=ACTIVITY_THREADS, thread_name_prefix=f"activity-{name}"
         )
         worker = make(queue, api_client, executors[name])
         tasks[name] = asyncio.create_task(worker.run(), name=f"worker-{name}")
@@ -210,7 +220,7 @@ async def _poll_until_stopped(
     async def after_pass(found: ClusterDirectory) -> None:
         await per_cluster.reconcile(found.clients())
 
-    with ThreadPoolExecutor(max_workers=MAX_CONCURRENT_ACTIVITIES, thread_name_prefix="activity") as pool:
+    with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity") as pool:
         worker = make(settings.temporal.task_queue, api_client, pool)
         async with worker:
             logger.info(

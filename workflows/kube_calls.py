@@ -107,6 +107,13 @@ BATCH_HEARTBEAT = timedelta(seconds=90)
 
 # A local attempt's backoff longer than this waits on a workflow timer instead of in the worker.
 LOCAL_RETRY_THRESHOLD = timedelta(seconds=10)
+# A local attempt's cap: one that runs longer holds the workflow task open, heartbeating it into
+# history every ~8 s; a batch that needs longer is retried (its calls are idempotent).
+LOCAL_CALL_TIMEOUT = timedelta(seconds=30)
+# How long a call keeps retrying locally before it is re-issued as a regular activity: in an API
+# brownout the server's retry timers then wait, instead of workflow-task heartbeats and local
+# retry timers that each add history.
+LOCAL_GIVE_UP = timedelta(minutes=2)
 
 
 def error_type(error: BaseException) -> str | None:
@@ -128,20 +135,26 @@ async def _call(
     local: bool = False,
 ) -> Result:
     if local:
+        give_up = LOCAL_GIVE_UP if schedule_to_close is None else min(schedule_to_close, LOCAL_GIVE_UP)
         try:
             local_result: Result = await workflow.execute_local_activity(
                 name,
                 arg,
                 result_type=result_type,
-                start_to_close_timeout=BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT,
-                schedule_to_close_timeout=schedule_to_close,
+                start_to_close_timeout=min(BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT, LOCAL_CALL_TIMEOUT),
+                schedule_to_close_timeout=give_up,
                 retry_policy=KUBE_RETRY,
                 local_retry_threshold=LOCAL_RETRY_THRESHOLD,
                 summary=summary,
             )
+            return local_result
+        except ActivityError as error:
+            # A local activity that ran out of time (`give_up`) arrives wrapped.
+            if not isinstance(error.cause, TimeoutError) or give_up == schedule_to_close:
+                raise
         except (ApplicationError, TimeoutError) as error:
-            # A local activity's failure arrives bare; callers catch `ActivityError` (and read its
-            # cause with `error_type`) whichever way the call ran.
+            # A local activity's failure arrives bare; callers catch `ActivityError` (and
+            # read its cause with `error_type`) whichever way the call ran.
             raise ActivityError(
                 f"local activity {name} failed",
                 scheduled_event_id=0,
@@ -151,7 +164,9 @@ async def _call(
                 activity_id="",
                 retry_state=None,
             ) from error
-        return local_result
+        # Still failing after `LOCAL_GIVE_UP`: carry on as a regular activity for the rest.
+        if schedule_to_close is not None:
+            schedule_to_close -= give_up
     result: Result = await workflow.execute_activity(
         name,
         arg,

@@ -240,9 +240,56 @@ def test_write_only_serving_is_one_uid_conditional_patch(kube: KubeActivities, n
     assert off.changed == [name] and observe(kube, namespace).pods[0].serving == "False"
 
 
+def test_write_only_serving_moves_last_transition_time_only_on_a_transition(
+    kube: KubeActivities, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-write the caller knows changes nothing (`current` already the wanted status) keeps
+    `lastTransitionTime`: the strategic merge of pod conditions merges by `type` and keeps the
+    omitted field, as Kubernetes does. A real transition stamps a new one."""
+    created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
+    name, uid = created.pods[0].name, created.pods[0].uid
+    clock = iter(["2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"])
+    monkeypatch.setattr("activities.kube.now_rfc3339", lambda: next(clock))
+
+    def write(serving: bool, current: dict[str, str]) -> tuple[str, str]:
+        run(
+            kube.set_serving_condition,
+            SetServingInput(
+                namespace=namespace, pods=[name], serving=serving, reason="R", uids={name: uid},
+                write_only=True, current=current,
+            ),
+        )
+        pod = kube.rest.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        assert pod is not None
+        condition = next(c for c in pod["status"]["conditions"] if c["type"] == "ome.io/serving")
+        return condition["status"], condition["lastTransitionTime"]
+
+    assert write(True, {}) == ("True", "2026-01-01T00:00:00Z")
+    assert write(True, {name: "True"}) == ("True", "2026-01-01T00:00:00Z"), "no transition, time kept"
+    assert write(False, {name: "True"}) == ("False", "2026-01-01T00:02:00Z")
+
+
 def test_create_first_apply_creates_or_falls_back_to_read(kube: KubeActivities, namespace: str) -> None:
     created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
     assert created.action == "created"
+    again = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
+    assert again.action == "unchanged" and again.resource_version == created.resource_version
+
+
+def test_create_first_refused_by_a_full_quota_reads_the_existing_object(
+    kube: KubeActivities, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full services quota answers the blind create of an existing Service with 403
+    QuotaExceeded, not AlreadyExists: the apply reads it and finds it unchanged."""
+    created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
+    real = kube.rest.request
+
+    def quota_full(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "POST":
+            raise ApiException(status=403, reason='services "x" is forbidden: exceeded quota: q')
+        return real(method, path, *args, **kwargs)
+
+    monkeypatch.setattr(kube.rest, "request", quota_full)
     again = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
     assert again.action == "unchanged" and again.resource_version == created.resource_version
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
@@ -24,11 +25,13 @@ from activities.registry import build_activities
 from models.kube_ops import (
     ACTIVITY_TYPES,
     ALL_KUBE_ACTIVITIES,
+    KUBE_READ_OBJECT,
     CreatePodsInput,
     KubeErrorType,
     ListInstancePodsInput,
     ObjectRef,
     ReadObjectInput,
+    ReadObjectResult,
 )
 from workflows import kube_calls
 
@@ -116,3 +119,49 @@ def test_registered_activities_match_the_contract() -> None:
         definition = registered[name]
         assert definition.arg_types == [input_type], name
         assert definition.ret_type is result_type, name
+
+
+@workflow.defn(name="LocalFallbackProbe")
+class LocalFallbackProbe:
+    @workflow.run
+    async def run(self, namespace: str) -> str:
+        ref = ObjectRef(api_version="v1", kind="ConfigMap", name="cm", namespace=namespace)
+        result = await kube_calls.read_object(ReadObjectInput(ref=ref), summary="read cm", local=True)
+        return str((result.object or {}).get("via"))
+
+
+async def test_a_local_call_failing_past_its_give_up_goes_on_as_a_regular_activity(
+    workflow_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An API brownout: the local attempts fail (retryable) for `LOCAL_GIVE_UP`; the call is then
+    re-issued as a regular activity (one scheduled event), which succeeds."""
+    # Local attempts and their give-up run on the worker's wall clock, not the skipped one.
+    monkeypatch.setattr(kube_calls, "LOCAL_GIVE_UP", timedelta(seconds=4))
+    local_attempts: list[int] = []
+
+    @activity.defn(name=KUBE_READ_OBJECT)
+    async def read_object(request: ReadObjectInput) -> ReadObjectResult:
+        info = activity.info()
+        if info.is_local:
+            local_attempts.append(info.attempt)
+            raise ApplicationError("503 Service Unavailable", type=KubeErrorType.SERVER_ERROR.value)
+        return ReadObjectResult(found=True, object={"via": "regular"})
+
+    async with Worker(
+        workflow_env.client,
+        task_queue=task_queue,
+        workflows=[LocalFallbackProbe],
+        activities=[read_object],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        handle = await workflow_env.client.start_workflow(
+            LocalFallbackProbe.run, "default", id=f"fallback-{task_queue}", task_queue=task_queue
+        )
+        assert await handle.result() == "regular"
+    assert len(local_attempts) > 1
+    scheduled = [
+        event
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert len(scheduled) == 1

@@ -62,3 +62,22 @@ def test_a_bad_setting_stops_the_worker_with_its_name(
     assert result.returncode == 2, result.stderr
     assert message.format(**values) in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_local_activities_have_their_own_slots_and_threads(workflow_env, task_queue) -> None:
+    """Local activities are capped explicitly (not the SDK's 100) and the pool has a thread for
+    every regular and every local slot, so local batches cannot starve regular activities."""
+    from workers.worker import (
+        ACTIVITY_THREADS,
+        MAX_CONCURRENT_ACTIVITIES,
+        MAX_CONCURRENT_LOCAL_ACTIVITIES,
+        build_worker,
+    )
+
+    worker = build_worker(workflow_env.client, task_queue, None, activities=[])
+    config = worker.config()
+    assert config["max_concurrent_local_activities"] == MAX_CONCURRENT_LOCAL_ACTIVITIES < 100
+    assert config["max_concurrent_activities"] == MAX_CONCURRENT_ACTIVITIES
+    executor = config["activity_executor"]
+    assert executor is not None and executor._max_workers == ACTIVITY_THREADS  # type: ignore[attr-defined]
+    assert ACTIVITY_THREADS == MAX_CONCURRENT_ACTIVITIES + MAX_CONCURRENT_LOCAL_ACTIVITIES

@@ -93,6 +93,8 @@ class FakeCluster:
     deleted: list[str] = field(default_factory=list)
     serving_log: list[tuple[str, bool]] = field(default_factory=list)
     on_change: Callable[[FakeCluster], None] | None = None
+    lose_gone_signals: bool = False
+    """Deleted pods vanish without the watcher's signal (a lost 'gone'): only a list sees it."""
     uids: itertools.count[int] = field(default_factory=itertools.count)
 
     # --- what the watcher would send ------------------------------------------------------
@@ -214,7 +216,7 @@ class FakeCluster:
                     manifest = self.pods.pop(name).manifest
                     self.deleted.append(name)
                     result.deleted.append(name)
-            if manifest is not None:
+            if manifest is not None and not self.lose_gone_signals:
                 await self.notify_pod(manifest)
             return result
 

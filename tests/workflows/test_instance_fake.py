@@ -153,15 +153,17 @@ async def test_readiness_deadline_fails_after_thirty_minutes(harness: Harness) -
 
     harness.cluster.on_change = never_ready
     handle = await harness.start(harness.spec(workers=1))
-    started = (await handle.query("status", result_type=InstanceStatus)).updated_at
-    assert started is not None
+    first = await handle.query("status", result_type=InstanceStatus)
+    assert first.operation is not None
+    started = first.operation.started_at
     status = await harness.until(handle, lambda s: s.phase == P.FAILED, step=60)
     assert status.last_failure is not None and status.last_failure.reason == "DeadlineExceeded"
     assert status.retry_block is None, "a readiness timeout never counts toward holding the revision"
     waited = status.last_failure.time - started
-    # The clock starts with the bring-up; the first query may answer from a task a moment later
-    # (the run's first task spans its local activities).
-    assert timedelta(minutes=30) - timedelta(seconds=1) <= waited <= timedelta(minutes=31)
+    # The clock starts with the bring-up, in the Create's first task, at or after the operation's
+    # start. (Not the first query's `updated_at`: that query answers from the next task, whose
+    # time is later by the first task's wall time, ~40 ms of local activities.)
+    assert timedelta(minutes=30) <= waited <= timedelta(minutes=31)
     assert "InstanceFailed" in harness.cluster.reasons()
     # It is rebuilt after the back-off, and this time the pods come up.
     harness.cluster.on_change = None
@@ -266,6 +268,20 @@ async def test_delete_drains_before_deleting(harness: Harness) -> None:
         "chat-engine-1-leader-0",
         "chat-engine-1-worker-0",
     ]
+
+
+async def test_overdue_drain_rereads_before_reporting_pods_a_lost_signal_hid(harness: Harness) -> None:
+    """The pods' 'gone' signal is lost; when the deletion falls due the Instance lists afresh
+    and finds them gone instead of reporting a false `DrainOverdue` (the re-list is hours off)."""
+    spec = harness.spec(workers=1, instance_ready_timeout_seconds=60, safety_recheck_seconds=3600)
+    handle = await harness.start(spec)
+    await harness.until(handle, ready_at())
+    harness.cluster.lose_gone_signals = True
+    await handle.signal("delete", DeleteRequest(drain_seconds=0))
+    await harness.env.sleep(120)
+    final = await handle.result()
+    assert final.deleted and not harness.cluster.pods
+    assert "DrainOverdue" not in harness.cluster.reasons()
 
 
 async def test_invalid_pod_spec_counts(harness: Harness) -> None:

@@ -74,14 +74,17 @@ def spec(namespace: str, index: int, image: str, strategy: UpdateStrategyType, g
     )
 
 
-def held_list(activities: list[Any], relay: PodRelay, overtaken_lists: list[str]) -> list[Any]:
+def held_list(
+    activities: list[Any], relay: PodRelay, overtaken_lists: list[str], held_lists: list[str]
+) -> list[Any]:
     """The real activities, with `kube.list_instance_pods` answering late when pods are on
     their way up: it lists at once, then holds its answer until the relay has delivered a
     newer summary in which every pod is ready (at most `HOLD_SECONDS`). The workflow thus
     gets that last signal first and the older list second, the order that lost the wake-up
     (an Instance left waiting for a wake-up it already had); the watcher has nothing newer
     to send afterwards. Each list so overtaken is
-    appended to `overtaken_lists`, so the test can tell the race really happened."""
+    appended to `overtaken_lists`, so the test can tell the race really happened; each list
+    held at all (one that saw a pod on its way up) to `held_lists`."""
     name = KUBE_LIST_INSTANCE_PODS
     real = next(a for a in activities if activity._Definition.must_from_callable(a).name == name)
 
@@ -100,6 +103,7 @@ def held_list(activities: list[Any], relay: PodRelay, overtaken_lists: list[str]
         key = (request.namespace, request.isvc, request.component, request.index)
         if all(pod.is_ready for pod in listed.pods):
             return listed  # nothing on its way: no change to race with
+        held_lists.append(f"{listed.isvc}-{listed.component}-{listed.index}@{listed.resource_version}")
         deadline = time.monotonic() + HOLD_SECONDS
         while time.monotonic() < deadline:
             if overtaken(key, listed):
@@ -173,6 +177,7 @@ async def run_story(
     namespace = make_namespace(sim)
     activities = build_activities(sim.api_client())
     overtaken_lists: list[str] = []
+    held_lists: list[str] = []
     relay = PodRelay(client, sim, lag_seconds=LAG_SECONDS if race else 0.0)
     relay.start()
     handles: list[Handle] = []
@@ -181,7 +186,7 @@ async def run_story(
             client,
             task_queue,
             sim.api_client(),
-            activities=held_list(activities, relay, overtaken_lists) if race else activities,
+            activities=held_list(activities, relay, overtaken_lists, held_lists) if race else activities,
         ):
             try:
                 for index in range(INSTANCES):
@@ -204,10 +209,16 @@ async def run_story(
                 for handle in handles:
                     await settled(handle, "rev-engine-2")
                 assert relay.signals > 0, "the relay never signalled: the test would prove nothing"
-                if race and not await took_local_kube_calls(handles[0]):
+                if race and await took_local_kube_calls(handles[0]):
                     # From `instance-local-kube-calls` on, a teardown waits for the watcher's word
                     # that the old pod is gone before creating its successor, so no stale summary
-                    # can follow the create and no confirming list is taken: nothing to race.
+                    # follows the create and the Instance takes no list while a pod comes up:
+                    # there is nothing for a signal to overtake. What the run proves there: the
+                    # lagging, once-sent summaries alone carry create, update and delete, and
+                    # (checked here) no list of a pod on its way up is taken; if one ever is,
+                    # this check fails and the overtaking check below must apply again.
+                    assert not held_lists, f"a list saw pods on their way up: {held_lists}"
+                elif race:
                     assert overtaken_lists, "no pod list was overtaken by a signal: the race never happened"
             finally:
                 for handle in handles:

@@ -261,6 +261,7 @@ class InstanceBringUp(InstanceTeardown):
                 reason="InstanceReady",
                 uids=members,
                 write_only=self.local_kube,
+                current=self.serving_now(members) if self.local_kube else {},
             ),
             summary=f"put {spec.instance_name} into rotation ({len(members)} pods)",
             local=self.local_kube,

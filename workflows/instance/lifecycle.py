@@ -53,10 +53,12 @@ class InstanceLifecycle(InstanceUpdates):
                 await self.event("InPlaceUpdateNotPossible", policy.in_place_refused_message(state.spec))
             case Do.CONFIRM_FAILURE:
                 fresh = await self.refresh_pods()
-                if self.local_kube:
-                    # A restart that follows lists the pods again unless nothing came since.
+                confirmed = confirmed_failure_step(state, fresh.pods, workflow.now())
+                if self.local_kube and confirmed.do == Do.RESTART:
+                    # The restart that follows at once uses this list unless news came since;
+                    # any other step may be followed by a create much later, which lists anew.
                     self.listed_at = self.mark()
-                return await self.carry_out(confirmed_failure_step(state, fresh.pods, workflow.now()))
+                return await self.carry_out(confirmed)
             case Do.GO_PENDING:
                 self.set_phase(P.PENDING)
             case Do.RECREATE:

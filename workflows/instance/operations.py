@@ -76,6 +76,14 @@ class InstanceOperations:
     def observed(self) -> tuple[PodSummary, ...]:
         return self.state.pods.pods if self.state.pods is not None else ()
 
+    def serving_now(self, members: dict[str, str]) -> dict[str, str]:
+        """The observed `ome.io/serving` status of each of `members` (name -> uid) that has one."""
+        return {
+            pod.name: pod.serving
+            for pod in self.observed()
+            if pod.serving is not None and members.get(pod.name) in (pod.uid, "")
+        }
+
     def set_phase(self, phase: InstancePhase) -> None:
         policy.check_transition(self.state.phase, phase)
         if phase == self.state.phase:

@@ -64,6 +64,7 @@ class InstanceTeardown(InstanceOperations):
                 reason=reason,
                 uids=pods,
                 write_only=self.local_kube,
+                current=self.serving_now(pods) if self.local_kube else {},
             ),
             summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
             local=self.local_kube,
@@ -86,8 +87,10 @@ class InstanceTeardown(InstanceOperations):
         if drain_seconds > 0:
             self.progress("Drain")
             await workflow.sleep(timedelta(seconds=drain_seconds))
-        deleted = await self.delete_pods(targets, reason)
+        # Marked before the delete: an observation that arrives while it runs (a watcher signal
+        # already reporting pods removed) is newer than the delete's start, so it counts.
         deleted_at = self.pods_seq
+        deleted = await self.delete_pods(targets, reason)
         deadline: datetime | None = None
         overdue_at: datetime | None = None
         operation = self.state.operation
@@ -110,6 +113,13 @@ class InstanceTeardown(InstanceOperations):
             if not remaining:
                 return []
             now = workflow.now()
+            if self.local_kube and self.due(now, deadline, overdue_at):
+                # Woken by the deadline, not by news: what we hold may predate a lost 'gone'
+                # signal. Read afresh before declaring the pods stuck or force-deleting them.
+                await self.refresh_pods(endpoints=False)
+                remaining = self.remaining_after_delete(targets, deleted, deleted_at)
+                if not remaining:
+                    return []
             await self.force_delete_stuck(set(remaining), now)
             if deadline is not None and now >= deadline:
                 await self.event("TeardownDeadlineExceeded", policy.teardown_exceeded_message(spec, remaining))
@@ -120,6 +130,11 @@ class InstanceTeardown(InstanceOperations):
             # An overdue drain is noticed a second after its deadline, so it is overdue by something.
             wake = overdue_at + OVERDUE_NOTICE if overdue_at is not None else deadline
             await self.wait_for_news(self.next_force_delete(set(remaining), now, wake), since)
+
+    @staticmethod
+    def due(now: datetime, deadline: datetime | None, overdue_at: datetime | None) -> bool:
+        """Whether the teardown deadline has passed or the drain is overdue at `now`."""
+        return (deadline is not None and now >= deadline) or (overdue_at is not None and now > overdue_at)
 
     def remaining_after_delete(self, targets: dict[str, str], deleted: list[str], deleted_at: int) -> list[str]:
         """Which of `targets` still exist, from what we know without asking the API server (from
