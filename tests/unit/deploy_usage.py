@@ -52,6 +52,7 @@ from models.kube_ops import (
     DeletePodsInput,
     EvictPodInput,
     ForceDeletePodInput,
+    ListComponentPodsInput,
     ListInstancePodsInput,
     ListNodePodsInput,
     ListObjectsInput,
@@ -272,6 +273,10 @@ def exercise_activities(
         ListInstancePodsInput(namespace=namespace, isvc=name, component="engine", index=0),
     )
     assert [p.name for p in listed.pods] == [pod.name], listed
+    component = _run(
+        kube.list_component_pods, ListComponentPodsInput(namespace=namespace, isvc=name, component="engine")
+    )
+    assert [index for index, _ in component.digests] == [0], component
     _run(
         kube.set_serving_condition,
         SetServingInput(
