@@ -43,18 +43,23 @@ def prometheus_binary() -> Path | None:
 
 
 def scrape_config(
-    targets: Mapping[str, str],
+    targets: Mapping[str, str | Sequence[str]],
     interval_seconds: float = SCRAPE_INTERVAL_SECONDS,
     rule_files: Sequence[Path] = (),
 ) -> dict[str, object]:
-    """A Prometheus configuration scraping `/metrics` of each target, job name -> host:port,
-    and evaluating the alert rules of `rule_files` (absolute paths)."""
+    """A Prometheus configuration scraping `/metrics` of each target, job name -> host:port (or
+    several, the replicas of one job), and evaluating the alert rules of `rule_files` (absolute
+    paths)."""
     interval = f"{interval_seconds:g}s"
     config: dict[str, object] = {"global": {"scrape_interval": interval, "evaluation_interval": interval}}
     if rule_files:
         config["rule_files"] = [str(path) for path in rule_files]
     config["scrape_configs"] = [
-        {"job_name": job, "metrics_path": "/metrics", "static_configs": [{"targets": [address]}]}
+        {
+            "job_name": job,
+            "metrics_path": "/metrics",
+            "static_configs": [{"targets": [address] if isinstance(address, str) else list(address)}],
+        }
         for job, address in targets.items()
     ]
     return config
@@ -62,7 +67,7 @@ def scrape_config(
 
 def write_config(
     path: Path,
-    targets: Mapping[str, str],
+    targets: Mapping[str, str | Sequence[str]],
     interval_seconds: float = SCRAPE_INTERVAL_SECONDS,
     rule_files: Sequence[Path] = (),
 ) -> Path:

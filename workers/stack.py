@@ -304,17 +304,18 @@ class Stack:
         if self.controller_metrics_address is None:
             _check_port_free(self.stack.controller_metrics_port, "controller_metrics_port")
             self.controller_metrics_address = f"127.0.0.1:{self.stack.controller_metrics_port}"
-        targets = {
-            "prometheus": f"127.0.0.1:{port}",
-            "worker": _scrape_address(self.worker_metrics_address),
-            # The state gauges (Instances by phase, holds, overdue drains): every controller is
-            # scraped, and only the one leading serves samples.
-            "controller": _scrape_address(self.controller_metrics_address),
-        }
+        # The state gauges (Instances by phase, holds, overdue drains): every controller is
+        # scraped, one job with an instance each, and only the one leading serves samples.
+        controllers = [_scrape_address(self.controller_metrics_address)]
         for replica in range(1, self.stack.replicas):
             address = _shifted(self.controller_metrics_address, replica)
             _check_port_free(int(address.rpartition(":")[2]), "controller_metrics_port")
-            targets[f"controller-{replica + 1}"] = _scrape_address(address)
+            controllers.append(_scrape_address(address))
+        targets: dict[str, str | list[str]] = {
+            "prometheus": f"127.0.0.1:{port}",
+            "worker": _scrape_address(self.worker_metrics_address),
+            "controller": controllers,
+        }
         if self.kubesim_url:
             targets["kubesim"] = urllib.parse.urlsplit(self.kubesim_url).netloc
         home = self.stack.data_dir / PROMETHEUS_DIRNAME

@@ -123,8 +123,7 @@ async def test_the_stack_runs_prometheus_on_kubesim_the_worker_and_the_controlle
     assert targets == {
         "prometheus": [f"127.0.0.1:{prometheus_port}"],
         "worker": [f"127.0.0.1:{worker_port}"],
-        "controller": [f"127.0.0.1:{controller_port}"],
-        "controller-2": [f"127.0.0.1:{controller_port + 1}"],
+        "controller": [f"127.0.0.1:{controller_port}", f"127.0.0.1:{controller_port + 1}"],
         "kubesim": ["127.0.0.1:16443"],
     }
     # The product's alert rules are evaluated (deploy/prometheus/alerts.yml, by absolute path).
