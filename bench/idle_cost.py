@@ -254,12 +254,31 @@ async def idle_requests(
             break
         await asyncio.sleep(1.0)
     await asyncio.sleep(settle)
+    counted = await count_requests(sim, window)
+    return IdleRequests(instances, ready, window, counted.total, counted.busiest(5))
+
+
+@dataclass
+class RequestCount:
+    """kubesim's requests over a window: the total and (verb, resource) -> count."""
+
+    total: int
+    by_kind: dict[tuple[str, str], int]
+
+    def of(self, resource: str) -> int:
+        return sum(n for (_, kind), n in self.by_kind.items() if kind == resource)
+
+    def busiest(self, count: int) -> str:
+        top = sorted(self.by_kind.items(), key=lambda item: -item[1])[:count]
+        return ", ".join(f"{verb} {resource} {n}" for (verb, resource), n in top) or "none"
+
+
+async def count_requests(sim: KubeSim, window: float) -> RequestCount:
+    """Every request kubesim answers (worker and watcher, every verb) over `window` seconds."""
     sim.reset_counters()
     await asyncio.sleep(window)
     counters = sim.counters()
-    busiest = sorted(counters["requests"].items(), key=lambda item: -item[1])[:5]
-    shown = ", ".join(f"{verb} {resource} {count}" for (verb, resource), count in busiest) or "none"
-    return IdleRequests(instances, ready, window, int(counters["total"]), shown)
+    return RequestCount(int(counters["total"]), dict(counters["requests"]))
 
 
 async def requests_on_own_stack(instances: int, window: float, within: float, root: Path) -> IdleRequests:

@@ -58,7 +58,7 @@ from bench.goals import (
     WORKER_RSS_MIB,
     Goals,
 )
-from bench.idle_cost import idle_actions
+from bench.idle_cost import count_requests, idle_actions
 from bench.lifecycle_stack import (
     IMAGE_1,
     IMAGE_2,
@@ -595,17 +595,25 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
     return figures, goals
 
 
-def worker_counts(text: str) -> list[int]:
-    """`--workers 1,2` -> [1, 2]: each a positive count of worker processes."""
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(
-            f"--workers must be counts separated by commas, e.g. 1,2; got {text!r}"
-        ) from error
-    if not counts or any(count < 1 for count in counts):
-        raise argparse.ArgumentTypeError(f"--workers must list counts of at least 1, e.g. 1,2; got {text!r}")
-    return counts
+def positive_counts(flag: str, example: str, allow_empty: bool = False) -> Callable[[str], list[int]]:
+    """The parser of a `--flag 1,2` option: a list of integers of at least 1."""
+
+    def parse(text: str) -> list[int]:
+        try:
+            counts = [int(part) for part in text.split(",") if part.strip()]
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be numbers separated by commas, e.g. {example}; got {text!r}"
+            ) from error
+        if (not counts and not allow_empty) or any(count < 1 for count in counts):
+            raise argparse.ArgumentTypeError(f"{flag} must list numbers of at least 1, e.g. {example}; got {text!r}")
+        return counts
+
+    return parse
+
+
+worker_counts = positive_counts("--workers", "1,2")
+service_sizes = positive_counts("--idle-actions", "20,200", allow_empty=True)
 
 
 LEASES = "leases"
@@ -618,16 +626,11 @@ async def measure_idle_cost(sim: KubeSim, idle_ready: int, args: argparse.Namesp
     opened included; the watcher's Lease renewals shown apart), then Temporal actions per idle
     Instance per hour over a simulated hour on the time-skipping server (`bench.idle_cost`)."""
     log(f"idle: counting Kubernetes requests for {args.idle_window:.0f} s")
-    sim.reset_counters()
-    await asyncio.sleep(args.idle_window)
-    counters = sim.counters()
-    total = int(counters["total"])
-    leases = sum(n for (_, resource), n in counters["requests"].items() if resource == LEASES)
-    busiest = sorted(counters["requests"].items(), key=lambda item: -item[1])[:4]
-    shown = ", ".join(f"{verb} {resource} {n}" for (verb, resource), n in busiest)
-    figures.add(f"idle Kubernetes requests/s, {idle_ready} Ready", f"{total / args.idle_window:.3f}",
-                f"{total} in {args.idle_window:.0f} s, {leases} of them the watcher's Lease; {shown}")  # fmt: skip
-    goals.at_most("idle Kubernetes requests/s (total)", total / args.idle_window, IDLE_REQUESTS_PER_SECOND)
+    counted = await count_requests(sim, args.idle_window)
+    figures.add(f"idle Kubernetes requests/s, {idle_ready} Ready", f"{counted.total / args.idle_window:.3f}",
+                f"{counted.total} in {args.idle_window:.0f} s, {counted.of(LEASES)} of them the watcher's Lease; "
+                f"{counted.busiest(4)}")  # fmt: skip
+    goals.at_most("idle Kubernetes requests/s (total)", counted.total / args.idle_window, IDLE_REQUESTS_PER_SECOND)
     for size in args.idle_actions:
         log(f"idle: Temporal actions of {size} Ready Instances over a simulated hour (time-skipping server)")
         actions = await idle_actions(size)
@@ -635,17 +638,6 @@ async def measure_idle_cost(sim: KubeSim, idle_ready: int, args: argparse.Namesp
                     actions.line())  # fmt: skip
         goals.at_most(f"idle Temporal actions / Instance / hour, {size} Instances",
                       actions.per_instance_hour, IDLE_ACTIONS_PER_INSTANCE_HOUR)  # fmt: skip
-
-
-def service_sizes(text: str) -> list[int]:
-    """`--idle-actions 20,200` -> [20, 200]; an empty text measures none."""
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"--idle-actions must be sizes separated by commas, e.g. 20,200; got {text!r}") from error
-    if any(size < 1 for size in sizes):
-        raise argparse.ArgumentTypeError(f"--idle-actions sizes must be at least 1; got {text!r}")
-    return sizes
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -50,9 +50,9 @@ class StateMetricsServer:
         self._runner: web.AppRunner | None = None
 
     def render(self) -> str:
-        if not self.leading():
-            return exposition(state_samples([], datetime.now(UTC), []))
-        return exposition(state_samples(list(self.replicas()), datetime.now(UTC), list(self.trafficmaps())))
+        leading = self.leading()  # a standby serves the families without samples
+        replicas, trafficmaps = (list(self.replicas()), list(self.trafficmaps())) if leading else ([], [])
+        return exposition(state_samples(replicas, datetime.now(UTC), trafficmaps))
 
     async def _metrics(self, _: web.Request) -> web.Response:
         response = web.Response(text=self.render())
