@@ -14,6 +14,7 @@ from functools import cache, wraps
 from pathlib import Path
 
 import pytest
+from xdist.workermanage import WorkerController
 
 pytest_plugins = [
     "tests.fixtures.temporal",
@@ -71,8 +72,11 @@ a time, in the other, so no two stack-driving tests (timing-sensitive chaos amon
 the two cores."""
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark, group and order the tests before xdist's own hook reads the `xdist_group` marks:
+    it suffixes each node id with its group there, and a mark added after it is ignored (every
+    test was then scheduled on its own, e2e tests on both lanes at once)."""
     for item in items:
         relative = item.path.relative_to(_TESTS_DIR) if item.path.is_relative_to(_TESTS_DIR) else None
         if relative is not None and relative.parts[0] in _DIRECTORY_MARKERS:
@@ -80,11 +84,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # A module's tests stay together (module fixtures are built once); e2e is one lane.
         lane = REAL_TIME_LANE if item.get_closest_marker("e2e") is not None else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(lane))
-    # The e2e lane is the longest unit: first in the queue, so it starts on its own worker at once
-    # (after any shuffle, which keeps the order within each lane random).
+    # The e2e lane is the longest unit: first in the queue, so it starts on its own worker at once.
     items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
     k3s_items = [item for item in items if item.get_closest_marker("k3s") is not None]
     reason = docker_unavailable_reason() if k3s_items else None
     if reason is not None:
         for item in k3s_items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]) -> None:
+    """Refuse to run lanes that are not lanes: when xdist's loadgroup left a node id without its
+    group suffix (pytest 9.2 with xdist 3.8 does), every test would be scheduled on its own."""
+    ungrouped = [nodeid for nodeid in ids if "@" not in nodeid]
+    if node.config.getvalue("dist") == "loadgroup" and ungrouped:
+        pytest.exit(
+            f"pytest-xdist --dist loadgroup did not group {len(ungrouped)} tests (first: {ungrouped[0]}): "
+            f"pytest {pytest.__version__} is not a version it supports; install the versions pyproject.toml "
+            "pins (`make test` does)",
+            returncode=4,
+        )

@@ -52,6 +52,23 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
+def free_port_run(length: int) -> int:
+    """The first of `length` consecutive ports all free on 127.0.0.1 right now."""
+    for _ in range(200):
+        (first,) = free_ports(1)
+        probes = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(length - 1)]
+        try:
+            for offset, probe in enumerate(probes, start=1):
+                probe.bind(("127.0.0.1", first + offset))
+            return first
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise AssertionError(f"no {length} consecutive free ports on 127.0.0.1 after 200 tries")
+
+
 class RunningStack:
     """One `python -m workers.stack` process and helpers to talk to what it runs."""
 
@@ -69,9 +86,10 @@ class RunningStack:
             self.kubesim_port,
             self.prometheus_port,
             self.worker_metrics_port,
-            self.controller_metrics_port,
             self.webhook_port,
-        ) = free_ports(7)
+        ) = free_ports(6)
+        # The stack's second controller replica serves its metrics on the port after the first.
+        self.controller_metrics_port = free_port_run(2)
         self._process: subprocess.Popen[bytes] | None = None
 
     @property

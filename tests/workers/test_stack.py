@@ -13,7 +13,7 @@ import kubernetes
 import pytest
 import yaml
 
-from tests.e2e.running_stack import free_ports
+from tests.e2e.running_stack import free_port_run, free_ports
 from workers.config import KubeSettings, PrometheusSettings, Settings, StackSettings, kube_api_client
 from workers.prometheus import ALERT_RULES
 from workers.stack import EXAMPLE_RUNTIME, EXAMPLE_SPEC, Stack, _scrape_address, run_stack
@@ -101,7 +101,8 @@ async def test_the_stack_runs_prometheus_on_kubesim_the_worker_and_the_controlle
 ) -> None:
     binary = fake_prometheus(tmp_path)
     monkeypatch.setattr("workers.stack.prometheus_binary", lambda: binary)
-    prometheus_port, worker_port, controller_port = free_ports(3)
+    prometheus_port, worker_port = free_ports(2)
+    controller_port = free_port_run(2)  # the second controller replica takes the port after
     stack = Stack(
         Settings(
             stack=StackSettings(
