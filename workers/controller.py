@@ -2,9 +2,10 @@
 
 Makes `kubectl apply`, `kubectl annotate` and `kubectl delete` of InferenceServices (and the
 annotations of InferenceReplicas) drive the InferenceService workflows, exactly as the
-`temporal` CLI does (`workers.control.service_controller`), until SIGTERM or SIGINT. One
-replica: a second would relay the same objects (harmless, thanks to the workflow's dedup, but
-twice the work).
+`temporal` CLI does (`workers.control.service_controller`), until SIGTERM or SIGINT. Replicas
+campaign for the `ome-controller` Lease (`workers.leader`): the holder relays, the others keep
+warm views and take over when it is lost. A stop that hangs is reported and ended
+(`workers.stopping`).
 
 With `OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS` set it also serves `/metrics`: the product's
 state gauges rendered from the InferenceReplicas it watches (`workers.control.metrics_server`).
@@ -24,6 +25,7 @@ from workers.control.metrics_server import StateMetricsServer
 from workers.control.service_controller import InferenceServiceController
 from workers.control.temporal import TemporalSender
 from workers.leader import CONTROLLER_LEASE, LeaderElector
+from workers.stopping import stop_on_signal
 
 logger = logging.getLogger("workers.controller")
 
@@ -39,8 +41,9 @@ async def main() -> None:
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    on_signal = stop_on_signal(stop, "controller")  # a stop that hangs is reported and ended
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal)
     logger.info(
         "controller starting temporal=%s namespace=%s task_queue=%s",
         settings.temporal.address, settings.temporal.namespace, settings.temporal.task_queue,

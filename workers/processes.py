@@ -53,8 +53,14 @@ class Child:
         env: Mapping[str, str] | None = None,
         ready_pattern: str | None = None,
         stop_hint: str = "",
+        standby_of: str | None = None,
     ) -> None:
         self.name = name
+        self.standby_of = standby_of
+        """The Lease its replicas share (`ome-controller`, ...) when another replica can lead
+        while it is down: the stack restarts it after an unexpected exit, as a Deployment would."""
+        self.restarts: list[float] = []
+        """When (monotonic) it was restarted after an unexpected exit."""
         self.argv = list(argv)
         self.env = dict(env) if env is not None else None
         self.stop_hint = stop_hint
@@ -78,6 +84,8 @@ class Child:
         return "\n".join(f"    {line}" for line in self._tail) or "    (no output)"
 
     async def start(self) -> None:
+        self._ready.clear()
+        self.ready_match = None
         self._process = await asyncio.create_subprocess_exec(
             *self.argv,
             env=self.env,
@@ -159,6 +167,22 @@ class Child:
         code = await self.wait_exit()
         print(f"{self.name} stopped (exit code {code})", flush=True)
         return code
+
+
+RESTART_WINDOW_SECONDS = 600.0
+"""A replica restarted this often within this window is crash-looping: the stack stops."""
+RESTARTS_WITHIN_WINDOW = 5
+LONGEST_RESTART_DELAY_SECONDS = 30.0
+
+
+def restart_delay(restarts: Sequence[float], now: float) -> float | None:
+    """Seconds to wait before restarting a replica that just exited, given when (monotonic) it
+    was restarted before; None when it crash-loops (`RESTARTS_WITHIN_WINDOW` restarts in the
+    last `RESTART_WINDOW_SECONDS`). 1 s the first time, doubling with each recent restart."""
+    recent = sum(1 for at in restarts if now - at < RESTART_WINDOW_SECONDS)
+    if recent >= RESTARTS_WITHIN_WINDOW:
+        return None
+    return min(LONGEST_RESTART_DELAY_SECONDS, float(2**recent))
 
 
 async def first_exit(children: Sequence[Child]) -> Child:

@@ -43,6 +43,7 @@ import secrets
 import signal
 import socket
 import sys
+import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,15 @@ from workers.config import (
     kube_api_client,
 )
 from workers.devserver import dev_server_argv, ensure_search_attributes, temporal_binary, wait_until_serving
-from workers.processes import Child, ChildFailed, first_exit
+from workers.leader import CONTROLLER_LEASE, WATCHER_LEASE
+from workers.processes import (
+    RESTART_WINDOW_SECONDS,
+    RESTARTS_WITHIN_WINDOW,
+    Child,
+    ChildFailed,
+    first_exit,
+    restart_delay,
+)
 from workers.prometheus import (
     ALERT_RULES,
     INSTALL_HINT,
@@ -347,11 +356,12 @@ class Stack:
         # The watcher signals workflows, so it starts once a worker is there to run them. So does
         # the controller: `kubectl apply` / `annotate` / `delete` become Updates and signals. Two
         # of each (`OME_STACK__REPLICAS`): one leads, the other stands by on its Lease.
-        for kind in ("watcher", "controller"):
+        for kind, lease in (("watcher", WATCHER_LEASE), ("controller", CONTROLLER_LEASE)):
             for replica in range(self.stack.replicas):
                 name = kind if replica == 0 else f"{kind}-{replica + 1}"
                 argv = [sys.executable, "-m", f"workers.{kind}"]
-                await self._launch(Child(name, argv, env=self._child_env(replica)))
+                standby_of = lease if self.stack.replicas > 1 else None
+                await self._launch(Child(name, argv, env=self._child_env(replica), standby_of=standby_of))
 
     async def _start_webhook(self) -> None:
         """The validating admission webhook beside kubesim, with its certificate under the data dir."""
@@ -452,18 +462,36 @@ async def _serve(stack: Stack, stop: asyncio.Task[bool]) -> int:
         return 0
     startup.result()
     print(stack.banner(), flush=True)
-    exited = asyncio.create_task(first_exit(stack.children))
-    await asyncio.wait({exited, stop}, return_when=asyncio.FIRST_COMPLETED)
-    if not exited.done():
-        exited.cancel()
-        return 0
-    child = exited.result()
-    print(
-        f"{child.name} exited unexpectedly with code {child.returncode}; stopping the stack. "
-        f"Its last output:\n{child.tail()}",
-        flush=True,
-    )
-    return 1
+    while True:
+        exited = asyncio.create_task(first_exit(stack.children))
+        await asyncio.wait({exited, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not exited.done():
+            exited.cancel()
+            return 0
+        child = exited.result()
+        delay = restart_delay(child.restarts, time.monotonic()) if child.standby_of else None
+        if delay is None:
+            crash_loop = f" ({RESTARTS_WITHIN_WINDOW} restarts within {RESTART_WINDOW_SECONDS / 60:g} min: it crash-loops)"
+            print(
+                f"{child.name} exited unexpectedly with code {child.returncode}"
+                f"{crash_loop if child.restarts else ''}; stopping the stack. Its last output:\n{child.tail()}",
+                flush=True,
+            )
+            return 1
+        # Another replica takes the Lease over meanwhile, as in a cluster, where the Deployment
+        # would restart the pod too.
+        print(
+            f"{child.name} exited unexpectedly with code {child.returncode}; another replica takes over "
+            f"Lease {child.standby_of}; restarting {child.name} in {delay:g} s. Its last output:\n{child.tail()}",
+            flush=True,
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(stop), delay)
+        if stop.done():
+            return 0
+        child.restarts.append(time.monotonic())
+        await child.start()
+        print(f"{child.name} restarted (pid {child.pid})", flush=True)
 
 
 async def run_stack(settings: Settings) -> int:

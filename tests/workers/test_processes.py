@@ -3,16 +3,19 @@ end even when a child ignores SIGTERM."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from workers.processes import Child, ChildFailed, first_exit
+from workers.processes import Child, ChildFailed, first_exit, restart_delay
+from workers.stack import _serve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,3 +116,82 @@ def test_children_die_with_a_killed_runner() -> None:
     while _alive(child_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child_pid), "a child outlived the killed stack runner"
+
+
+RESTART_CASES = {
+    "first exit: 1 s": ([], 100.0, 1.0),
+    "one recent restart: 2 s": ([90.0], 100.0, 2.0),
+    "four recent restarts: 16 s": ([10.0, 20.0, 30.0, 40.0], 100.0, 16.0),
+    "fifth within ten minutes: crash-looping": ([10.0, 20.0, 30.0, 40.0, 50.0], 100.0, None),
+    "old restarts are forgiven": ([0.0, 1.0, 2.0, 3.0, 4.0], 1000.0, 1.0),
+}
+
+
+@pytest.mark.parametrize(("restarts", "now", "delay"), RESTART_CASES.values(), ids=RESTART_CASES.keys())
+def test_restart_delay_doubles_and_gives_up_on_a_crash_loop(
+    restarts: list[float], now: float, delay: float | None
+) -> None:
+    assert restart_delay(restarts, now) == delay
+
+
+class TwoChildren:
+    """What `_serve` needs of a Stack: a child with a standby (a controller replica) and one without."""
+
+    def __init__(self) -> None:
+        sleeper = python("import time; print('up', flush=True); time.sleep(120)")
+        self.replica = Child("controller-2", sleeper, standby_of="ome-controller")
+        self.single = Child("worker", sleeper)
+        self.children = [self.single, self.replica]
+
+    async def start_all(self) -> None:
+        for child in self.children:
+            await child.start()
+
+    def banner(self) -> str:
+        return "ready"
+
+
+async def test_a_killed_replica_is_restarted_and_a_killed_single_process_stops_the_stack(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("workers.stack.restart_delay", lambda restarts, now: 0.1 if len(restarts) < 2 else None)
+    stack = TwoChildren()
+    stop = asyncio.ensure_future(asyncio.Event().wait())
+    serving = asyncio.create_task(_serve(stack, stop))  # type: ignore[arg-type]
+    try:
+        for restart in (1, 2):
+            await wait_for(lambda: stack.replica.pid is not None and stack.replica.returncode is None)
+            pid = stack.replica.pid
+            os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+            await wait_for(lambda killed=pid: stack.replica.pid != killed and stack.replica.returncode is None)
+            assert len(stack.replica.restarts) == restart
+            assert not serving.done()
+        out = capsys.readouterr().out
+        assert out.count(
+            "controller-2 exited unexpectedly with code -9; another replica takes over Lease ome-controller; "
+            "restarting controller-2 in 0.1 s"
+        ) == 2, out
+        # The third exit is a crash loop (as the patched policy says): the stack stops.
+        os.kill(stack.replica.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        assert await asyncio.wait_for(serving, 10) == 1
+        assert "controller-2 exited unexpectedly with code -9 (5 restarts within 10 min: it crash-loops)" in (
+            capsys.readouterr().out
+        )
+        # A process nothing stands by for stops the stack at once.
+        serving = asyncio.create_task(_serve(stack, stop))  # type: ignore[arg-type]
+        await wait_for(lambda: stack.single.returncode is None and stack.replica.returncode is None)
+        os.kill(stack.single.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        assert await asyncio.wait_for(serving, 10) == 1
+        assert "worker exited unexpectedly with code -9; stopping the stack" in capsys.readouterr().out
+    finally:
+        serving.cancel()
+        stop.cancel()
+        for child in stack.children:
+            await child.stop(5)
+
+
+async def wait_for(condition: Callable[[], bool], within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "not within 10 s"
+        await asyncio.sleep(0.05)
