@@ -147,7 +147,7 @@ class WatchLoop(abc.ABC):
                 if self.sending and self._has_dirty() and self._ready():
                     # Failed signals are waiting: retry them after the back-off, or sooner.
                     try:
-                        self._take(await asyncio.wait_for(queue.get(), self._retry_delay))
+                        self._take(await _get_within(queue, self._retry_delay))
                     except TimeoutError:
                         await self._pass()
                         continue
@@ -157,7 +157,7 @@ class WatchLoop(abc.ABC):
                 deadline = loop.time() + self.coalesce_seconds
                 while (remaining := deadline - loop.time()) > 0:
                     try:
-                        self._take(await asyncio.wait_for(queue.get(), remaining))
+                        self._take(await _get_within(queue, remaining))
                     except TimeoutError:
                         break
                 while not queue.empty():
@@ -182,3 +182,11 @@ class WatchLoop(abc.ABC):
             self._passing = None
         if not passing.cancelled():
             passing.result()
+
+
+async def _get_within(queue: asyncio.Queue[WatchItem], seconds: float) -> WatchItem:
+    """`queue.get()` within `seconds`, else TimeoutError. Not `asyncio.wait_for`: on Python 3.11
+    it returns the item when a cancel lands just as one arrives and drops the cancel
+    (python/cpython#86296); `stop()` then waited forever for a loop back in `queue.get()`."""
+    async with asyncio.timeout(seconds):
+        return await queue.get()
