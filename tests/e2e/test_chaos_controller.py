@@ -74,7 +74,9 @@ class Controller:
     async def stop(self) -> None:
         if self.process is not None and self.process.returncode is None:
             self.process.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(self.process.wait(), 30)
+            code = await asyncio.wait_for(self.process.wait(), 30)
+            # 1: its stop hung and `workers.stopping` ended it, after logging what still ran.
+            assert code == 0, f"the controller's stop ended with code {code}:\n{self.log.read_text()[-6000:]}"
 
 
 async def kubectl_apply(sim: KubeSim, manifest: dict[str, Any]) -> None:
