@@ -12,9 +12,9 @@ import os
 import threading
 from functools import cache, wraps
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from xdist.workermanage import WorkerController
 
 pytest_plugins = [
     "tests.fixtures.temporal",
@@ -42,6 +42,9 @@ def _serialize_ast_parse() -> None:
 
 
 _serialize_ast_parse()
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
 
 _TESTS_DIR = Path(__file__).parent
 _DIRECTORY_MARKERS = {"unit", "kubesim", "workflows", "e2e", "k3s"}
@@ -93,6 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.hookimpl(optionalhook=True)  # only xdist defines it: `-p no:xdist` runs without
 def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]) -> None:
     """Refuse to run lanes that are not lanes: when xdist's loadgroup left a node id without its
     group suffix (pytest 9.2 with xdist 3.8 does), every test would be scheduled on its own."""

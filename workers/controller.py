@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Mapping
 
 from workers.client import connect, exit_process
@@ -25,7 +24,7 @@ from workers.control.metrics_server import StateMetricsServer
 from workers.control.service_controller import InferenceServiceController
 from workers.control.temporal import TemporalSender
 from workers.leader import CONTROLLER_LEASE, LeaderElector
-from workers.stopping import stop_on_signal
+from workers.stopping import handle_stop_signals
 
 logger = logging.getLogger("workers.controller")
 
@@ -41,9 +40,7 @@ async def main() -> None:
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    on_signal = stop_on_signal(stop, "controller")  # a stop that hangs is reported and ended
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal)
+    handle_stop_signals(loop, stop, "controller")  # a stop that hangs is reported and ended
     logger.info(
         "controller starting temporal=%s namespace=%s task_queue=%s",
         settings.temporal.address, settings.temporal.namespace, settings.temporal.task_queue,

@@ -84,6 +84,8 @@ class Child:
         return "\n".join(f"    {line}" for line in self._tail) or "    (no output)"
 
     async def start(self) -> None:
+        if self._process is not None:
+            self._tail.append(f"--- {self.name} restarted ---")
         self._ready.clear()
         self.ready_match = None
         self._process = await asyncio.create_subprocess_exec(
@@ -190,7 +192,8 @@ async def first_exit(children: Sequence[Child]) -> Child:
     waits = {asyncio.ensure_future(child.wait_exit()): child for child in children}
     try:
         done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        return waits[next(iter(done))]
+        # Of several gone at once, one nothing stands by for first: it stops the stack.
+        return min((waits[future] for future in done), key=lambda child: child.standby_of is not None)
     finally:
         for future in waits:
             future.cancel()

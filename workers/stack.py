@@ -480,15 +480,27 @@ async def _serve(stack: Stack, stop: asyncio.Task[bool]) -> int:
             return 1
         # Another replica takes the Lease over meanwhile, as in a cluster, where the Deployment
         # would restart the pod too.
+        others = [c for c in stack.children if c is not child and c.standby_of == child.standby_of]
+        meanwhile = (
+            "another replica takes over"
+            if any(other.returncode is None for other in others)
+            else "no other replica runs: it waits for this one to take"
+        )
         print(
-            f"{child.name} exited unexpectedly with code {child.returncode}; another replica takes over "
-            f"Lease {child.standby_of}; restarting {child.name} in {delay:g} s. Its last output:\n{child.tail()}",
+            f"{child.name} exited unexpectedly with code {child.returncode}; {meanwhile} Lease "
+            f"{child.standby_of}; restarting {child.name} in {delay:g} s. Its last output:\n{child.tail()}",
             flush=True,
         )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(stop), delay)
+        # The delay watches the other children too: one that dies meanwhile is handled first.
+        running = [c for c in stack.children if c is not child and c.returncode is None]
+        other_exit = asyncio.create_task(first_exit(running)) if running else None
+        await asyncio.wait({stop} | ({other_exit} if other_exit else set()), timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        if other_exit is not None and not other_exit.done():
+            other_exit.cancel()
         if stop.done():
             return 0
+        if other_exit is not None and other_exit.done() and not other_exit.cancelled():
+            continue  # the next pass takes the other exit first (and this replica after it)
         child.restarts.append(time.monotonic())
         await child.start()
         print(f"{child.name} restarted (pid {child.pid})", flush=True)

@@ -3,7 +3,7 @@
 On SIGTERM they follow, cancel what is in flight, release their Lease and stop their watches,
 each step bounded on its own. Should one hang all the same, the process must not sit there until
 the orchestrator's SIGKILL (15 s `terminationGracePeriodSeconds` in `deploy/`) with no word of
-why: `stop_on_signal` logs, `STOP_BUDGET_SECONDS` after the stop signal, the stack of every task still
+why: `handle_stop_signals` logs, `STOP_BUDGET_SECONDS` after the stop signal, the stack of every task still
 running and of every thread, and exits with code 1. Nothing is lost by that: everything durable
 lives in Temporal and the cluster, and the next process re-lists; a Lease not released is taken
 over once it runs out.
@@ -15,8 +15,9 @@ import asyncio
 import faulthandler
 import io
 import logging
+import signal
 import sys
-from collections.abc import Callable
+from types import FrameType
 
 from workers.client import exit_process
 
@@ -29,9 +30,16 @@ HARD_EXIT_AFTER_SECONDS = 2.0
 """Further seconds before the C-level watchdog exits even when the event loop itself is blocked."""
 
 
-def stop_on_signal(stop: asyncio.Event, process: str, budget: float = STOP_BUDGET_SECONDS) -> Callable[[], None]:
-    """The SIGTERM/SIGINT handler (`loop.add_signal_handler`): set `stop`, and give the process
-    `budget` seconds to exit before it reports what still runs and exits with code 1."""
+def handle_stop_signals(
+    loop: asyncio.AbstractEventLoop, stop: asyncio.Event, process: str, budget: float = STOP_BUDGET_SECONDS
+) -> None:
+    """On SIGTERM or SIGINT: set `stop`, and give the process `budget` seconds to exit before it
+    reports what still runs and exits with code 1.
+
+    Plain `signal.signal` handlers, not `loop.add_signal_handler`: those run on the event loop,
+    so a loop already held by a blocking call would never arm the watchdog. These run in the
+    main thread as soon as the interpreter gets control, arm the C-level timer at once, and hand
+    the rest to the loop."""
     watchdogs: list[asyncio.Task[None]] = []
 
     async def report_and_exit() -> None:
@@ -48,11 +56,19 @@ def stop_on_signal(stop: asyncio.Event, process: str, budget: float = STOP_BUDGE
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         exit_process(1)
 
-    def on_signal() -> None:
+    def on_loop() -> None:
         if not watchdogs:
-            # A thread of its own fires too, should a blocking call hold the event loop itself.
-            faulthandler.dump_traceback_later(budget + HARD_EXIT_AFTER_SECONDS, exit=True, file=sys.stderr)
-            watchdogs.append(asyncio.get_running_loop().create_task(report_and_exit(), name=f"{process} stop watchdog"))
+            watchdogs.append(loop.create_task(report_and_exit(), name=f"{process} stop watchdog"))
         stop.set()
 
-    return on_signal
+    armed: list[bool] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if not armed:
+            armed.append(True)
+            # A thread of its own: it fires even when a blocking call holds the event loop.
+            faulthandler.dump_traceback_later(budget + HARD_EXIT_AFTER_SECONDS, exit=True, file=sys.stderr)
+        loop.call_soon_threadsafe(on_loop)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)

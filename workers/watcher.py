@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import signal
 from collections.abc import Mapping
 
 from kubernetes.client import ApiClient
@@ -35,7 +34,7 @@ from workers.client import connect, exit_process
 from workers.clusters import ClusterDirectory, PerCluster
 from workers.config import Settings, kube_api_client
 from workers.leader import WATCHER_LEASE, LeaderElector
-from workers.stopping import stop_on_signal
+from workers.stopping import handle_stop_signals
 from workers.watch.deployments import DeploymentSink, DeploymentWatcher, TemporalDeploymentSink
 from workers.watch.loop import WatchLoop
 from workers.watch.pods import PodWatcher, SignalSink, TemporalSignalSink
@@ -110,9 +109,7 @@ async def main() -> None:
     watcher = PodWatcher(kube_api_client(settings), TemporalSignalSink(client))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    on_signal = stop_on_signal(stop, "watcher")  # a stop that hangs is reported and ended
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal)
+    handle_stop_signals(loop, stop, "watcher")  # a stop that hangs is reported and ended
     # Deployment-mode components' Deployments, for their `<Component>Ready` conditions.
     deployments = DeploymentWatcher(kube_api_client(settings), TemporalDeploymentSink(client))
     # Both follow until this process holds the Lease: warm views, nothing sent.

@@ -52,10 +52,12 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
-def free_port_run(length: int) -> int:
-    """The first of `length` consecutive ports all free on 127.0.0.1 right now."""
+def free_port_run(length: int, avoid: frozenset[int] = frozenset()) -> int:
+    """The first of `length` consecutive ports all free on 127.0.0.1 right now, none in `avoid`."""
     for _ in range(200):
         (first,) = free_ports(1)
+        if avoid & set(range(first, first + length)) or first + length > 65536:
+            continue
         probes = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(length - 1)]
         try:
             for offset, probe in enumerate(probes, start=1):
@@ -80,6 +82,7 @@ class RunningStack:
         """`OME_*` settings of this stack (`OME_STACK__WORKLOAD_CLUSTERS`, ...)."""
         self.log_file = log_file
         self.kubeconfig_override = kubeconfig
+        ports = free_ports(6)
         (
             self.frontend_port,
             self.ui_port,
@@ -87,9 +90,9 @@ class RunningStack:
             self.prometheus_port,
             self.worker_metrics_port,
             self.webhook_port,
-        ) = free_ports(6)
+        ) = ports
         # The stack's second controller replica serves its metrics on the port after the first.
-        self.controller_metrics_port = free_port_run(2)
+        self.controller_metrics_port = free_port_run(2, avoid=frozenset(ports))
         self._process: subprocess.Popen[bytes] | None = None
 
     @property

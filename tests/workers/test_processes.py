@@ -134,14 +134,16 @@ def test_restart_delay_doubles_and_gives_up_on_a_crash_loop(
     assert restart_delay(restarts, now) == delay
 
 
-class TwoChildren:
-    """What `_serve` needs of a Stack: a child with a standby (a controller replica) and one without."""
+class PairAndSingle:
+    """What `_serve` needs of a Stack: two controller replicas (each the other's standby) and a
+    process nothing stands by for."""
 
     def __init__(self) -> None:
         sleeper = python("import time; print('up', flush=True); time.sleep(120)")
+        self.partner = Child("controller", sleeper, standby_of="ome-controller")
         self.replica = Child("controller-2", sleeper, standby_of="ome-controller")
         self.single = Child("worker", sleeper)
-        self.children = [self.single, self.replica]
+        self.children = [self.single, self.partner, self.replica]
 
     async def start_all(self) -> None:
         for child in self.children:
@@ -155,7 +157,7 @@ async def test_a_killed_replica_is_restarted_and_a_killed_single_process_stops_t
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr("workers.stack.restart_delay", lambda restarts, now: 0.1 if len(restarts) < 2 else None)
-    stack = TwoChildren()
+    stack = PairAndSingle()
     stop = asyncio.ensure_future(asyncio.Event().wait())
     serving = asyncio.create_task(_serve(stack, stop))  # type: ignore[arg-type]
     try:
@@ -178,6 +180,8 @@ async def test_a_killed_replica_is_restarted_and_a_killed_single_process_stops_t
             capsys.readouterr().out
         )
         # A process nothing stands by for stops the stack at once.
+        for child in (stack.single, stack.partner):
+            await child.stop(5)
         serving = asyncio.create_task(_serve(stack, stop))  # type: ignore[arg-type]
         await wait_for(lambda: stack.single.returncode is None and stack.replica.returncode is None)
         os.kill(stack.single.pid, signal.SIGKILL)  # type: ignore[arg-type]
@@ -195,3 +199,14 @@ async def wait_for(condition: Callable[[], bool], within: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "not within 10 s"
         await asyncio.sleep(0.05)
+
+
+async def test_of_two_children_gone_at_once_the_one_without_a_standby_comes_first() -> None:
+    replica = Child("watcher-2", python("pass"), standby_of="ome-watcher")
+    single = Child("worker", python("pass"))
+    for child in (replica, single):
+        await child.start()
+    for child in (replica, single):
+        await child.wait_exit()
+    assert await first_exit([replica, single]) is single
+    assert await first_exit([single, replica]) is single

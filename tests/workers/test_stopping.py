@@ -13,8 +13,8 @@ from tests.e2e.running_stack import REPO_ROOT
 
 PROGRAM = textwrap.dedent(
     """
-    import asyncio, logging, signal, time
-    from workers.stopping import stop_on_signal
+    import asyncio, logging, time
+    from workers.stopping import handle_stop_signals
 
     async def release_the_lease_forever():
         await asyncio.Event().wait()
@@ -22,10 +22,12 @@ PROGRAM = textwrap.dedent(
     async def main():
         logging.basicConfig(level=logging.INFO)
         stop = asyncio.Event()
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop_on_signal(stop, "controller", 0.5))
+        handle_stop_signals(asyncio.get_running_loop(), stop, "controller", 0.5)
         print("ready", flush=True)
+        if "{blocked}" == "before":
+            time.sleep(60)  # a blocking call holds the event loop when the signal comes
         await stop.wait()
-        if {blocked}:
+        if "{blocked}" == "after":
             time.sleep(60)  # a blocking call on the event loop itself
         await asyncio.create_task(release_the_lease_forever(), name="release the lease")
 
@@ -34,8 +36,8 @@ PROGRAM = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("blocked", [False, True], ids=["task-waits-forever", "loop-blocked"])
-def test_a_hanging_stop_reports_what_still_runs_and_exits(blocked: bool) -> None:
+@pytest.mark.parametrize("blocked", ["no", "after", "before"], ids=["task-waits-forever", "loop-blocked", "blocked-at-signal"])
+def test_a_hanging_stop_reports_what_still_runs_and_exits(blocked: str) -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", PROGRAM.format(blocked=blocked)],
         cwd=REPO_ROOT,
@@ -51,7 +53,7 @@ def test_a_hanging_stop_reports_what_still_runs_and_exits(blocked: bool) -> None
     finally:
         process.kill()
     assert process.returncode == 1, stderr
-    if blocked:
+    if blocked != "no":
         # The event loop never ran the report: the C-level watchdog dumped the threads' stacks.
         assert "Timeout (0:00:02.500000)!" in stderr, stderr
         assert "time.sleep" in stderr or "in main" in stderr, stderr
