@@ -3,8 +3,8 @@
 On SIGTERM they follow, cancel what is in flight, release their Lease and stop their watches,
 each step bounded on its own. Should one hang all the same, the process must not sit there until
 the orchestrator's SIGKILL (15 s `terminationGracePeriodSeconds` in `deploy/`) with no word of
-why: `handle_stop_signals` logs, `STOP_BUDGET_SECONDS` after the stop signal, the stack of every task still
-running and of every thread, and exits with code 1. Nothing is lost by that: everything durable
+why: `handle_stop_signals` logs, `STOP_BUDGET_SECONDS` after the stop signal, the stack of every
+task still running and of every thread, and exits with code 1. Nothing is lost by that: everything durable
 lives in Temporal and the cluster, and the next process re-lists; a Lease not released is taken
 over once it runs out.
 """
@@ -16,6 +16,7 @@ import faulthandler
 import io
 import logging
 import signal
+import socket
 import sys
 from types import FrameType
 
@@ -70,5 +71,25 @@ def handle_stop_signals(
             faulthandler.dump_traceback_later(budget + HARD_EXIT_AFTER_SECONDS, exit=True, file=sys.stderr)
         loop.call_soon_threadsafe(on_loop)
 
+    # Python runs a handler in the main thread, which may sit in the selector while the kernel
+    # hands the signal to another thread (the SDK's and the pools'); a wakeup fd the loop reads
+    # makes the selector return at once, as `loop.add_signal_handler` would.
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    loop.add_reader(reader.fileno(), _drain, reader)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    _kept.append((reader, writer))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
+
+
+_kept: list[tuple[socket.socket, socket.socket]] = []
+"""The wakeup sockets, alive as long as the process."""
+
+
+def _drain(reader: socket.socket) -> None:
+    try:
+        reader.recv(4096)
+    except BlockingIOError:
+        pass

@@ -60,3 +60,37 @@ def test_a_hanging_stop_reports_what_still_runs_and_exits(blocked: str) -> None:
     else:
         assert "controller did not stop within 0.5s of the stop signal: exiting with code 1" in stderr, stderr
         assert "release the lease" in stderr and "release_the_lease_forever" in stderr, stderr
+
+
+CLEAN = textwrap.dedent(
+    """
+    import asyncio, threading, time
+    from workers.stopping import handle_stop_signals
+
+    async def main():
+        stop = asyncio.Event()
+        handle_stop_signals(asyncio.get_running_loop(), stop, "watcher", 30.0)
+        for _ in range(8):  # threads the kernel may hand the signal to (the SDK's, the pools')
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        print("ready", flush=True)
+        await stop.wait()  # an idle loop: no timer would wake it
+        print("stopped", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_an_idle_process_stops_at_once_whichever_thread_the_signal_reaches() -> None:
+    for _ in range(5):
+        process = subprocess.Popen(
+            [sys.executable, "-c", CLEAN], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "ready"
+            process.send_signal(subprocess.signal.SIGTERM)  # type: ignore[attr-defined]
+            stdout, stderr = process.communicate(timeout=5)
+        finally:
+            process.kill()
+        assert process.returncode == 0 and "stopped" in stdout, stderr
