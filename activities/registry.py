@@ -9,6 +9,7 @@ from activities.kube_nodes import NodeActivities
 from activities.migration import MigrationActivities
 from activities.prometheus import PrometheusActivities
 from activities.settings import SettingsActivities
+from activities.workflow_signals import SignalActivities
 from models.canary_analysis import CanarySettingsResult
 from models.migration import MigrationAudit
 from models.routing_ops import RoutingSettingsResult
@@ -33,6 +34,7 @@ def build_activities(
     activities += MigrationActivities(kube_api_client, migration_audit).activities()
     activities += NodeActivities(kube_api_client).activities()
     activities += GatewayActivities(gateway_transport).activities()
+    activities += SignalActivities().activities()
     # Canary analysis reads bearer-token Secrets through the same Kubernetes client;
     # `maxConcurrency` and `cacheTTL` apply at start (spec reference §2.2).
     limits = analysis_limits(settings.canary.analysis)

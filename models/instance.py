@@ -46,6 +46,9 @@ SIGNAL_SET_PAUSE = "set_pause"
 SIGNAL_HOLD_DRAIN = "hold_drain"
 QUERY_STATUS = "status"
 PARENT_SIGNAL_INSTANCE_CHANGED = "instance_changed"
+INSTANCE_WORKFLOW_VERSION = 1
+"""The Instance workflow version the InferenceReplica starts Instances with (their input's
+`workflow_version`); the changes each version takes are listed in `workflows.instance.versions`."""
 
 # Pod label keys live with the pod summaries in models/pods.py (ARCHITECTURE.md "Kubernetes
 # objects"); the readiness gate is the serving condition the workflow sets.

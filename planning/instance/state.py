@@ -63,6 +63,11 @@ class InstanceState(BaseModel):
     refused_revision: str | None = None
     """An InPlaceOnly update this Instance refused; not retried until another revision comes."""
 
+    workflow_version: int = 0
+    """The Instance workflow version this run started under (`workflows.instance.versions`): 0 for
+    runs started with an `InstanceSpec` input, before versions travelled in the input. Read from
+    the run's input only; a continue-as-new carries `INSTANCE_WORKFLOW_VERSION`."""
+
     pause_mode: InstancePauseMode | None = None
     """The component's pause as last told (`set_pause`, or the spec at start); None: not paused."""
     paused_update: InstanceSpec | None = None

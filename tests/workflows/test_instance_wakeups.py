@@ -40,7 +40,7 @@ from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.workflows.instance_kube_harness import Handle, pod_spec
 from tests.workflows.service_harness import PodRelay
 from workers.worker import build_worker
-from workflows.instance.operations import LOCAL_KUBE_CALLS
+from workflows.instance.versions import LOCAL_KUBE_CALLS
 from workflows.names import instance_workflow_id
 
 pytestmark = [pytest.mark.workflows, pytest.mark.kubesim]

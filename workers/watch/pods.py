@@ -22,7 +22,9 @@ after its last renewal: at most one retry period's worth, sent again with the sa
 
 Threads run the blocking `kubernetes` client (one per watched kind); one asyncio task
 applies their events, coalesces bursts for `coalesce_seconds` and sends signals with bounded
-concurrency. Signals to Instances that do not exist (yet, or any more) are dropped: a new
+concurrency. A change that is only progress (`planning.pod_news`: a pod appearing, scheduled,
+starting) is held back up to `settle_seconds` and goes with whatever follows it: a pod's way
+up costs its Instance two or three signals, not five. A change a decision reads goes at once. Signals to Instances that do not exist (yet, or any more) are dropped: a new
 Instance workflow lists its pods itself at start.
 """
 
@@ -41,6 +43,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
 from planning.leadership import already_delivered
+from planning.pod_news import must_hear_now
 from planning.pod_summary import InstanceKey, contribution, instance_key, instance_pods, listed_pods
 from workers.watch.loop import STANDBY_GONE_KEPT, WatchLoop
 from workers.watch.stream import KindWatch, WatchItem
@@ -52,6 +55,9 @@ SignalSink = Callable[[str, InstancePods], Awaitable[bool]]
 """Delivers one summary to one workflow id; False when the workflow does not exist."""
 
 PODS, NODES, SLICES = "pods", "nodes", "endpointslices"
+SETTLE_SECONDS = 1.0
+"""How long a summary that is only progress may wait for the next change (`planning.pod_news`);
+it goes out within this plus one retry interval of the loop."""
 
 
 class TemporalSignalSink:
@@ -139,8 +145,10 @@ class PodWatcher(WatchLoop):
         max_concurrent_signals: int = 16,
         read_timeout_seconds: float = 90.0,
         watch_endpoints: bool = True,
+        settle_seconds: float = SETTLE_SECONDS,
     ) -> None:
         self.sink = sink
+        self.settle_seconds = settle_seconds
         self.cluster = cluster
         self.stats = WatcherStats()
         self._semaphore = asyncio.Semaphore(max_concurrent_signals)
@@ -174,6 +182,8 @@ class PodWatcher(WatchLoop):
         self._resource_version = ""
         self._dirty: set[InstanceKey] = set()
         self._last_sent: dict[InstanceKey, InstancePods] = {}
+        self._held: dict[InstanceKey, float] = {}
+        """Instances whose progress is held back, with the loop time it was first held."""
         self._versions: dict[str, str] = {}
         """Per kind: the resourceVersion the view has reached."""
         self._delivered: dict[str, str] = {}
@@ -383,12 +393,15 @@ class PodWatcher(WatchLoop):
     async def _flush(self) -> None:
         versions = dict(self._versions)
         dirty, self._dirty = self._dirty, set()
-        pending = []
+        now = asyncio.get_running_loop().time()
+        pending, held = [], []
         for key, summary in self.summaries(dirty).items():
             previous = self._last_sent.get(key)
-            if not summary.pods and previous is None:
-                continue  # never reported, nothing to report
-            if summary.same_state(previous):
+            if (not summary.pods and previous is None) or summary.same_state(previous):
+                self._held.pop(key, None)  # never reported and gone, or nothing new
+                continue
+            if not must_hear_now(previous, summary) and now - self._held.setdefault(key, now) < self.settle_seconds:
+                held.append(key)
                 continue
             pending.append((key, summary))
         try:
@@ -398,7 +411,8 @@ class PodWatcher(WatchLoop):
             raise
         failed = [key for (key, _), ok in zip(pending, results, strict=True) if not ok]
         self._dirty.update(failed)
-        if not failed and self.sending:
+        self._dirty.update(held)  # looked at again by the loop's next pass, within its retry interval
+        if not failed and not held and self.sending:
             self._delivered = versions
         if not self._synced_event.is_set():
             logger.info("initial pass done cluster=%s instances=%d", self.cluster, len(self._last_sent))
@@ -415,6 +429,7 @@ class PodWatcher(WatchLoop):
                 self.stats.signal_failures += 1
                 logger.warning("signal failed workflow_id=%s error=%s", workflow_id, str(error)[:300])
                 return False
+        self._held.pop(key, None)
         if delivered:
             self.stats.signals_sent += 1
             logger.debug(

@@ -19,13 +19,10 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance import rules as policy
     from planning.instance.steps import Do, Step, Why, confirmed_failure_step
     from workflows import kube_calls
+    from workflows.instance import versions
     from workflows.instance.updates import InstanceUpdates
 
 P = InstancePhase
-
-RELEASE_EVENT_BY_PARENT = "release-event-by-parent"
-"""`workflow.patched` id: under an InferenceReplica, the parent records a release's one event."""
-
 
 class InstanceLifecycle(InstanceUpdates):
     # --- the chosen step ------------------------------------------------------------
@@ -89,7 +86,7 @@ class InstanceLifecycle(InstanceUpdates):
             ir = f"{state.spec.namespace}/{state.spec.isvc}-{state.spec.component}"
             # A parent InferenceReplica records the one event per release (spec §11); histories
             # from before the patch recorded the Instance's own as well.
-            announce = state.spec.parent_workflow_id is None or not workflow.patched(RELEASE_EVENT_BY_PARENT)
+            announce = state.spec.parent_workflow_id is None or not self.takes(versions.RELEASE_EVENT_BY_PARENT)
             if policy.release_matches(state.retry_block, requested):
                 revision = state.retry_block.target_revision if state.retry_block else requested
                 state.retry_block = None

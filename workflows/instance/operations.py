@@ -36,16 +36,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows import kube_calls, search_attributes, tracing, waiting
     from workflows.events import EventType, isvc_ref, record_event
     from workflows.instance import gang as instance_gang
-    from workflows.parent import deliver
+    from workflows.instance import versions
+    from workflows.parent import deliver, deliver_local
 
 P = InstancePhase
-
-LOCAL_KUBE_CALLS = "instance-local-kube-calls"
-"""`workflow.patched` id, decided once at the start of each run (`InstanceWorkflow.run`): the
-Instance's short Kubernetes calls (its Service, pods, serving gate, lists, Events) run as local
-activities, and a SurgeThenDrain counts its new pod as the Instance's while the old one drains.
-Histories from before ran them as activities and reported only the old pod during the drain."""
-
 
 class InstanceOperations:
     state: InstanceState
@@ -58,6 +52,8 @@ class InstanceOperations:
     the operation (while the old pod of a surge drains, say) must still count as a restart."""
     local_kube: bool = False
     """Whether this run makes its Kubernetes calls as local activities (`LOCAL_KUBE_CALLS`)."""
+    local_report: bool = False
+    """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
     listed_at: tuple[int, int] | None = None
     """`mark()` right after a pod list taken ahead of need (the run's first task lists a
     creating Instance's pods beside its Service); `live_pods` uses that list while nothing
@@ -157,6 +153,11 @@ class InstanceOperations:
         """Where the observations and requests stand; take it *before* looking at them."""
         return (self.pods_seq, self.inbox_seq)
 
+    def takes(self, change: str) -> bool:
+        """Whether this run takes `change` (`workflows.instance.versions`): by the version it
+        started under, or by `workflow.patched`. From the workflow's own code, never a query."""
+        return versions.takes(self.state.workflow_version, change)
+
     async def wait_for_news(
         self, until: datetime | None, since: tuple[int, int], report: bool = True
     ) -> None:
@@ -220,7 +221,12 @@ class InstanceOperations:
         if parent is None:
             self.last_report = fingerprint
             return
-        if await deliver(parent, PARENT_SIGNAL_INSTANCE_CHANGED, status):
+        if self.local_report:
+            summary = f"report {status.phase.value} to {parent}"
+            delivered = await deliver_local(parent, PARENT_SIGNAL_INSTANCE_CHANGED, status, summary)
+        else:
+            delivered = await deliver(parent, PARENT_SIGNAL_INSTANCE_CHANGED, status)
+        if delivered:
             self.last_report = fingerprint
 
     # --- setup ----------------------------------------------------------------------

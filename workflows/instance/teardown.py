@@ -17,18 +17,10 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance import rules as policy
     from planning.instance.pods import still_present
     from workflows import kube_calls
+    from workflows.instance import versions
     from workflows.instance.operations import InstanceOperations
 
-
-DRAIN_OVERDUE = "drain-overdue"
-"""`workflow.patched` id: an Instance's deletion waits past its drain deadline (`DrainOverdue`)
-instead of giving up at the teardown deadline; histories from before gave up."""
 OVERDUE_NOTICE = timedelta(seconds=1)
-FINALIZER_BLOCK = "finalizer-block-report"
-"""`workflow.patched` id: a pod pinned by finalizers on a dead node is reported
-(`PodDeleteBlockedByFinalizer`, and the timer that notices it); histories from before passed
-it by in silence, and set no timer for it. Asked only when such a pod is met, in the workflow
-(teardown and bring-up both meet them), never in a query."""
 
 
 class InstanceTeardown(InstanceOperations):
@@ -94,7 +86,7 @@ class InstanceTeardown(InstanceOperations):
         deadline: datetime | None = None
         overdue_at: datetime | None = None
         operation = self.state.operation
-        if deleting and operation is not None and workflow.patched(DRAIN_OVERDUE):
+        if deleting and operation is not None and self.takes(versions.DRAIN_OVERDUE):
             overdue_at = policy.drain_deadline(operation.started_at, spec.instance_ready_timeout_seconds)
         elif spec.teardown_deadline_seconds:
             deadline = workflow.now() + timedelta(seconds=spec.teardown_deadline_seconds)
@@ -156,7 +148,7 @@ class InstanceTeardown(InstanceOperations):
             if pod.name not in names:
                 continue
             if policy.finalizer_block_evidence(pod, spec.force_delete, now) is not None:
-                if pod.uid not in self.blocked_by_finalizer and workflow.patched(FINALIZER_BLOCK):
+                if pod.uid not in self.blocked_by_finalizer and self.takes(versions.FINALIZER_BLOCK):
                     self.blocked_by_finalizer.add(pod.uid)
                     self.state.blocked_by_finalizer.append(pod.uid)
                     await self.event(
@@ -184,7 +176,7 @@ class InstanceTeardown(InstanceOperations):
             if due is None and pod.uid not in self.blocked_by_finalizer:
                 # Pinned by finalizers: a timer to report it, unless the history is from before.
                 due = policy.force_delete_due_at(pod, self.spec.force_delete, with_finalizers=True)
-                if due is not None and not workflow.patched(FINALIZER_BLOCK):
+                if due is not None and not self.takes(versions.FINALIZER_BLOCK):
                     due = None
             if due is not None:
                 wakes.append(max(due, now + timedelta(seconds=1)))

@@ -23,6 +23,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.instance import (
+        INSTANCE_WORKFLOW_VERSION,
         QUERY_STATUS,
         SIGNAL_DELETE,
         SIGNAL_DRAIN,
@@ -49,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.steps import next_step, next_wake
     from workflows import search_attributes, tracing
     from workflows.instance.lifecycle import InstanceLifecycle
-    from workflows.instance.operations import LOCAL_KUBE_CALLS
+    from workflows.instance.versions import LOCAL_KUBE_CALLS, REPORT_BY_LOCAL_ACTIVITY
 
 P = InstancePhase
 
@@ -140,7 +141,8 @@ class InstanceWorkflow(InstanceLifecycle):
     async def run(self, arg: InstanceSpec | InstanceState) -> InstanceStatus:
         spec = self.state.spec
         # Decided once, before the run's first command: runs recorded before keep their activities.
-        self.local_kube = workflow.patched(LOCAL_KUBE_CALLS)
+        self.local_kube = self.takes(LOCAL_KUBE_CALLS)
+        self.local_report = self.takes(REPORT_BY_LOCAL_ACTIVITY)
         # Each operation (create, update, restart, delete) is its own trace; between them, the
         # run's. After a continue-as-new mid-operation the new run finds the same trace.
         tracing.follow_operations(lambda: self.state.operation.id if self.state.operation is not None else None)
@@ -164,6 +166,8 @@ class InstanceWorkflow(InstanceLifecycle):
                 return build_status(self.state, workflow.now())
             if self.resting() and workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                # The next run has no history to replay: it starts under the newest version.
+                self.state.workflow_version = INSTANCE_WORKFLOW_VERSION
                 workflow.continue_as_new(self.state)
 
     def resting(self) -> bool:

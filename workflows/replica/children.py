@@ -21,7 +21,8 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from models.inferenceservice import ComponentSpec
-from models.instance import InstanceSpec
+from models.instance import INSTANCE_WORKFLOW_VERSION, InstanceSpec
+from planning.instance.state import InstanceState
 from planning.replica.migration_views import placed_away
 from planning.replica.relocation import avoided
 from planning.replica.template import InstanceIdentity, instance_spec
@@ -107,6 +108,12 @@ def kept_off(spec: InstanceSpec, nodes: Sequence[str]) -> InstanceSpec:
     return spec.model_copy(update={"leader_pod_spec": leader, "worker_pod_spec": worker})
 
 
+def first_input(spec: InstanceSpec) -> InstanceState:
+    """A new Instance's input: its spec and the workflow version it starts under
+    (`workflows.instance.versions`: it takes that version's changes without history markers)."""
+    return InstanceState(spec=spec, pause_mode=spec.pause_mode, workflow_version=INSTANCE_WORKFLOW_VERSION)
+
+
 async def start_instance(
     state: ReplicaState,
     ended: EndedInstances,
@@ -124,7 +131,7 @@ async def start_instance(
     try:
         await workflow.start_child_workflow(
             INSTANCE,
-            spec if spec is not None else spec_for(state, index, revision_hash, gang_surge_of),
+            first_input(spec if spec is not None else spec_for(state, index, revision_hash, gang_surge_of)),
             id=workflow_id,
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,

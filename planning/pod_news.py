@@ -1,0 +1,87 @@
+"""Which pod changes an Instance must hear at once, and which are progress that can wait.
+
+The watcher signals an Instance whenever its pods' summary changes; every signal costs the
+Instance's history a signal event and a workflow task. Most of a pod's way up is progress no
+decision waits for: it appears Pending (the Instance created it, it knows), is scheduled, its
+containers start, its headless Service lists it before it serves. The watcher holds such a
+summary back for a moment (`workers.watch.pods.PodWatcher`, `settle_seconds`) and sends
+only the newest one, unless a change a decision reads comes first, which goes at once with
+everything else the summary says. Nothing is dropped: progress is only late by the hold.
+
+A decision reads (per pod, against the last summary sent): the pod going or a new uid,
+deletion, a terminal phase, readiness, the `ome.io/serving` gate, being listed while serving
+(Available), container restarts and failure reasons, a node turning bad or vanishing,
+scheduling trouble (Unschedulable, scheduling gates). A pod that appears without any of
+those is progress.
+"""
+
+from __future__ import annotations
+
+from models.pods import InstancePods, PodSummary
+
+PROGRESS_WAITING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
+"""Waiting reasons of a container on its normal way up; any other (ErrImagePull,
+CrashLoopBackOff, CreateContainerConfigError, ...) is news."""
+
+
+def must_hear_now(previous: InstancePods | None, current: InstancePods) -> bool:
+    """Whether `current` tells the Instance something its decisions read that `previous` (the
+    last summary it was sent; None: none yet) did not."""
+    before = {pod.name: pod for pod in previous.pods} if previous is not None else {}
+    after = {pod.name: pod for pod in current.pods}
+    if before.keys() - after.keys():
+        return True  # a pod went
+    for name, pod in after.items():
+        old = before.get(name)
+        if old is None:
+            if _decision_facts(pod, current) != _decision_facts(_arrived(pod), current):
+                return True
+        elif _decision_facts(old, previous) != _decision_facts(pod, current):
+            return True
+    return False
+
+
+def _arrived(pod: PodSummary) -> PodSummary:
+    """What a pod on its normal way up looks like to decisions: the baseline a new pod is
+    compared with."""
+    return pod.model_copy(
+        update={
+            "phase": "Pending",
+            "terminating": False,
+            "containers_ready": False,
+            "serving": None,
+            "node_ready": None,
+            "node_missing": False,
+            "node_unreachable_since": None,
+            "unschedulable_reason": None,
+            "scheduling_gated": False,
+            "restart_count": 0,
+            "containers": (),
+        }
+    )
+
+
+def _decision_facts(pod: PodSummary, pods: InstancePods | None) -> tuple[object, ...]:
+    listed = pods is not None and pods.endpoints_listed is not None and pod.name in pods.endpoints_listed
+    troubles = tuple(
+        (container.name, container.waiting_reason, container.terminated_reason, container.last_terminated_reason)
+        for container in pod.containers
+        if (container.waiting_reason and container.waiting_reason not in PROGRESS_WAITING_REASONS)
+        or container.terminated_reason
+        or container.last_terminated_reason
+    )
+    return (
+        pod.uid,
+        pod.terminating,
+        pod.is_terminal,
+        pod.is_ready,
+        pod.serving,
+        pod.is_serving and listed,
+        pod.node_ready if pod.node_ready not in (None, "True") else None,
+        pod.node_missing,
+        pod.node_unreachable_since,
+        pod.unschedulable_reason,
+        pod.scheduling_gated,
+        pod.restart_count,
+        troubles,
+    )

@@ -1,0 +1,61 @@
+"""The Instance workflow's changes and which of them a run takes (replay safety).
+
+Every change to what the Instance workflow does is named by an id below. How a run decides:
+
+- A run started before versions travelled in its input (`InstanceState.workflow_version` 0: its
+  input was an `InstanceSpec`) asks `workflow.patched(id)` where the change applies, as Temporal's
+  patching does: a recorded history replays on the path it took, and a run that meets the change
+  live takes it, writing a marker and a `TemporalChangeVersion` search attribute into its history.
+- A run started with a version (the InferenceReplica starts every Instance with
+  `models.instance.INSTANCE_WORKFLOW_VERSION`; a continue-as-new carries the newest) takes every
+  change that version lists without asking: its input, the first event of its history, already
+  says which code it started under, so it replays the same way with two events fewer per change.
+  A change made after that version is asked with `workflow.patched` again, as for old runs.
+
+A version's list is never changed once released: a new change goes into the next version.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+LOCAL_KUBE_CALLS = "instance-local-kube-calls"
+"""Decided once at the start of each run (`InstanceWorkflow.run`): the Instance's short
+Kubernetes calls (its Service, pods, serving gate, lists, Events) run as local activities, and a
+SurgeThenDrain counts its new pod as the Instance's while the old one drains. Histories from
+before ran them as activities and reported only the old pod during the drain."""
+
+RELEASE_EVENT_BY_PARENT = "release-event-by-parent"
+"""Under an InferenceReplica, the parent records a release's one event."""
+
+DRAIN_OVERDUE = "drain-overdue"
+"""An Instance's deletion waits past its drain deadline (`DrainOverdue`) instead of giving up at
+the teardown deadline; histories from before gave up."""
+
+FINALIZER_BLOCK = "finalizer-block-report"
+"""A pod pinned by finalizers on a dead node is reported (`PodDeleteBlockedByFinalizer`, and the
+timer that notices it); histories from before passed it by in silence, and set no timer for it.
+Asked only when such a pod is met, in the workflow (teardown and bring-up both meet them), never
+in a query."""
+
+REPORT_BY_LOCAL_ACTIVITY = "instance-report-local"
+"""Decided once at the start of each run: reports go to the parent through a local activity
+(`workflows.parent.deliver_local`), one marker instead of two events and the workflow task the
+delivery wakes. Histories from before signalled from the workflow."""
+
+CHANGES: dict[int, frozenset[str]] = {
+    1: frozenset({LOCAL_KUBE_CALLS, RELEASE_EVENT_BY_PARENT, DRAIN_OVERDUE, FINALIZER_BLOCK, REPORT_BY_LOCAL_ACTIVITY}),
+}
+"""Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
+
+
+def included(version: int, change: str) -> bool:
+    """Whether a run started with `version` takes `change` without asking."""
+    return any(change in changes for number, changes in CHANGES.items() if number <= version)
+
+
+def takes(version: int, change: str) -> bool:
+    """Whether this run takes `change`: by its version, or else by `workflow.patched` (which
+    writes the change's marker when the run meets it live). Called where the change applies,
+    from the workflow's own code, never from a query."""
+    return included(version, change) or workflow.patched(change)
