@@ -146,13 +146,12 @@ class InstanceWorkflow(InstanceLifecycle):
         # Each operation (create, update, restart, delete) is its own trace; between them, the
         # run's. After a continue-as-new mid-operation the new run finds the same trace.
         tracing.follow_operations(lambda: self.state.operation.id if self.state.operation is not None else None)
-        workflow.upsert_search_attributes(
-            [
-                search_attributes.INFERENCE_SERVICE.value_set(spec.isvc),
-                search_attributes.COMPONENT.value_set(spec.component),
-                search_attributes.PHASE.value_set(self.state.phase.value),
-            ]
-        )
+        found_by = search_attributes.instance_attributes(spec.isvc, spec.component, self.state.phase.value)
+        if self.state.workflow_version >= 1:
+            # Versioned runs are started with them (`workflows.replica.children.start_instance`).
+            found_by = search_attributes.missing(found_by, workflow.info().typed_search_attributes)
+        if found_by:
+            workflow.upsert_search_attributes(found_by)
         # The Instance's Service, its first report to the parent, and (for a create) the pod
         # list the create starts from go out in one workflow task.
         first = [self.prepare(), self.report()]

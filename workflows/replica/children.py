@@ -26,6 +26,7 @@ from planning.instance.state import InstanceState
 from planning.replica.migration_views import placed_away
 from planning.replica.relocation import avoided
 from planning.replica.template import InstanceIdentity, instance_spec
+from workflows import search_attributes
 from workflows.names import INSTANCE, instance_workflow_id
 from workflows.replica import view
 from workflows.replica.messages import ReplicaConfig, ReplicaState
@@ -128,14 +129,18 @@ async def start_instance(
     workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index, config.home)
     # Recorded before the start, so a pass while it is in flight counts it already.
     state.launched[index] = revision_hash
+    first = first_input(spec if spec is not None else spec_for(state, index, revision_hash, gang_surge_of))
     try:
         await workflow.start_child_workflow(
             INSTANCE,
-            first_input(spec if spec is not None else spec_for(state, index, revision_hash, gang_surge_of)),
+            first,
             id=workflow_id,
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=f"Instance {index} of {config.ir_name} ({view.names(state).get(revision_hash)})",
+            search_attributes=search_attributes.at_start(
+                search_attributes.instance_attributes(config.isvc, config.component, first.phase.value)
+            ),
         )
     except WorkflowAlreadyStartedError:
         if index in ended.ended:
