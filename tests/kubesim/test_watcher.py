@@ -413,3 +413,50 @@ async def test_a_standby_keeps_a_bounded_number_of_deleted_instances(monkeypatch
         watcher._apply(WatchItem(PODS, "ADDED", [pod], str(2 * index + 2)))
         watcher._apply(WatchItem(PODS, "DELETED", [pod], str(2 * index + 3)))
     assert len(watcher._changed) <= 11 and ("ns", "chat", "engine", 99) in watcher._changed
+
+
+async def test_progress_on_the_way_up_is_held_back_and_what_decisions_read_goes_at_once() -> None:
+    """Issue 17: a pod appearing, being scheduled and starting is progress: it waits up to
+    `settle_seconds` and goes as one summary with the newest state; readiness goes at once;
+    nothing held is counted as delivered for a hand-over."""
+    sink = RecordingSink()
+    watcher = PodWatcher(kubernetes.client.ApiClient(), sink, watch_endpoints=False, settle_seconds=0.3)
+    key, workflow_id = ("ns", "chat", "engine", 0), "instance/ns/chat-engine-0"
+    node = {"metadata": {"name": "gpu-1", "resourceVersion": "2"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    watcher._apply(WatchItem(NODES, "RESYNC", [node], "2"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [], "2"))
+    pod = instance_pod("ns")
+    pod["metadata"]["resourceVersion"] = "3"
+    watcher._apply(WatchItem(PODS, "ADDED", [pod], "3"))
+    await watcher._flush()
+    assert sink.to(workflow_id) == [] and key in watcher._dirty, "a new Pending pod went out at once"
+    assert watcher.delivered() == {}, "a held summary counted as delivered"
+
+    scheduled = copy.deepcopy(pod)
+    scheduled["metadata"]["resourceVersion"] = "4"
+    scheduled["spec"]["nodeName"] = "gpu-1"
+    scheduled["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    watcher._apply(WatchItem(PODS, "MODIFIED", [scheduled], "4"))
+    await watcher._flush()
+    assert sink.to(workflow_id) == [], "being scheduled went out before the hold ended"
+
+    await asyncio.sleep(0.35)
+    await watcher._flush()
+    (first,) = sink.to(workflow_id)
+    assert first.pods[0].node_name == "gpu-1" and first.resource_version == "4", "not the newest progress"
+    assert key not in watcher._dirty and watcher.delivered() == {PODS: "4", NODES: "2"}
+
+    ready = copy.deepcopy(scheduled)
+    ready["metadata"]["resourceVersion"] = "5"
+    ready["status"] = {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "ContainersReady", "status": "True"},
+        ],
+        "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}],
+    }
+    watcher._apply(WatchItem(PODS, "MODIFIED", [ready], "5"))
+    await watcher._flush()
+    assert [summary.pods[0].is_ready for summary in sink.to(workflow_id)] == [False, True], "readiness was held back"
+    sink.assert_no_repeats()

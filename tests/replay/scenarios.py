@@ -240,6 +240,18 @@ async def service_apply_update_delete(env: WorkflowEnvironment, sim: KubeSim, ta
         await _delete_service(s)
 
 
+async def service_versioned_instances(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """Instances started under `INSTANCE_WORKFLOW_VERSION` 1: no patch markers, search attributes
+    set at start, reports to the InferenceReplica as local activities."""
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        manifest = isvc_manifest()
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        await _accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
+        await _delete_service(s)
+
+
 async def service_scale_pause_resume(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         manifest = isvc_manifest(minReplicas=1, maxReplicas=3)
@@ -840,6 +852,12 @@ SCENARIOS = [
         "service_apply_update_delete",
         service_apply_update_delete,
         "spec 003 example: apply (2 engine Instances), same apply again, image change, delete",
+    ),
+    Scenario(
+        "service_versioned_instances",
+        service_versioned_instances,
+        "Instances started under workflow version 1 (no patch markers, reports by local activity): apply, image "
+        "change, delete",
     ),
     Scenario(
         "service_scale_pause_resume",

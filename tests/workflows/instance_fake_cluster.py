@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities.workflow_signals import SignalActivities
 from models.instance import SIGNAL_PODS_CHANGED
 from models.kube_ops import (
     KUBE_APPLY_OBJECT,
@@ -314,6 +315,8 @@ class FakeCluster:
             patch_object,
             record_event,
             crd_exists,
+            # The real one: it signals the parent with the worker's client (reports to a parent).
+            *SignalActivities().activities(),
         ]
 
     def reasons(self) -> list[str]:

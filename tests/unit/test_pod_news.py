@@ -1,0 +1,73 @@
+"""Which pod changes the watcher sends at once (`planning.pod_news.must_hear_now`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from models.pods import ContainerSummary, InstancePods, PodSummary
+from planning.pod_news import must_hear_now
+
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def pod(name: str = "chat-engine-0-default-0", **changes: Any) -> PodSummary:
+    return PodSummary(name=name, uid=changes.pop("uid", f"uid-{name}"), created_at=T0, **changes)
+
+
+def pods(*members: PodSummary, listed: tuple[str, ...] | None = None) -> InstancePods:
+    return InstancePods(namespace="ns", isvc="chat", component="engine", index=0, pods=members, endpoints_listed=listed)
+
+
+RUNNING = ContainerSummary(name="main", state="running", ready=False)
+CREATING = ContainerSummary(name="main", state="waiting", waiting_reason="ContainerCreating")
+PULL_FAILED = ContainerSummary(name="main", state="waiting", waiting_reason="ErrImagePull", waiting_message="no such image")
+CRASHED = ContainerSummary(name="main", state="waiting", waiting_reason="CrashLoopBackOff", last_terminated_reason="Error", last_terminated_exit_code=1)
+SCHEDULED = {"node_name": "gpu-1", "node_ready": "True", "scheduled": True}
+READY = {**SCHEDULED, "phase": "Running", "containers_ready": True, "ready": True}
+SERVING = {**READY, "serving": "True", "has_serving_gate": True}
+NAME = "chat-engine-0-default-0"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "now"),
+    [
+        # Progress on the way up: held back.
+        pytest.param(None, pods(pod()), False, id="a new pod appears Pending (the Instance created it)"),
+        pytest.param(pods(), pods(pod()), False, id="a pod appears in a summary that had none"),
+        pytest.param(pods(pod()), pods(pod(**SCHEDULED)), False, id="scheduled onto a Ready node"),
+        pytest.param(pods(pod(**SCHEDULED)), pods(pod(**SCHEDULED, containers=(CREATING,))), False, id="ContainerCreating"),
+        pytest.param(
+            pods(pod(**SCHEDULED, containers=(CREATING,))),
+            pods(pod(**SCHEDULED, phase="Running", containers=(RUNNING,), pod_ip="10.0.0.7")),
+            False,
+            id="containers started, not ready yet",
+        ),
+        pytest.param(pods(pod(**READY)), pods(pod(**READY), listed=(NAME,)), False, id="listed while not serving"),
+        pytest.param(pods(pod(**SCHEDULED)), pods(pod(**SCHEDULED, pod_ip="10.0.0.7")), False, id="an IP"),
+        # What decisions read: at once.
+        pytest.param(None, pods(pod(**READY)), True, id="a pod first seen Ready (adopted, or after a restart)"),
+        pytest.param(pods(pod(**SCHEDULED, phase="Running")), pods(pod(**READY)), True, id="containers ready"),
+        pytest.param(pods(pod(**READY)), pods(pod(**SERVING)), True, id="serving gate True"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**SERVING), listed=(NAME,)), True, id="listed while serving (Available)"),
+        pytest.param(pods(pod(**SERVING), listed=(NAME,)), pods(pod(**SERVING), listed=()), True, id="unlisted while serving"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**{**SERVING, "containers_ready": False})), True, id="not ready any more"),
+        pytest.param(pods(pod(**SERVING)), pods(), True, id="a pod gone"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**SERVING, uid="other")), True, id="replaced on its name (new uid)"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**SERVING, terminating=True)), True, id="being deleted"),
+        pytest.param(pods(pod(**SCHEDULED)), pods(pod(**SCHEDULED, phase="Failed")), True, id="terminal phase"),
+        pytest.param(pods(pod(**SCHEDULED)), pods(pod(**SCHEDULED, containers=(PULL_FAILED,))), True, id="image pull failing"),
+        pytest.param(None, pods(pod(**SCHEDULED, containers=(PULL_FAILED,))), True, id="a new pod already failing to pull"),
+        pytest.param(pods(pod(**SCHEDULED, phase="Running")), pods(pod(**SCHEDULED, phase="Running", containers=(CRASHED,), restart_count=1)), True, id="a crash"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**{**SERVING, "node_ready": "Unknown"})), True, id="node not Ready"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**SERVING, node_missing=True)), True, id="node gone"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**SERVING, node_unreachable_since=T0)), True, id="node unreachable"),
+        pytest.param(pods(pod()), pods(pod(unschedulable_reason="Unschedulable")), True, id="unschedulable"),
+        pytest.param(None, pods(pod(scheduling_gated=True)), True, id="a new pod held by a scheduling gate"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**SERVING), pod("chat-engine-0-default-1", **SERVING)), True, id="another pod appears serving"),
+    ],
+)
+def test_must_hear_now(before: InstancePods | None, after: InstancePods, now: bool) -> None:
+    assert must_hear_now(before, after) is now
