@@ -177,13 +177,15 @@ async def measure_idle_actions(
     task_queue = f"idle-{uuid4().hex[:8]}"
     prepare_namespace(sim, namespace)
     manifest = isvc_manifest(namespace, NAME, instances, IMAGE_1)
-    async with build_worker(client, task_queue, sim.api_client()), in_process_watcher(client, sim):
+    async with build_worker(client, task_queue, sim.api_client()), in_process_watcher(client, sim) as watcher:
         await apply(client, task_queue, manifest)
         await poll_until(
             f"{instances} Instances Ready", lambda: service_ready(client, sim, instances, namespace), within, 0.5
         )
         ids = workflow_ids(instances, namespace)
-        # Whatever the bring-up left in flight (the last reports, status writes) settles first.
+        # Whatever the bring-up left in flight (the last reports, status writes, the progress the
+        # watcher still holds back for a moment of real time) settles first.
+        await poll_until("the watcher to send what it held back", lambda: watcher.holding() == 0, within, 0.2)
         await env.sleep(60)
         marks, _, _ = await count_actions(client, ids, None)
         # In steps: one skip of an hour must otherwise wait out, in one RPC, every real-time

@@ -908,6 +908,12 @@ SCENARIOS = [
         "delete",
     ),
     Scenario(
+        "service_relocation_update_first",
+        service_relocation,
+        "service_relocation on the `relocation-update-first` path (the restart sent once the update landed), "
+        "with versioned Instances",
+    ),
+    Scenario(
         "service_lifecycle_change",
         service_lifecycle_change,
         "restartPolicy changed alone (no new revision), a killed container recreates its Instance, delete",

@@ -366,6 +366,10 @@ class PodWatcher(WatchLoop):
             changes[NODES] = max(node_versions, key=lambda v: int(v) if v.isdigit() else -1)
         return changes
 
+    def holding(self) -> int:
+        """How many Instances' progress is held back now (sent within `settle_seconds`)."""
+        return len(self._held)
+
     # --- summarizing and signalling ------------------------------------------------------------
 
     def summaries(self, keys: set[InstanceKey]) -> dict[InstanceKey, InstancePods]:

@@ -28,6 +28,10 @@ from workflows.replica.object import record
 
 AUTO_RELOCATION_PATCH = "auto-relocation"
 """`workflow.patched` id: histories from before relocation existed never relocated."""
+RELOCATION_UPDATE_FIRST = "relocation-update-first"
+"""`workflow.patched` id: a relocation's restarts are sent once its updates (the spec kept off
+the node) have reached the Instances; histories from before sent both in one task, and the
+server may deliver the restart first (found by the relocation tests)."""
 
 
 def context(state: ReplicaState, now: datetime) -> RelocationContext:
@@ -57,13 +61,20 @@ async def relocate(state: ReplicaState, now: datetime) -> None:
         return
     state.relocations = plan.relocations
     state.migrations = [*state.migrations, *plan.tickets]
-    sends: list[Awaitable[None]] = []
+    updates: list[Awaitable[None]] = []
+    restarts: list[Awaitable[None]] = []
     for move in plan.moves:
         spec = spec_for(state, move.index, move.revision)
-        sends.append(signal_instance(state.config, move.index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
+        updates.append(signal_instance(state.config, move.index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
         if move.restart:
             request = RestartRequest(reason=RELOCATE_REASON)
-            sends.append(signal_instance(state.config, move.index, INSTANCE_RESTART, request))
-    await send_all(sends)
+            restarts.append(signal_instance(state.config, move.index, INSTANCE_RESTART, request))
+    if restarts and workflow.patched(RELOCATION_UPDATE_FIRST):
+        # Two signals sent in one task can reach the Instance in either order; a restart that
+        # overtakes its update rebuilds on the node the relocation leaves.
+        await send_all(updates)
+        await send_all(restarts)
+    else:
+        await send_all(updates + restarts)
     for event in plan.events:
         await record(state, event)
