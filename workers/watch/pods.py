@@ -416,11 +416,21 @@ class PodWatcher(WatchLoop):
         failed = [key for (key, _), ok in zip(pending, results, strict=True) if not ok]
         self._dirty.update(failed)
         self._dirty.update(held)  # looked at again by the loop's next pass, within its retry interval
-        if not failed and not held and self.sending:
-            self._delivered = versions
+        if not failed and self.sending:
+            self._delivered = self._below_held(versions, held)
         if not self._synced_event.is_set():
             logger.info("initial pass done cluster=%s instances=%d", self.cluster, len(self._last_sent))
         self._after_flush(bool(failed))
+
+    def _below_held(self, versions: dict[str, str], held: list[InstanceKey]) -> dict[str, str]:
+        """`versions` lowered below every change of a held Instance: a new leader then counts
+        each held Instance as not yet told (it sends it), and every other one as before."""
+        mark = dict(versions)
+        for key in held:
+            for kind, version in self._instance_changes(key).items():
+                if version.isdigit() and mark.get(kind, "").isdigit():
+                    mark[kind] = str(min(int(mark[kind]), int(version) - 1))
+        return mark
 
     async def _send(self, key: InstanceKey, summary: InstancePods) -> bool:
         """Signal one Instance; True when handled (delivered or no such workflow)."""
