@@ -10,6 +10,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.signal_ops import SIGNAL_WORKFLOW, SignalWorkflowInput, SignalWorkflowResult
 
+REFUSED = frozenset(
+    {RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.FAILED_PRECONDITION}
+)
+"""Answers a retry cannot change."""
+
 
 class SignalActivities:
     def activities(self) -> list[Callable[..., Any]]:
@@ -25,5 +30,8 @@ class SignalActivities:
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 return SignalWorkflowResult(delivered=False, reason=f"no running workflow {request.workflow_id}")
+            if error.status in REFUSED:
+                # The same signal would be refused again (too large, not allowed): no retries.
+                return SignalWorkflowResult(delivered=False, reason=f"refused ({error.status.name}): {error.message}")
             raise
         return SignalWorkflowResult(delivered=True)

@@ -185,7 +185,7 @@ async def measure_idle_actions(
         ids = workflow_ids(instances, namespace)
         # Whatever the bring-up left in flight (the last reports, status writes, the progress the
         # watcher still holds back for a moment of real time) settles first.
-        await poll_until("the watcher to send what it held back", lambda: watcher.holding() == 0, within, 0.2)
+        await poll_until("the watcher to send what it held back", watcher.quiet, within, 0.2)
         await env.sleep(60)
         marks, _, _ = await count_actions(client, ids, None)
         # In steps: one skip of an hour must otherwise wait out, in one RPC, every real-time

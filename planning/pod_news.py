@@ -9,7 +9,7 @@ only the newest one, unless a change a decision reads comes first, which goes at
 everything else the summary says. Nothing is dropped: progress is only late by the hold.
 
 A decision reads (per pod, against the last summary sent): the pod going or a new uid,
-deletion, a terminal phase, readiness, the `ome.io/serving` gate, being listed while serving
+deletion (its timestamp, grace and finalizers), a terminal phase, readiness, the `ome.io/serving` gate, being listed while serving
 (Available), container restarts and failure reasons, a node turning bad or vanishing,
 scheduling trouble (Unschedulable, scheduling gates). A pod that appears without any of
 those is progress.
@@ -48,6 +48,8 @@ def _arrived(pod: PodSummary) -> PodSummary:
         update={
             "phase": "Pending",
             "terminating": False,
+            "deletion_timestamp": None,
+            "deletion_grace_seconds": None,
             "containers_ready": False,
             "serving": None,
             "node_ready": None,
@@ -73,6 +75,9 @@ def _decision_facts(pod: PodSummary, pods: InstancePods | None) -> tuple[object,
     return (
         pod.uid,
         pod.terminating,
+        pod.deletion_timestamp,
+        pod.deletion_grace_seconds,
+        pod.finalizers,
         pod.is_terminal,
         pod.is_ready,
         pod.serving,

@@ -308,11 +308,21 @@ async def test_an_applied_inferenceservices_instance_create_is_its_own_linked_tr
         assert by_id[post.parent_id].name == "RunActivity:kube.create_pods", trees
         assert create in ancestors(post, by_id), trees
 
-    # Bounded: the Instance's two traces hold only the Instance's spans and its HTTP calls, and
-    # no other trace holds any of the Instance's spans.
+    # Bounded: the Instance's two traces hold only the Instance's spans and the calls its
+    # activities make (HTTP to Kubernetes, and the report signalled to its parent), and no
+    # other trace holds any of the Instance's spans.
     own_traces = {root.trace_id, create.trace_id}
     in_instance_traces = [s for s in spans if s.trace_id in own_traces]
-    assert all(http_method(s) or s.attributes.get("temporalWorkflowID") == instance_id for s in in_instance_traces), trees
+
+    def the_instances(span: ReceivedSpan) -> bool:
+        return span.attributes.get("temporalWorkflowID") == instance_id
+
+    def an_instance_call(span: ReceivedSpan) -> bool:
+        made_by = by_id.get(span.parent_id)
+        is_call = bool(http_method(span)) or span.name.startswith("SignalWorkflow:")
+        return is_call and made_by is not None and made_by.name.startswith("RunActivity:") and the_instances(made_by)
+
+    assert all(the_instances(s) or an_instance_call(s) for s in in_instance_traces), trees
     assert {s.trace_id for s in spans if s.attributes.get("temporalWorkflowID") == instance_id} <= own_traces, trees
     for other in (isvc_root, irep_root):
         other_trace = [s for s in spans if s.trace_id == other.trace_id]

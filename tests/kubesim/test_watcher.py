@@ -433,6 +433,9 @@ async def test_progress_on_the_way_up_is_held_back_and_what_decisions_read_goes_
     assert sink.to(workflow_id) == [] and key in watcher._dirty, "a new Pending pod went out at once"
     # A new leader taking over at this mark sends the held Instance.
     assert not already_delivered(watcher._instance_changes(key), watcher.delivered()), "a held summary counted as delivered"
+    # ... and only it: the nodes' mark is not lowered (every Instance on a node changed since
+    # would be resent).
+    assert watcher.delivered()[NODES] == "2"
     assert watcher.holding() == 1
 
     scheduled = copy.deepcopy(pod)
@@ -463,3 +466,31 @@ async def test_progress_on_the_way_up_is_held_back_and_what_decisions_read_goes_
     await watcher._flush()
     assert [summary.pods[0].is_ready for summary in sink.to(workflow_id)] == [False, True], "readiness was held back"
     sink.assert_no_repeats()
+
+
+async def test_a_pod_gone_while_its_first_summary_was_held_is_reported_gone() -> None:
+    """Review finding: the Instance must hear that the pod it created went, although the only
+    summary that showed the pod was held back and never sent; a new lead holds afresh."""
+    sink = RecordingSink()
+    watcher = PodWatcher(kubernetes.client.ApiClient(), sink, watch_endpoints=False, settle_seconds=30)
+    key, workflow_id = ("ns", "chat", "engine", 0), "instance/ns/chat-engine-0"
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "2"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [], "2"))
+    pod = instance_pod("ns")
+    pod["metadata"]["resourceVersion"] = "3"
+    watcher._apply(WatchItem(PODS, "ADDED", [pod], "3"))
+    await watcher._flush()
+    assert sink.to(workflow_id) == [] and watcher.holding() == 1
+    watcher._apply(WatchItem(PODS, "DELETED", [pod], "4"))
+    await watcher._flush()
+    (gone,) = sink.to(workflow_id)
+    assert gone.pods == () and watcher.holding() == 0 and key not in watcher._dirty
+
+    again = instance_pod("ns")
+    again["metadata"]["resourceVersion"] = "5"
+    watcher._apply(WatchItem(PODS, "ADDED", [again], "5"))
+    await watcher._flush()
+    assert watcher.holding() == 1
+    await watcher.follow()
+    watcher.lead()
+    assert watcher.holding() == 0 and key in watcher._dirty

@@ -339,6 +339,7 @@ class PodWatcher(WatchLoop):
         keys = set(self._pods.by_instance) | set(self._changed) | set(self._last_sent)
         # What this process sent while it led before says nothing of what the other sent since.
         self._last_sent.clear()
+        self._held.clear()  # held while we led before: the hold starts again from now
         known = 0
         for key, summary in self.summaries(keys).items():
             if already_delivered(self._instance_changes(key), mark):
@@ -365,6 +366,10 @@ class PodWatcher(WatchLoop):
         if node_versions:
             changes[NODES] = max(node_versions, key=lambda v: int(v) if v.isdigit() else -1)
         return changes
+
+    def quiet(self) -> bool:
+        """Nothing held back and nothing waiting to be sent."""
+        return not self._held and not self._has_dirty()
 
     def holding(self) -> int:
         """How many Instances' progress is held back now (sent within `settle_seconds`)."""
@@ -401,10 +406,12 @@ class PodWatcher(WatchLoop):
         pending, held = [], []
         for key, summary in self.summaries(dirty).items():
             previous = self._last_sent.get(key)
-            if (not summary.pods and previous is None) or summary.same_state(previous):
-                self._held.pop(key, None)  # never reported and gone, or nothing new
+            never_told = previous is None and key not in self._held
+            if (not summary.pods and never_told) or summary.same_state(previous):
+                self._held.pop(key, None)  # never reported nor held and gone, or nothing new
                 continue
-            if not must_hear_now(previous, summary) and now - self._held.setdefault(key, now) < self.settle_seconds:
+            news = must_hear_now(previous, summary) or not summary.pods  # all gone: at once
+            if not news and now - self._held.setdefault(key, now) < self.settle_seconds:
                 held.append(key)
                 continue
             pending.append((key, summary))
@@ -423,11 +430,14 @@ class PodWatcher(WatchLoop):
         self._after_flush(bool(failed))
 
     def _below_held(self, versions: dict[str, str], held: list[InstanceKey]) -> dict[str, str]:
-        """`versions` lowered below every change of a held Instance: a new leader then counts
-        each held Instance as not yet told (it sends it), and every other one as before."""
+        """`versions` lowered below every pod and slice change of a held Instance: a new leader
+        then counts each held Instance as not yet told (it sends it), and every other one as
+        before. The nodes' mark stays: lowering it below a node's change would have the new
+        leader resend every Instance on every node changed since (held news is a pod's or a
+        slice's progress; a node's news that decisions read is never held)."""
         mark = dict(versions)
         for key in held:
-            for kind, version in self._instance_changes(key).items():
+            for kind, version in self._changed.get(key, {}).items():
                 if version.isdigit() and mark.get(kind, "").isdigit():
                     mark[kind] = str(min(int(mark[kind]), int(version) - 1))
         return mark

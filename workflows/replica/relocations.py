@@ -61,20 +61,32 @@ async def relocate(state: ReplicaState, now: datetime) -> None:
         return
     state.relocations = plan.relocations
     state.migrations = [*state.migrations, *plan.tickets]
-    updates: list[Awaitable[None]] = []
-    restarts: list[Awaitable[None]] = []
+    updates: list[tuple[int, UpdateRequest]] = []
+    restarts: list[tuple[int, RestartRequest]] = []
     for move in plan.moves:
-        spec = spec_for(state, move.index, move.revision)
-        updates.append(signal_instance(state.config, move.index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
+        updates.append((move.index, UpdateRequest(spec=spec_for(state, move.index, move.revision))))
         if move.restart:
-            request = RestartRequest(reason=RELOCATE_REASON)
-            restarts.append(signal_instance(state.config, move.index, INSTANCE_RESTART, request))
+            restarts.append((move.index, RestartRequest(reason=RELOCATE_REASON)))
+
+    def update(index: int, request: UpdateRequest) -> Awaitable[None]:
+        return signal_instance(state.config, index, INSTANCE_UPDATE, request)
+
+    def restart(index: int, request: RestartRequest) -> Awaitable[None]:
+        return signal_instance(state.config, index, INSTANCE_RESTART, request)
+
     if restarts and workflow.patched(RELOCATION_UPDATE_FIRST):
         # Two signals sent in one task can reach the Instance in either order; a restart that
         # overtakes its update rebuilds on the node the relocation leaves.
-        await send_all(updates)
-        await send_all(restarts)
+        await send_all([update(*sent) for sent in updates])
+        await send_all([restart(*sent) for sent in restarts])
     else:
-        await send_all(updates + restarts)
+        # As histories from before the patch sent them: each update, then its restart.
+        restarting = dict(restarts)
+        sends: list[Awaitable[None]] = []
+        for index, request in updates:
+            sends.append(update(index, request))
+            if index in restarting:
+                sends.append(restart(index, restarting[index]))
+        await send_all(sends)
     for event in plan.events:
         await record(state, event)
