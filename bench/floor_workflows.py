@@ -90,10 +90,11 @@ async def serve(address: str, task_queue: str) -> None:
     """Run the floor worker until SIGTERM or SIGINT."""
     # Imported here so that the bench, which imports this module for the names and the
     # workflow input, does not need the product's worker wiring to be importable first.
+    from temporalio.worker import UnsandboxedWorkflowRunner
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
     from workers.client import connect
-    from workers.config import TemporalSettings
+    from workers.config import Settings, TemporalSettings
     from workers.worker import MAX_CONCURRENT_ACTIVITIES
 
     client = await connect(TemporalSettings(address=address, task_queue=task_queue))
@@ -111,7 +112,9 @@ async def serve(address: str, task_queue: str) -> None:
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
             workflow_runner=SandboxedWorkflowRunner(
                 restrictions=SandboxRestrictions.default.with_passthrough_modules("bench", "pydantic")
-            ),
+            )
+            if Settings().worker.sandbox
+            else UnsandboxedWorkflowRunner(),
             graceful_shutdown_timeout=timedelta(seconds=5),
         )
         async with worker:

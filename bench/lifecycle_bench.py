@@ -36,7 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +76,7 @@ from bench.lifecycle_stack import (
 )
 from kubesim.handle import KubeSim
 from workers.client import DATA_CONVERTER
+from workers.config import ENV_PREFIX
 from workers.devserver import database_flags, temporal_binary
 from workflows.names import instance_workflow_id, isvc_workflow_id
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -125,13 +126,15 @@ async def wait_for(what: str, probe: Callable[[], Any], within: float, every: fl
 
 
 async def measure_floor(
-    client: Client, address: str, instances: int, logs: Path, one_start_per_task: bool = False
-) -> tuple[float, float]:
-    """(seconds for the parent and its N children to finish, history events per child)."""
+    client: Client, address: str, instances: int, logs: Path, env: Mapping[str, str],
+    one_start_per_task: bool = False,
+) -> tuple[float, float]:  # fmt: skip
+    """(seconds for the parent and its N children to finish, history events per child). `env`:
+    the workers' settings; the floor runs its workflows the way they do (`--unsandboxed`)."""
     task_queue = f"floor-{uuid4().hex[:8]}"
     floor = ProductProcess(
         "bench.floor_workflows", address=address, task_queue=task_queue, kubeconfig="", log=logs / "floor.log",
-        ready_pattern=READY_LINE, args=["--address", address, "--task-queue", task_queue],
+        ready_pattern=READY_LINE, args=["--address", address, "--task-queue", task_queue], env_extra=env,
     )  # fmt: skip
     floor.start()
     prefix = f"floor-{uuid4().hex[:8]}"
@@ -388,7 +391,7 @@ async def other_workers(
     end state against the first run's (`reference`), then its deletion. The floor is measured
     again first: the machine drifts over a run, and each ratio is to the floor next to it."""
     n, label = args.instances, workers_label(count)
-    floor_seconds, _ = await measure_floor(client, address, n, root)
+    floor_seconds, _ = await measure_floor(client, address, n, root, worker_env(args))
     figures.add(
         f"floor, before the {label} run", f"{floor_seconds:.2f} s", "the ratios below are to this floor"
     )
@@ -396,7 +399,7 @@ async def other_workers(
     task_queue = f"bench-{uuid4().hex[:8]}"
     logs = root / f"w{count}"
     logs.mkdir()
-    processes = worker_processes(count, address, task_queue, sim.kubeconfig_path, logs)
+    processes = worker_processes(count, address, task_queue, sim.kubeconfig_path, logs, worker_env(args))
     processes.append(watcher_process(address, task_queue, sim.kubeconfig_path, logs / "watcher.log"))
     with stopped_after(processes):
         for process in processes:
@@ -429,6 +432,11 @@ async def other_workers(
         await delete(client, sim, args.timeout, namespace)
 
 
+def worker_env(args: argparse.Namespace) -> dict[str, str]:
+    """The settings the bench gives the worker processes (and the floor's)."""
+    return {f"{ENV_PREFIX}WORKER__SANDBOX": "false"} if args.unsandboxed else {}
+
+
 async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
     n, idle = args.instances, args.idle_instances
     first, *others = args.workers
@@ -442,15 +450,15 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
     try:
         with stopped_after(processes):
             log(f"floor: one parent starting {n} children, each one no-op activity")
-            floor_seconds, floor_events = await measure_floor(client, address, n, root)
+            floor_seconds, floor_events = await measure_floor(client, address, n, root, worker_env(args))
             figures.add(
                 "floor: parent + N children", f"{floor_seconds:.2f} s", f"N={n}, all started in one task"
             )
-            serial_seconds, _ = await measure_floor(client, address, n, root, one_start_per_task=True)
+            serial_seconds, _ = await measure_floor(client, address, n, root, worker_env(args), one_start_per_task=True)
             figures.add("floor, one child start per task", f"{serial_seconds:.2f} s", "for comparison only")
 
             task_queue = f"bench-{uuid4().hex[:8]}"
-            workers = worker_processes(first, address, task_queue, sim.kubeconfig_path, root)
+            workers = worker_processes(first, address, task_queue, sim.kubeconfig_path, root, worker_env(args))
             watcher = watcher_process(address, task_queue, sim.kubeconfig_path, root / "watcher.log")
             processes += [*workers, watcher]
             for process in processes:
@@ -525,7 +533,7 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
             log(f"delete: {n} Instances")
             delete_seconds = await delete(client, sim, args.timeout)
             figures.add("delete: all gone, workflow done", f"{delete_seconds:.2f} s")
-            again, _ = await measure_floor(client, address, n, root)
+            again, _ = await measure_floor(client, address, n, root, worker_env(args))
             figures.add("floor, repeated after the delete", f"{again:.2f} s", "how much the machine drifted")
             events = await history_events(client, killed)
             figures.add("history events / Instance lifecycle", f"{events['instance']:.0f}",
@@ -667,6 +675,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--idle-actions", type=service_sizes, default=[20, 200],
         help="service sizes whose idle Temporal actions are counted over a simulated hour, e.g. 20,200",
     )  # fmt: skip
+    parser.add_argument(
+        "--unsandboxed", action="store_true",
+        help="run the workers' (and the floor's) workflows without the SDK sandbox (OME_WORKER__SANDBOX=false)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="20 Instances, 100 idle, 5 failures")
     args = parser.parse_args(argv)
     if args.quick:
@@ -682,7 +694,7 @@ def main(argv: list[str] | None = None) -> None:
     workers = ", ".join(workers_label(count) for count in args.workers)
     print(
         f"\nlifecycle bench: {args.instances} Instances, {args.idle_instances} idle, {workers}, "
-        "kubesim instant readiness"
+        f"kubesim instant readiness, workflows {'unsandboxed' if args.unsandboxed else 'in the SDK sandbox'}"
     )
     print(figures.table())
     print("\nissue 17 goals:")

@@ -114,6 +114,13 @@ class WorkerSettings(_Group):
     the worker looks after (plus their InferenceReplicas and InferenceServices); about 0.1 MiB
     each. The SDK's own default, 1,000, would make a fleet of 2,000 Instances replay constantly."""
 
+    sandbox: bool = True
+    """Run workflow code in the SDK's sandbox, which re-imports the workflow modules for every
+    run it starts and enters the sandbox for every payload it converts, and in return refuses
+    non-deterministic calls (the clock, random, I/O) at run time. False runs workflows directly
+    (`UnsandboxedWorkflowRunner`): cheaper per Instance, and the workflow tests, which keep
+    the sandbox, are then what guards determinism."""
+
 
 class PrometheusSettings(_Group):
     """Where metric-driven decisions (canary analysis, autoscaling) read their figures."""

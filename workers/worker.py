@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.registry import build_activities
@@ -77,6 +77,7 @@ def build_worker(
     extra_workflows: Sequence[type[Any]] = (),
     activities: Sequence[Callable[..., Any]] | None = None,
     max_cached_workflows: int = WorkerSettings().max_cached_workflows,
+    sandbox: bool = WorkerSettings().sandbox,
     canary: CanarySettingsResult | None = None,
     migration_audit: MigrationAudit | None = MigrationAudit(),
     routing: RoutingSettingsResult | None = None,
@@ -107,7 +108,9 @@ def build_worker(
         max_cached_workflows=max_cached_workflows,
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*_SANDBOX_PASSTHROUGH)
-        ),
+        )
+        if sandbox
+        else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=graceful_shutdown_timeout,
     )
 
@@ -205,6 +208,7 @@ async def _poll_until_stopped(
             extra_workflows=extra_workflows,
             activities=activities,
             max_cached_workflows=settings.worker.max_cached_workflows,
+            sandbox=settings.worker.sandbox,
             canary=canary,
             migration_audit=migration_audit,
             routing=routing,

@@ -272,12 +272,13 @@ async def story(
     runtime: dict[str, Any] | None = None,
     canary: CanarySettingsResult | None = None,
     migration_audit: MigrationAudit | None = MigrationAudit(),
+    sandbox: bool = True,
 ) -> AsyncIterator[Story]:
     """A worker and a watcher around one kubesim, with a runtime in place (the spec 003
     example's unless `runtime` names another, applied in `namespace`); `canary`: the
     worker's canary settings (its Prometheus, bindings, default ready timeout);
     `migration_audit`: the worker's migration caps (None: unconfigured, as OME without
-    `lifecycle.audit`)."""
+    `lifecycle.audit`); `sandbox`: the worker's `OME_WORKER__SANDBOX`."""
     api = sim.api_client()
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
@@ -291,7 +292,7 @@ async def story(
         # Activities still running when the test ends are cancelled at once, not awaited.
         async with build_worker(
             client, task_queue, sim.api_client(), graceful_shutdown_timeout=timedelta(0), canary=canary,
-            migration_audit=migration_audit,
+            migration_audit=migration_audit, sandbox=sandbox,
         ):
             try:
                 yield Story(client, task_queue, sim, core, custom, relay, cluster, name, namespace)
