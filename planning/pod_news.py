@@ -9,9 +9,10 @@ only the newest one, unless a change a decision reads comes first, which goes at
 everything else the summary says. Nothing is dropped: progress is only late by the hold.
 
 A decision reads (per pod, against the last summary sent): the pod going or a new uid,
-deletion (its timestamp, grace and finalizers), a terminal phase, readiness, the `ome.io/serving` gate, being listed while serving
-(Available), container restarts and failure reasons, a node turning bad or vanishing,
-scheduling trouble (Unschedulable, scheduling gates). A pod that appears without any of
+deletion (its timestamp, grace and finalizers), a terminal phase, readiness, the
+`ome.io/serving` gate, being listed while serving (Available), container restarts and
+failure reasons, a node turning bad or vanishing, scheduling trouble (Unschedulable,
+scheduling gates). A pod that appears without any of
 those is progress.
 """
 
