@@ -12,8 +12,7 @@ A decision reads (per pod, against the last summary sent): the pod going or a ne
 deletion (its timestamp, grace and finalizers), a terminal phase, readiness, the
 `ome.io/serving` gate, being listed while serving (Available), container restarts and
 failure reasons, a node turning bad or vanishing, scheduling trouble (Unschedulable,
-scheduling gates). A pod that appears without any of
-those is progress.
+scheduling gates). A pod that appears without any of those is progress.
 """
 
 from __future__ import annotations
