@@ -80,6 +80,8 @@ async def test_one_leads_and_the_other_takes_over_after_the_lease_when_renewals_
     cut = time.monotonic()
     await wait_for(lambda: b.leading)
     took = time.monotonic() - cut
+    # b's `lead` runs as a task of its own: it records its start at its first step.
+    await wait_for(lambda: bool(lead_b.started))
     # a stopped acting at its renew deadline, before b could start: never two leaders.
     assert lead_a.stopped and lead_a.stopped[0] < lead_b.started[0]
     assert not a.leading
