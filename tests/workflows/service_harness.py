@@ -23,10 +23,11 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from activities.kube_rest import KubeRest
+from bench.idle_cost import workflow_ids
 from bench.lifecycle_stack import poll_until
 from kubesim.handle import KubeSim
 from models.canary_analysis import CanarySettingsResult
-from models.instance import SIGNAL_PODS_CHANGED
+from models.instance import SIGNAL_PODS_CHANGED, InstanceStatus
 from models.migration import MigrationAudit
 from models.pods import InstancePods
 from planning.pod_summary import InstanceKey, group_by_instance, instance_pods
@@ -139,6 +140,19 @@ class Story:
     def pods(self) -> list[Any]:
         listed = self.core.list_namespaced_pod(self.namespace, label_selector=f"ome.io/inferenceservice={self.name}")
         return list(listed.items)
+
+    def live_uid(self, name: str) -> str | None:
+        """The uid of the pod `name` while it lives (not being deleted); None otherwise."""
+        for pod in self.pods():
+            if pod.metadata.name == name and pod.metadata.deletion_timestamp is None:
+                return str(pod.metadata.uid)
+        return None
+
+    async def instance(self, index: int = 0, component: str = "engine") -> InstanceStatus:
+        """The `status` query of the component's Instance `index`."""
+        handle = self.client.get_workflow_handle(instance_workflow_id(self.namespace, self.name, component, index))
+        status: InstanceStatus = await handle.query("status", result_type=InstanceStatus)
+        return status
 
     def zone_of(self, node: str) -> str:
         return str(self.core.read_node(node).metadata.labels.get(ZONE))
@@ -300,6 +314,14 @@ async def story(
                 await terminate_leftovers(client, task_queue)
     finally:
         await relay.stop()
+
+
+async def end_the_service(client: Client, task_queue: str, instances: int = 2) -> None:
+    """`story`'s clean-up on the time-skipping server, which cannot list workflows: end the
+    example service's workflows by id (each such test has a server of its own)."""
+    for workflow_id in workflow_ids(instances, NAMESPACE, NAME):
+        with contextlib.suppress(Exception):  # ended already
+            await client.get_workflow_handle(workflow_id).terminate("test finished")
 
 
 async def terminate_leftovers(client: Client, task_queue: str) -> None:

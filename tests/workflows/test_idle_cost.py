@@ -17,7 +17,7 @@ from datetime import timedelta
 
 import pytest
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
@@ -25,7 +25,7 @@ from activities.kube import KubeActivities
 from bench.idle_cost import measure_idle_actions, workflow_ids
 from bench.lifecycle_stack import instant_kubesim, topology_for
 from kubesim.handle import KubeSim
-from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstancePhase, InstanceStatus
+from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstancePhase
 from models.kube_ops import KUBE_LIST_COMPONENT_PODS, ComponentPods, ListComponentPodsInput
 from planning.instance.resting import PARENT_NET_BACKSTOP
 from planning.replica.recheck import RECHECK_INTERVAL
@@ -35,6 +35,7 @@ from tests.workflows.service_harness import (
     NAMESPACE,
     PodRelay,
     Story,
+    end_the_service,
     engine_ready,
     eventually,
     isvc_manifest,
@@ -44,12 +45,6 @@ from tests.workflows.service_harness import (
 pytestmark = pytest.mark.workflows
 
 POD = f"{NAME}-engine-0-default-0"
-
-
-async def instance(s: Story, index: int = 0) -> InstanceStatus:
-    handle = s.client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-{index}")
-    status: InstanceStatus = await handle.query("status", result_type=InstanceStatus)
-    return status
 
 
 def workflow_id(kind: str) -> str:
@@ -74,21 +69,6 @@ async def last_timer(s: Story) -> timedelta | None:
     return found
 
 
-def live_uid(s: Story, name: str) -> str | None:
-    for pod in s.pods():
-        if pod.metadata.name == name and pod.metadata.deletion_timestamp is None:
-            return str(pod.metadata.uid)
-    return None
-
-
-async def end_the_service(client: Client, task_queue: str) -> None:
-    """`story`'s clean-up, for the time-skipping server, which cannot list workflows: end the
-    service's workflows by id (each test has a server of its own, so nothing else runs)."""
-    for workflow_id in workflow_ids(2, NAMESPACE, NAME):
-        with contextlib.suppress(Exception):  # ended already
-            await client.get_workflow_handle(workflow_id).terminate("test finished")
-
-
 @contextlib.asynccontextmanager
 async def ready_service(
     workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
@@ -105,25 +85,25 @@ async def test_a_pod_lost_while_the_watcher_was_down_is_caught_by_the_replica_re
     workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with ready_service(workflow_env, task_queue, kubesim, monkeypatch) as s:
-        ready = await instance(s)
+        ready = await s.instance()
         assert ready.phase == InstancePhase.READY and ready.operation is None
-        old_uid = live_uid(s, POD)
+        old_uid = s.live_uid(POD)
 
         # The watcher goes down; the pod dies meanwhile: no signal will ever tell the Instance.
         assert s.relay is not None
         await s.relay.stop()
         s.core.delete_namespaced_pod(POD, NAMESPACE, grace_period_seconds=0)
-        await eventually(lambda: live_uid(s, POD) is None, "the pod gone from kubesim")
+        await eventually(lambda: s.live_uid(POD) is None, "the pod gone from kubesim")
         # Nobody told it, and a resting Ready Instance under the net has no re-list of its own.
-        assert (await instance(s)).incarnation == ready.incarnation
+        assert (await s.instance()).incarnation == ready.incarnation
 
         # Past the InferenceReplica's re-list: its report disagrees with the listing, it hears
         # a fresh summary, confirms the loss and recreates its pod.
         await workflow_env.sleep(RECHECK_INTERVAL + timedelta(seconds=30))
 
         async def recreating() -> bool:
-            status = await instance(s)
-            return status.incarnation > ready.incarnation or live_uid(s, POD) not in (None, old_uid)
+            status = await s.instance()
+            return status.incarnation > ready.incarnation or s.live_uid(POD) not in (None, old_uid)
 
         await eventually(recreating, "the Instance to recreate the pod the re-list found gone")
         # The watcher is back: the new pod's readiness reaches the Instance as usual.
@@ -131,8 +111,8 @@ async def test_a_pod_lost_while_the_watcher_was_down_is_caught_by_the_replica_re
         s.relay.start()
 
         async def serving_again() -> bool:
-            status = await instance(s)
-            return status.phase == InstancePhase.READY and status.serving and live_uid(s, POD) not in (None, old_uid)
+            status = await s.instance()
+            return status.phase == InstancePhase.READY and status.serving and s.live_uid(POD) not in (None, old_uid)
 
         await eventually(serving_again, "the Instance serving again on a new pod")
         await s.relay.stop()
@@ -148,7 +128,7 @@ async def test_the_relist_runs_on_time_although_instances_report_every_few_minut
         # A crash-looping Instance reports every five minutes: each report wakes the
         # InferenceReplica, which must not put its twenty-minute re-list off.
         for _ in range(5):
-            await replica.signal(PARENT_SIGNAL_INSTANCE_CHANGED, await instance(s))
+            await replica.signal(PARENT_SIGNAL_INSTANCE_CHANGED, await s.instance())
             await workflow_env.sleep(timedelta(minutes=5))
 
         async def relisted() -> bool:
@@ -171,12 +151,12 @@ async def test_a_resting_instance_keeps_a_backstop_and_a_failed_report_keeps_the
         # The parent is gone; the pod dies and the watcher tells the Instance, which recreates
         # it and reports, in vain: resting again, it keeps its short timer so the report is retried.
         await s.client.get_workflow_handle(workflow_id("InferenceReplica")).terminate("parent gone")
-        old_uid = live_uid(s, POD)
+        old_uid = s.live_uid(POD)
         s.core.delete_namespaced_pod(POD, NAMESPACE, grace_period_seconds=0)
 
         async def resting_again() -> bool:
-            status = await instance(s)
-            renewed = live_uid(s, POD) not in (None, old_uid)
+            status = await s.instance()
+            renewed = s.live_uid(POD) not in (None, old_uid)
             return renewed and status.phase == InstancePhase.READY and status.operation is None
 
         await eventually(resting_again, "the Instance Ready again on a new pod")

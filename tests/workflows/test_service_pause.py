@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client
 
 from kubesim.handle import KubeSim
-from models.instance import InstancePhase, InstanceStatus
+from models.instance import InstancePhase
 from planning.service.pause import REFUSED_ALREADY_PAUSED
 from tests.workflows.service_harness import (
     IMAGE_1,
@@ -36,12 +36,6 @@ def events(s: Story, reason: str) -> list[str]:
     return [event.message for event in listed.items if event.reason == reason]
 
 
-async def instance(s: Story) -> InstanceStatus:
-    handle = s.client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-0", result_type=InstanceStatus)
-    status: InstanceStatus = await handle.query("status", result_type=InstanceStatus)
-    return status
-
-
 def ir_pause(s: Story) -> tuple[Any, Any]:
     spec = (s.object("inferencereplicas", f"{NAME}-engine") or {}).get("spec") or {}
     return spec.get("paused"), spec.get("pauseMode")
@@ -52,7 +46,7 @@ def live_images(s: Story) -> list[str]:
 
 
 async def ready_serving(s: Story, image: str) -> bool:
-    status = await instance(s)
+    status = await s.instance()
     return status.phase == InstancePhase.READY and status.serving and live_images(s) == [image]
 
 
@@ -84,14 +78,14 @@ async def test_freeze_holds_repairs_and_updates_and_is_never_downgraded(
             lambda: REFUSED_ALREADY_PAUSED in events(s, "PauseRefused"), "the already-paused refusal"
         )
         assert ir_pause(s) == (True, "Freeze")
-        assert (await instance(s)).pause_mode == "Freeze"
+        assert (await s.instance()).pause_mode == "Freeze"
 
         # A spec change waits: no Instance starts an update while paused.
         await s.apply(with_image(manifest, IMAGE_2))
         # Restart policy None: a pod deleted during a pause is not replaced; the Instance is Pending.
         s.core.delete_namespaced_pod(POD, NAMESPACE, grace_period_seconds=0)
         await eventually(lambda: _phase(s, InstancePhase.PENDING), "the Instance to rest Pending")
-        status = await instance(s)
+        status = await s.instance()
         assert status.target_revision == status.running_revision, (
             "the new revision did not reach the Instance"
         )
@@ -103,7 +97,7 @@ async def test_freeze_holds_repairs_and_updates_and_is_never_downgraded(
         await eventually(
             lambda: ready_serving(s, IMAGE_2), "the Instance rebuilt and on the new image", within=90
         )
-        assert (await instance(s)).pause_mode is None
+        assert (await s.instance()).pause_mode is None
         assert events(s, "Resumed") and len(events(s, "Paused")) == 1
 
 
@@ -153,7 +147,7 @@ async def test_pause_during_surge_then_drain_keeps_both_pods_serving_until_resum
             await s.handle().signal("pause")
             await eventually(lambda: _surge_held(s), "the surge to stop before the old pod drains", within=90)
             assert sorted(p.metadata.name for p in s.serving_pods()) == [POD, SURGE_POD]
-            status = await instance(s)
+            status = await s.instance()
             assert status.phase == InstancePhase.UPDATING and status.serving_pods == 1
             await s.handle().signal("resume")
             await eventually(
@@ -166,7 +160,7 @@ async def test_pause_during_surge_then_drain_keeps_both_pods_serving_until_resum
 
 
 async def _surge_held(s: Story) -> bool:
-    operation = (await instance(s)).operation
+    operation = (await s.instance()).operation
     return (
         operation is not None
         and operation.step == "SurgeDrain"
@@ -176,13 +170,13 @@ async def _surge_held(s: Story) -> bool:
 
 
 async def _instance_paused(s: Story, mode: str) -> bool:
-    return (await instance(s)).pause_mode == mode
+    return (await s.instance()).pause_mode == mode
 
 
 async def _phase(s: Story, phase: InstancePhase) -> bool:
-    return (await instance(s)).phase == phase
+    return (await s.instance()).phase == phase
 
 
 async def _incarnation(s: Story, incarnation: int) -> bool:
-    status = await instance(s)
+    status = await s.instance()
     return status.incarnation == incarnation and status.phase == InstancePhase.READY and status.serving

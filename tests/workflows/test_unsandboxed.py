@@ -4,22 +4,18 @@ bring a service up, recreate a killed pod and roll out a new image, as they do s
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
-from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from bench.idle_cost import workflow_ids
 from kubesim.handle import KubeSim
-from models.instance import InstancePhase, InstanceStatus
+from models.instance import InstancePhase
 from tests.workflows import service_harness
 from tests.workflows.service_harness import (
     NAME,
     NAMESPACE,
-    Story,
+    end_the_service,
     engine_ready,
     eventually,
     isvc_manifest,
@@ -47,26 +43,6 @@ async def test_build_worker_runs_unsandboxed_when_asked(workflow_env: WorkflowEn
     assert isinstance(unsandboxed.config()["workflow_runner"], UnsandboxedWorkflowRunner)
 
 
-async def end_the_service(client: Client, task_queue: str) -> None:
-    """The time-skipping server cannot list workflows: end the service's by id."""
-    for workflow_id in workflow_ids(2, NAMESPACE, NAME):
-        with contextlib.suppress(Exception):  # ended already
-            await client.get_workflow_handle(workflow_id).terminate("test finished")
-
-
-async def instance(client: Client, index: int = 0) -> InstanceStatus:
-    handle = client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-{index}")
-    status: InstanceStatus = await handle.query("status", result_type=InstanceStatus)
-    return status
-
-
-def live_uid(s: Story, name: str) -> str | None:
-    for pod in s.pods():
-        if pod.metadata.name == name and pod.metadata.deletion_timestamp is None:
-            return str(pod.metadata.uid)
-    return None
-
-
 async def test_unsandboxed_workflows_bring_up_recreate_and_roll_out(
     workflow_env: WorkflowEnvironment, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,15 +50,15 @@ async def test_unsandboxed_workflows_bring_up_recreate_and_roll_out(
     async with story(workflow_env.client, task_queue, kubesim, sandbox=False) as s:
         await s.apply(isvc_manifest())
         await eventually(lambda: engine_ready(s), "two Ready engine Instances")
-        first = await instance(s.client)
+        first = await s.instance()
         assert first.phase == InstancePhase.READY
 
-        old_uid = live_uid(s, POD)
+        old_uid = s.live_uid(POD)
         s.core.delete_namespaced_pod(POD, NAMESPACE, grace_period_seconds=0)
 
         async def recreated() -> bool:
-            uid = live_uid(s, POD)
-            return uid not in (None, old_uid) and (await instance(s.client)).phase == InstancePhase.READY
+            uid = s.live_uid(POD)
+            return uid not in (None, old_uid) and (await s.instance()).phase == InstancePhase.READY
 
         await eventually(recreated, "the killed pod recreated and its Instance Ready again")
 
