@@ -9,6 +9,7 @@ re-check is what woke it, so the caller re-reads what a lost message would have 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -37,3 +38,57 @@ async def wait_for_news(
     except TimeoutError:
         return safe_at is not None and wake >= safe_at
     return False
+
+
+class Waits:
+    """How one workflow waits, run after run of its loop: `wait_for_news` as above, and with
+    `keep` (a change each workflow gates for replay) its timer outlives the wait that set it.
+
+    A wait that news ends leaves its timer running, and the next wait keeps it when it stands
+    for the same thing: the same deadline of the caller's, or a safety re-check of the same
+    length (which then comes `safety` after its timer started, no later than asked). Any other
+    timer is cancelled and replaced, as before. So a deadline the plan computes again and again
+    (the InferenceReplica's re-list, an Instance's drain) and a resting workflow's re-check are
+    one timer however many messages wake the workflow meanwhile: each such wake saves the
+    TimerCanceled and TimerStarted events, and no longer cancels a timer in the instant it fires
+    (the time-skipping test server strands a workflow whose task does that:
+    `tests/fixtures/temporal.py`)."""
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.timer: asyncio.Task[None] | None = None
+        self.deadline: datetime | None = None
+        self.safety: timedelta | None = None
+        """The running timer's re-check length when it is the safety re-check's (None: it is
+        a caller's deadline)."""
+
+    def stands_for(self, wake: datetime | None, safety: timedelta | None) -> bool:
+        """Whether the running timer serves a wait until `wake`, the safety re-check's of
+        length `safety` (None: `wake` is the caller's own deadline)."""
+        if wake is None or self.deadline is None or self.safety != safety:
+            return False
+        return self.deadline <= wake if safety is not None else self.deadline == wake
+
+    async def wait_for_news(
+        self, news: Callable[[], bool], until: datetime | None, safety: timedelta | None, summary: str | None = None
+    ) -> bool:
+        """As the module's `wait_for_news`; True when the safety re-check's timer woke it."""
+        if not self.keep:
+            return await wait_for_news(news, until, safety, summary)
+        now = workflow.now()
+        safe_at = now + safety if safety is not None else None
+        wake = min((at for at in (until, safe_at) if at is not None), default=None)
+        timer = self.timer if self.timer is not None and not self.timer.done() else None
+        by_safety = safe_at is not None and wake is not None and wake >= safe_at
+        if timer is not None and not self.stands_for(wake, safety if by_safety else None):
+            timer.cancel()
+            timer = None
+        if timer is None and wake is not None:
+            self.deadline, self.safety = wake, safety if by_safety else None
+            timer = asyncio.create_task(workflow.sleep(max(wake - now, MINIMUM_WAIT), summary=summary))
+        self.timer = timer
+        if timer is None:
+            await workflow.wait_condition(news)
+            return False
+        await workflow.wait_condition(lambda: news() or timer.done())
+        return timer.done() and self.safety is not None

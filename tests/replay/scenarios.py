@@ -860,6 +860,12 @@ SCENARIOS = [
         "change, delete",
     ),
     Scenario(
+        "service_kept_timers",
+        service_versioned_instances,
+        "service_versioned_instances with each loop's timer kept across its waits (`instance-kept-timer` in "
+        "Instance version 2, `replica-kept-timer`, `isvc-kept-timer`): apply, image change, delete",
+    ),
+    Scenario(
         "service_scale_pause_resume",
         service_scale_pause_resume,
         "scale 1 -> 3 -> 2, pause, image change held back, resume, delete",

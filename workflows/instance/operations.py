@@ -54,6 +54,8 @@ class InstanceOperations:
     """Whether this run makes its Kubernetes calls as local activities (`LOCAL_KUBE_CALLS`)."""
     local_report: bool = False
     """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
+    waits: waiting.Waits
+    """How the loop waits (`InstanceWorkflow.__init__`; its timer kept from `KEPT_TIMER` on)."""
     listed_at: tuple[int, int] | None = None
     """`mark()` right after a pod list taken ahead of need (the run's first task lists a
     creating Instance's pods beside its Service); `live_pods` uses that list while nothing
@@ -172,7 +174,7 @@ class InstanceOperations:
         safety = timedelta(seconds=self.spec.safety_recheck_seconds)
         if self.rests_on_parent_net():
             safety = PARENT_NET_BACKSTOP  # the parent's component re-list is the net (planning.instance.resting)
-        if await waiting.wait_for_news(
+        if await self.waits.wait_for_news(
             lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq, until, safety
         ):
             await self.refresh_pods()

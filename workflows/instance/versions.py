@@ -43,8 +43,14 @@ REPORT_BY_LOCAL_ACTIVITY = "instance-report-local"
 (`workflows.parent.deliver_local`), one marker instead of two events and the workflow task the
 delivery wakes. Histories from before signalled from the workflow."""
 
+KEPT_TIMER = "instance-kept-timer"
+"""Decided once at the start of each run: the loop's timer outlives the wait that set it
+(`workflows.waiting.Waits`), so a pod report during a drain or a backstop wait no longer cancels
+and restarts it. Histories from before cancelled and restarted it on every wake."""
+
 CHANGES: dict[int, frozenset[str]] = {
     1: frozenset({LOCAL_KUBE_CALLS, RELEASE_EVENT_BY_PARENT, DRAIN_OVERDUE, FINALIZER_BLOCK, REPORT_BY_LOCAL_ACTIVITY}),
+    2: frozenset({KEPT_TIMER}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

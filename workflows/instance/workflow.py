@@ -48,9 +48,9 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.pause import hold_update
     from planning.instance.state import InstanceState, build_status, newer_observation
     from planning.instance.steps import next_step, next_wake
-    from workflows import search_attributes, tracing
+    from workflows import search_attributes, tracing, waiting
     from workflows.instance.lifecycle import InstanceLifecycle
-    from workflows.instance.versions import LOCAL_KUBE_CALLS, REPORT_BY_LOCAL_ACTIVITY
+    from workflows.instance.versions import KEPT_TIMER, LOCAL_KUBE_CALLS, REPORT_BY_LOCAL_ACTIVITY
 
 P = InstancePhase
 
@@ -70,6 +70,8 @@ class InstanceWorkflow(InstanceLifecycle):
         self.last_report: tuple[object, ...] | None = None
         # Pods whose `PodDeleteBlockedByFinalizer` was recorded; carried through continue-as-new.
         self.blocked_by_finalizer: set[str] = set(state.blocked_by_finalizer)
+        self.waits = waiting.Waits(keep=False)
+        """The loop's timer; kept across waits from `KEPT_TIMER` on (decided in `run`)."""
 
     # --- messages -------------------------------------------------------------------
 
@@ -143,6 +145,7 @@ class InstanceWorkflow(InstanceLifecycle):
         # Decided once, before the run's first command: runs recorded before keep their activities.
         self.local_kube = self.takes(LOCAL_KUBE_CALLS)
         self.local_report = self.takes(REPORT_BY_LOCAL_ACTIVITY)
+        self.waits.keep = self.takes(KEPT_TIMER)
         # Each operation (create, update, restart, delete) is its own trace; between them, the
         # run's. After a continue-as-new mid-operation the new run finds the same trace.
         tracing.follow_operations(lambda: self.state.operation.id if self.state.operation is not None else None)

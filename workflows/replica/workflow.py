@@ -67,6 +67,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.replica.recheck import recheck_pods
     from workflows.replica.requests import answer_releases, answer_resets
 
+KEPT_TIMER = "replica-kept-timer"
+"""`workflow.patched` id, asked once at the start of each run: the loop's timer outlives the
+wait that set it (`waiting.Waits`), so the re-list's deadline is one timer however many
+Instance reports come before it; histories from before cancelled and restarted it per wake."""
+
 SAFETY_RECHECK = timedelta(minutes=5)
 """Everything reaches this workflow as a message; the timer only covers a lost one. Runs
 without the pod net (`runs_pod_net`) only; with it, the cluster's `pod_relist_seconds`."""
@@ -86,6 +91,8 @@ class InferenceReplicaWorkflow:
         self.wake_at: datetime | None = None
         """When the last pass's plan said its decision can change (a back-off ends, a paced
         status write is due, a start is tried again); None: no need. Reset by each pass."""
+        self.waits = waiting.Waits(keep=False)
+        """The loop's timer; kept across waits from `KEPT_TIMER` on (decided in `run`)."""
         self.ended = EndedInstances()
         """Instances that reported their end in this run (`instance_changed`), for a start at
         their index that finds their workflow still closing (`children.start_instance`)."""
@@ -154,6 +161,7 @@ class InferenceReplicaWorkflow:
     @workflow.run
     async def run(self, arg: ReplicaConfig | ReplicaState) -> InferenceReplicaStatus:
         config = self.state.config
+        self.waits.keep = workflow.patched(KEPT_TIMER)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(config.isvc),
@@ -176,7 +184,7 @@ class InferenceReplicaWorkflow:
         """Wait: for a message newer than `seen`, the plan's `wake_at`, or the safety re-check,
         which (with the pod net) re-lists the component's pods for the resting Instances."""
         if not runs_pod_net():
-            await waiting.wait_for_news(lambda: self.seq != seen, self.wake_at, SAFETY_RECHECK)
+            await self.waits.wait_for_news(lambda: self.seq != seen, self.wake_at, SAFETY_RECHECK)
             return
         state = self.state
         relist = timedelta(seconds=state.config.cluster.pod_relist_seconds)
@@ -185,7 +193,7 @@ class InferenceReplicaWorkflow:
         state.next_relist_at = min(state.next_relist_at, due) if state.next_relist_at is not None else due
         # An absolute deadline: a message every few minutes wakes the loop but does not put
         # the re-list off; it runs after whatever wake finds it due.
-        await waiting.wait_for_news(lambda: self.seq != seen, earliest(self.wake_at, state.next_relist_at), None)
+        await self.waits.wait_for_news(lambda: self.seq != seen, earliest(self.wake_at, state.next_relist_at), None)
         if workflow.now() >= state.next_relist_at:
             async with self.lock:
                 await recheck_pods(state)

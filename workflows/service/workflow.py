@@ -133,6 +133,9 @@ of a converged service costs at most an hour, and the idle service one timer an 
 17: at most one Temporal action per idle Instance per hour, for a 20-Instance service too)."""
 ISVC_IDLE_RECHECK = "isvc-idle-recheck"
 """`workflow.patched` id: the converged service's re-check every `IDLE_RECHECK`."""
+ISVC_KEPT_TIMER = "isvc-kept-timer"
+"""`workflow.patched` id, asked once at the start of each run: the loop's timer outlives the
+wait that set it (`waiting.Waits`); histories from before cancelled and restarted it per wake."""
 DEPLOYMENT_RECHECK = timedelta(seconds=15)
 """First re-read of a Deployment still converging with no news; doubles up to SAFETY_RECHECK."""
 
@@ -191,6 +194,8 @@ class InferenceServiceWorkflow(ServicePlacement):
             )
         self.lock = asyncio.Lock()
         self.seq = 0
+        self.waits = waiting.Waits(keep=False)
+        """The loop's timer; kept across waits from `ISVC_KEPT_TIMER` on (decided in `run`)."""
         # Set when the wait for news timed out: the next pass re-reads the Deployments.
         self.recheck = False
 
@@ -505,6 +510,7 @@ class InferenceServiceWorkflow(ServicePlacement):
     @workflow.run
     async def run(self, arg: dict[str, Any]) -> ServiceStatusView:
         state = self.state
+        self.waits.keep = workflow.patched(ISVC_KEPT_TIMER)
         if not state.observes_object and workflow.patched(OBSERVED_OBJECT_GENERATION):
             state.observes_object = True
         if not state.admitted:
@@ -544,7 +550,7 @@ class InferenceServiceWorkflow(ServicePlacement):
 
     async def wait_for_news(self, seen: int) -> None:
         interval = self.recheck_interval()
-        if await waiting.wait_for_news(lambda: self.seq != seen, None, interval):
+        if await self.waits.wait_for_news(lambda: self.seq != seen, None, interval):
             self.recheck = True
             if interval < SAFETY_RECHECK:
                 self.state.deployment_rechecks += 1

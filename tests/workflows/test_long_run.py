@@ -1,0 +1,297 @@
+"""A month of one service (issue 17's long run), on the time-skipping server.
+
+A 20-Instance InferenceService lives through a serving pod lost every hour, a new image every
+day and (with `OME_LONG_RUN_DRAINS=1`) a node drained every week by the real `Drain` and
+`Migration` workflows, with kubesim running the pods and the pod relay standing in for the
+watcher. Each hour waits until the lost pod is built again and all 20 serve the day's image.
+Each evening checks what must survive continue-as-new: the service's generation, the
+InferenceReplica's counts and revision, every Instance's pods (the live serving one at its
+index) and incarnation (never lower). At the end:
+
+- no run of any workflow of the service (the InferenceService, its InferenceReplica, every
+  Instance, every Drain and Migration) holds more than 10,000 history events, and at least
+  one continued as new (the InferenceReplica does within two days);
+- every drain ended Released with each of its Instances moved, and the audit lists each move;
+- over 14 days or more, the process's memory (the worker runs in it, and kubesim) grows by at
+  most `MEMORY_GROWTH_CAP_MIB` after the first week.
+
+It prints the largest history it saw. `make test` runs `DAYS` = 3 (about 90 s); the month is
+`OME_LONG_RUN_DAYS=30 OME_LONG_RUN_DRAINS=1 .venv/bin/pytest -s tests/workflows/test_long_run.py`
+(about 15 minutes). Drains are off by default: after one, the time-skipping server's clock
+sometimes stays locked (every workflow idle, nothing pending, `env.sleep` never returns), a
+test-server fault this test cannot tell from a product one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from bench.lifecycle_stack import instant_kubesim
+from kubesim.handle import KubeSim
+from models.pods import LABEL_INSTANCE_INDEX
+from planning.drain.texts import DrainPhase
+from tests.workflows import service_harness
+from tests.workflows.service_harness import IMAGE_1, NAME, NAMESPACE, Story, isvc_manifest, story, with_image
+from workflows.drain.messages import SIGNAL_RELEASE, DrainInput, DrainStatus
+from workflows.names import DRAIN, drain_workflow_id
+
+pytestmark = pytest.mark.workflows
+
+DAYS = int(os.environ.get("OME_LONG_RUN_DAYS", "3"))
+INSTANCES = 20
+HOUR = 3600.0
+IMAGE_HOUR = 12
+"""The hour of each day at which the image changes."""
+DRAIN_HOUR = 36
+"""The hour of each week at which a node is drained (day 2, noon)."""
+DRAINS = os.environ.get("OME_LONG_RUN_DRAINS", "") == "1"
+HISTORY_CAP = 10_000
+MEMORY_GROWTH_CAP_MIB = 96.0
+"""How much the process may grow from the end of the first week to the end: a leak of a few KiB
+per pod failure, per image change or per continued run would pass it within the month."""
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def five_nodes() -> AsyncIterator[KubeSim]:
+    """Five 8-GPU nodes, images ready at once: room for 20 pods, a 25% surge, a cordoned node."""
+    sim = instant_kubesim("zones=1,nodes-per-zone=5,gpus=8")
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+def manifest(day: int) -> dict[str, Any]:
+    spec = isvc_manifest(minReplicas=INSTANCES, maxReplicas=INSTANCES)
+    for key in ("topologySpread", "topologySpreadKey"):
+        spec["spec"]["engine"].pop(key)
+    return spec if day == 0 else with_image(spec, image_of(day))
+
+
+def image_of(day: int) -> str:
+    return IMAGE_1 if day == 0 else f"registry.example/engine:day-{day}"
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@dataclass
+class Month:
+    s: Story
+    env: WorkflowEnvironment
+    image: str = IMAGE_1
+    kills: list[tuple[int, str]] = field(default_factory=list)
+    """(hour, uid of the pod lost)."""
+    drains: list[tuple[str, int]] = field(default_factory=list)
+    """(node, Instances on it when its drain started)."""
+    indexes: set[int] = field(default_factory=set)
+    incarnations: dict[int, int] = field(default_factory=dict)
+    """Instance index -> incarnation at the end of the last day."""
+    memory: list[float] = field(default_factory=list)
+    """RSS at the end of each day, MiB."""
+
+    def live(self) -> list[Any]:
+        return [p for p in self.s.pods() if p.metadata.deletion_timestamp is None]
+
+    def serving_on(self, image: str) -> list[Any]:
+        return [p for p in self.s.serving_pods() if p.spec.containers[0].image == image]
+
+    async def until(
+        self, probe: Callable[[], Awaitable[bool] | bool], what: str, within: float = 120.0, skip: float = 0.0
+    ) -> None:
+        """Poll `probe` until it holds, in real time (kubesim runs in real time), skipping
+        `skip` seconds of the server's time between looks when the wait is on a timer."""
+        deadline = time.monotonic() + within
+        while True:
+            found = probe()
+            if isinstance(found, Awaitable):
+                found = await found
+            if found:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: not reached within {within:.0f} s of real time")
+            if skip:
+                await self.env.sleep(skip)
+            await asyncio.sleep(0.05)
+
+    async def day_ends(self, day: int) -> None:
+        """What must survive continue-as-new, looked at each evening: the service's generation
+        (one apply a day), the InferenceReplica's counts and revision, and each Instance's
+        view of its pods (the live serving pod at its index) and incarnation (never lower)."""
+        status = await self.s.status()
+        assert (status.generation, status.phase) == (day + 1, "Ready"), status
+        replica = await self.s.replica_status()
+        assert (replica.replicas, replica.ready_replicas, replica.updated_replicas) == (INSTANCES,) * 3, replica
+        assert replica.current_revision == replica.update_revision, replica
+        serving = {p.metadata.name for p in self.serving_on(self.image)}
+        for index in sorted(self.indexes):
+            instance = await self.s.instance(index)
+            assert instance.serving and set(instance.pod_names) <= serving, (instance, sorted(serving))
+            assert instance.incarnation >= self.incarnations.get(index, 0), f"Instance {index}: {instance}"
+            self.incarnations[index] = instance.incarnation
+
+    async def healthy(self) -> bool:
+        serving = self.serving_on(self.image)
+        self.indexes.update(int(p.metadata.labels[LABEL_INSTANCE_INDEX]) for p in serving)
+        return len(serving) == INSTANCES and len(self.live()) == INSTANCES
+
+    def fail_one(self, hour: int) -> str:
+        """A serving pod lost (deleted at once, as a node's eviction or a crash loop's end
+        leaves it): its Instance must build it again. Its uid."""
+        pods = sorted(self.s.serving_pods(), key=lambda p: p.metadata.name)
+        victim = pods[hour % len(pods)]
+        self.kills.append((hour, str(victim.metadata.uid)))
+        self.s.core.delete_namespaced_pod(victim.metadata.name, NAMESPACE, grace_period_seconds=0)
+        return str(victim.metadata.uid)
+
+    async def replaced(self, uid: str) -> bool:
+        return uid not in {str(p.metadata.uid) for p in self.live()} and await self.healthy()
+
+    async def new_image(self, day: int) -> None:
+        self.image = image_of(day)
+        await self.s.apply(manifest(day))
+
+    async def drain(self, week: int) -> None:
+        by_node: dict[str, int] = {}
+        for pod in self.live():
+            by_node[pod.spec.node_name] = by_node.get(pod.spec.node_name, 0) + 1
+        node = max(sorted(by_node), key=lambda n: by_node[n])
+        self.drains.append((node, by_node[node]))
+        await self.s.client.start_workflow(
+            DRAIN, DrainInput(node=node, reason=f"weekly maintenance, week {week + 1}"),
+            id=drain_workflow_id(node), task_queue=self.s.task_queue,
+        )
+        handle = self.drain_handle(node)
+
+        async def drained() -> bool:
+            return (await handle.query("status", result_type=DrainStatus)).phase == DrainPhase.DRAINED
+
+        await self.until(drained, f"the drain of {node} Drained", within=300)
+        await handle.signal(SIGNAL_RELEASE)
+
+        async def released() -> bool:
+            return (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+
+        # Polled, not `handle.result()`: the time-skipping client unlocks and locks the
+        # server's clock around a result, and a lock left over stops `env.sleep` for good.
+        await self.until(released, f"the drain of {node} released")
+
+    def drain_handle(self, node: str) -> WorkflowHandle[Any, DrainStatus]:
+        return self.s.client.get_workflow_handle(drain_workflow_id(node), result_type=DrainStatus)
+
+
+async def runs_of(client: Client, workflow_id: str) -> list[tuple[int, list[str]]]:
+    """Every run of `workflow_id`, newest first: its history length and the children it started
+    (continue-as-new links each run to the one before)."""
+    found: list[tuple[int, list[str]]] = []
+    run_id: str | None = None
+    while True:
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        length = (await handle.describe()).history_length
+        children: list[str] = []
+        previous = ""
+        async for event in handle.fetch_history_events():
+            if event.HasField("workflow_execution_started_event_attributes"):
+                previous = event.workflow_execution_started_event_attributes.continued_execution_run_id
+            if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                children.append(event.start_child_workflow_execution_initiated_event_attributes.workflow_id)
+        found.append((length, children))
+        if not previous:
+            return found
+        run_id = previous
+
+
+async def histories(client: Client, roots: list[str]) -> dict[str, list[int]]:
+    """Workflow id -> history lengths of its runs, for `roots` and every child they started."""
+    lengths: dict[str, list[int]] = {}
+    todo = list(roots)
+    while todo:
+        workflow_id = todo.pop()
+        if workflow_id in lengths:
+            continue
+        runs = await runs_of(client, workflow_id)
+        lengths[workflow_id] = [length for length, _ in runs]
+        todo.extend(child for _, children in runs for child in children)
+    return lengths
+
+
+async def live_a_month(m: Month) -> None:
+    """Each hour: the day's image change or the week's drain when due, then a pod lost and
+    the service whole again (in real time), then the rest of the hour skipped.
+    Nothing from outside reaches a workflow while the server skips: the test server strands a
+    workflow whose task cancels a timer that fired meanwhile (see `off_cadence`)."""
+    started = time.monotonic()
+    await m.s.apply(manifest(0))
+    await m.until(m.healthy, "20 Instances serving", within=180)
+    for hour in range(DAYS * 24):
+        day, hour_of_day = divmod(hour, 24)
+        if hour_of_day == IMAGE_HOUR and day > 0:
+            await m.new_image(day)
+            await m.until(m.healthy, f"day {day}: 20 Instances serving {m.image}", within=180)
+        if DRAINS and hour % (7 * 24) == DRAIN_HOUR:
+            await m.drain(hour // (7 * 24))
+        lost = m.fail_one(hour)
+        await m.until(lambda lost=lost: m.replaced(lost), f"day {day} hour {hour_of_day}: the lost pod replaced")
+        await m.env.sleep(HOUR)
+        if hour_of_day == 23:
+            await m.day_ends(day)
+            m.memory.append(rss_mib())
+            print(f"day {day + 1}: {time.monotonic() - started:.0f} s, RSS {m.memory[-1]:.0f} MiB", flush=True)
+
+
+async def test_thirty_days_of_failures_image_changes_and_drains(
+    workflow_env: WorkflowEnvironment, task_queue: str, five_nodes: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        service_harness, "terminate_leftovers",
+        lambda client, queue: service_harness.end_the_service(client, queue, instances=INSTANCES + 8),
+    )
+    started = time.monotonic()
+    async with story(workflow_env.client, task_queue, five_nodes) as s:
+        m = Month(s, workflow_env)
+        await live_a_month(m)
+
+        # Every drain moved each Instance on its node, and the audit lists every move.
+        moved = 0
+        for node, instances in m.drains:
+            drained = await m.drain_handle(node).query("status", result_type=DrainStatus)
+            assert drained.phase == DrainPhase.RELEASED, drained
+            assert len(drained.instances_moved) == instances, drained
+            moved += instances
+        if m.drains:
+            audit = s.core.read_namespaced_config_map(f"{NAME}-ome-migration-audit", NAMESPACE)
+            rows = json.loads(audit.data["history.json"])
+            assert sum(1 for row in rows if row.get("phase") == "Completed") == moved, rows
+
+        roots = [s.isvc_id] + [drain_workflow_id(node) for node, _ in m.drains]
+        lengths = await histories(s.client, roots)
+
+    largest_id, largest = max(((wid, max(runs)) for wid, runs in lengths.items()), key=lambda found: found[1])
+    continued = {wid: len(runs) for wid, runs in lengths.items() if len(runs) > 1}
+    print(
+        f"\n{DAYS} simulated days in {time.monotonic() - started:.0f} s: {len(m.kills)} pods lost, "
+        f"{max(DAYS - 1, 0)} image changes, {len(m.drains)} drains; {len(lengths)} workflows; "
+        f"largest history {largest} events ({largest_id}); continued as new: {continued}; "
+        f"RSS by day (MiB): {[round(r) for r in m.memory]}"
+    )
+    assert largest <= HISTORY_CAP, f"{largest_id}: a run of {largest} events"
+    assert continued, "no workflow continued as new: the run did not reach the path it tests"
+    if DAYS >= 14:
+        growth = max(m.memory[7:]) - m.memory[6]
+        assert growth <= MEMORY_GROWTH_CAP_MIB, f"RSS grew {growth:.0f} MiB after the first week: {m.memory}"
