@@ -3,7 +3,8 @@ change log that watches resume from.
 
 Like etcd behind a real API server, the store knows nothing about kinds: it assigns
 resourceVersions, keeps a bounded history of changes (older ones are "compacted", which makes
-watches from before them answer 410 Gone) and tells subscribers about every change. Stored
+watches from before them answer 410 Gone: beyond `history` changes, or older than
+`retention_seconds`, five minutes as kube-apiserver's default etcd compaction interval) and tells subscribers about every change. Stored
 objects are never mutated in place: writers build a new dict, so readers and watch events can
 share one without copying.
 """
@@ -11,6 +12,7 @@ share one without copying.
 from __future__ import annotations
 
 import builtins
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,10 +45,20 @@ def object_key(obj: Object) -> ObjectKey:
 class Store:
     """All objects, the global resourceVersion counter and the bounded watch history."""
 
-    def __init__(self, history: int = 50_000, first_rv: int = 1000) -> None:
+    def __init__(
+        self,
+        history: int = 50_000,
+        first_rv: int = 1000,
+        retention_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.rv = first_rv
         self._objects: dict[TypeKey, dict[ObjectKey, Object]] = {}
         self._log: deque[Change] = deque(maxlen=history)
+        self._committed_at: deque[float] = deque(maxlen=history)
+        """When each change of `_log` was committed (`clock`), oldest first."""
+        self.retention_seconds = retention_seconds
+        self.clock = clock
         # Every change with rv <= compacted_rv has left the history.
         self.compacted_rv = first_rv
         self._subscribers: list[Callable[[Change], None]] = []
@@ -168,9 +180,15 @@ class Store:
                 index.setdefault(pair, set()).add(key)
 
     def _commit(self, change: Change) -> None:
+        now = self.clock()
         if len(self._log) == self._log.maxlen:
             self.compacted_rv = self._log[0].rv
+        # Without it a long run keeps every pod it ever wrote (the kube-apiserver compacts too).
+        while self._committed_at and now - self._committed_at[0] > self.retention_seconds:
+            self._committed_at.popleft()
+            self.compacted_rv = self._log.popleft().rv
         self._log.append(change)
+        self._committed_at.append(now)
         for subscriber in list(self._subscribers):
             subscriber(change)
 
@@ -203,6 +221,7 @@ class Store:
     def compact(self) -> None:
         """Forget the whole history (used by tests to provoke 410 and after a restore)."""
         self._log.clear()
+        self._committed_at.clear()
         self.compacted_rv = self.rv
 
     # ---- persistence -----------------------------------------------------------------------

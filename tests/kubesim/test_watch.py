@@ -11,7 +11,9 @@ import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
 
+from kubesim.errors import ApiError
 from kubesim.handle import KubeSim
+from kubesim.store import Store
 from tests.kubesim.helpers import Clients
 
 
@@ -135,3 +137,27 @@ def test_idle_watch_gets_periodic_bookmarks(kubesim: KubeSim) -> None:
     assert len(code_events) >= 2 and {e["type"] for e in code_events} == {"BOOKMARK"}
     assert all(e["object"]["kind"] == "ConfigMap" and e["object"]["metadata"]["resourceVersion"]
                for e in code_events)
+
+
+def test_the_history_keeps_five_minutes_like_the_api_servers_compaction() -> None:
+    """Changes older than the retention leave the history at the next commit (a watch from
+    before them gets 410 and re-lists, as against a real cluster); a month-long run no
+    longer keeps every pod it ever wrote."""
+    now = [0.0]
+    store = Store(clock=lambda: now[0])
+
+    def write() -> None:
+        store.put(("", "pods"), {"metadata": {"name": "p", "namespace": "ns"}})
+
+    write()
+    first = store.rv
+    write()
+    now[0] = 299.0
+    write()
+    assert [c.rv for c in store.changes_since(first - 1)] == [first, first + 1, first + 2]
+    now[0] = 301.0
+    write()  # the first two changes are older than 300 s now
+    with pytest.raises(ApiError) as gone:
+        store.changes_since(first - 1)
+    assert gone.value.code == 410
+    assert [c.rv for c in store.changes_since(first + 1)] == [first + 2, first + 3]
