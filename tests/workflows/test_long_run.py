@@ -15,11 +15,14 @@ index) and incarnation (never lower). At the end:
 - over 14 days or more, the process's memory (the worker runs in it, and kubesim) grows by at
   most `MEMORY_GROWTH_CAP_MIB` after the first week.
 
-It prints the largest history it saw. `make test` runs `DAYS` = 3 (about 90 s); the month is
-`OME_LONG_RUN_DAYS=30 OME_LONG_RUN_DRAINS=1 .venv/bin/pytest -s tests/workflows/test_long_run.py`
-(about 15 minutes). Drains are off by default: after one, the time-skipping server's clock
-sometimes stays locked (every workflow idle, nothing pending, `env.sleep` never returns), a
-test-server fault this test cannot tell from a product one.
+It prints the largest history it saw. It runs when asked, as
+`OME_LONG_RUN_DAYS=30 .venv/bin/pytest -s tests/workflows/test_long_run.py` (about 15 minutes on
+the 2-core machine; 3 days take about a minute), not in `make test`: the time-skipping test
+server sometimes locks its clock for good (every workflow idle, nothing pending, each
+`env.sleep` answering "Timeout expired" after 30 s while the server's time runs at real pace),
+in one run of three days out of six alone and in half of them beside another test lane. That
+is a fault of the test server, which this test cannot tell from a stall of the product.
+Drains are off unless `OME_LONG_RUN_DRAINS=1`: the lock followed the drain in four runs of five.
 """
 
 from __future__ import annotations
@@ -46,9 +49,16 @@ from tests.workflows.service_harness import IMAGE_1, NAME, NAMESPACE, Story, isv
 from workflows.drain.messages import SIGNAL_RELEASE, DrainInput, DrainStatus
 from workflows.names import DRAIN, drain_workflow_id
 
-pytestmark = pytest.mark.workflows
+DAYS = int(os.environ.get("OME_LONG_RUN_DAYS", "0"))
+pytestmark = [
+    pytest.mark.workflows,
+    pytest.mark.skipif(
+        DAYS <= 0,
+        reason="opt-in (OME_LONG_RUN_DAYS=30 for the month): the time-skipping test server locks its clock "
+        "for good in about one run of six alone and half beside another test lane, which would fail make test",
+    ),
+]
 
-DAYS = int(os.environ.get("OME_LONG_RUN_DAYS", "3"))
 INSTANCES = 20
 HOUR = 3600.0
 IMAGE_HOUR = 12
@@ -57,6 +67,8 @@ DRAIN_HOUR = 36
 """The hour of each week at which a node is drained (day 2, noon)."""
 DRAINS = os.environ.get("OME_LONG_RUN_DRAINS", "") == "1"
 HISTORY_CAP = 10_000
+WATCH_HISTORY_SECONDS = 30.0
+"""kubesim's watch history in this test (real seconds): about a simulated day."""
 MEMORY_GROWTH_CAP_MIB = 96.0
 """How much the process may grow from the end of the first week to the end: a leak of a few KiB
 per pod failure, per image change or per continued run would pass it within the month."""
@@ -66,6 +78,9 @@ per pod failure, per image change or per continued run would pass it within the 
 async def five_nodes() -> AsyncIterator[KubeSim]:
     """Five 8-GPU nodes, images ready at once: room for 20 pods, a 25% surge, a cordoned node."""
     sim = instant_kubesim("zones=1,nodes-per-zone=5,gpus=8")
+    # A simulated day takes about 25 s here: the API server's five minutes of watch history
+    # would be twelve days of pods, and the memory the test watches would be kubesim's.
+    sim.cluster.store.retention_seconds = WATCH_HISTORY_SECONDS
     try:
         yield sim
     finally:
@@ -255,6 +270,7 @@ async def live_a_month(m: Month) -> None:
             print(f"day {day + 1}: {time.monotonic() - started:.0f} s, RSS {m.memory[-1]:.0f} MiB", flush=True)
 
 
+@pytest.mark.timeout(max(600, DAYS * 90))  # a simulated day takes 20-45 s on the 2-core machine
 async def test_thirty_days_of_failures_image_changes_and_drains(
     workflow_env: WorkflowEnvironment, task_queue: str, five_nodes: KubeSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
