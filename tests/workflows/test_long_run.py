@@ -115,9 +115,9 @@ class Month:
     """(hour, uid of the pod lost)."""
     drains: list[tuple[str, int]] = field(default_factory=list)
     """(node, Instances on it when its drain started)."""
-    indexes: set[int] = field(default_factory=set)
     incarnations: dict[int, int] = field(default_factory=dict)
-    """Instance index -> incarnation at the end of the last day."""
+    """Instance index -> incarnation at the end of the last day (emptied by a drain: a
+    migration's replacement may take a moved Instance's index, as a new workflow)."""
     memory: list[float] = field(default_factory=list)
     """RSS at the end of each day, MiB."""
 
@@ -154,16 +154,18 @@ class Month:
         replica = await self.s.replica_status()
         assert (replica.replicas, replica.ready_replicas, replica.updated_replicas) == (INSTANCES,) * 3, replica
         assert replica.current_revision == replica.update_revision, replica
-        serving = {p.metadata.name for p in self.serving_on(self.image)}
-        for index in sorted(self.indexes):
+        pods = self.serving_on(self.image)
+        serving = {p.metadata.name for p in pods}
+        seen: dict[int, int] = {}
+        for index in sorted({int(p.metadata.labels[LABEL_INSTANCE_INDEX]) for p in pods}):
             instance = await self.s.instance(index)
             assert instance.serving and set(instance.pod_names) <= serving, (instance, sorted(serving))
             assert instance.incarnation >= self.incarnations.get(index, 0), f"Instance {index}: {instance}"
-            self.incarnations[index] = instance.incarnation
+            seen[index] = instance.incarnation
+        self.incarnations = seen
 
     async def healthy(self) -> bool:
         serving = self.serving_on(self.image)
-        self.indexes.update(int(p.metadata.labels[LABEL_INSTANCE_INDEX]) for p in serving)
         return len(serving) == INSTANCES and len(self.live()) == INSTANCES
 
     def fail_one(self, hour: int) -> str:
@@ -203,8 +205,8 @@ class Month:
         async def released() -> bool:
             return (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
 
-        # Polled, not `handle.result()`: the time-skipping client unlocks and locks the
-        # server's clock around a result, and a lock left over stops `env.sleep` for good.
+        # Polled like every wait here: `handle.result()` would let the time-skipping client
+        # skip the server's time while kubesim moves the pods in real time.
         await self.until(released, f"the drain of {node} released")
 
     def drain_handle(self, node: str) -> WorkflowHandle[Any, DrainStatus]:
@@ -261,6 +263,7 @@ async def live_a_month(m: Month) -> None:
             await m.until(m.healthy, f"day {day}: 20 Instances serving {m.image}", within=180)
         if DRAINS and hour % (7 * 24) == DRAIN_HOUR:
             await m.drain(hour // (7 * 24))
+            m.incarnations = {}
         lost = m.fail_one(hour)
         await m.until(lambda lost=lost: m.replaced(lost), f"day {day} hour {hour_of_day}: the lost pod replaced")
         await m.env.sleep(HOUR)
