@@ -16,7 +16,7 @@ index) and incarnation (never lower). At the end:
   most `MEMORY_GROWTH_CAP_MIB` after the first week.
 
 It prints the largest history it saw. It runs when asked, as
-`OME_LONG_RUN_DAYS=30 .venv/bin/pytest -s tests/workflows/test_long_run.py` (about 15 minutes on
+`OME_LONG_RUN_DAYS=30 .venv/bin/pytest -s tests/workflows/test_long_run.py` (about 18 minutes on
 the 2-core machine; 3 days take about a minute), not in `make test`: the time-skipping test
 server sometimes locks its clock for good (every workflow idle, nothing pending, each
 `env.sleep` answering "Timeout expired" after 30 s while the server's time runs at real pace),
