@@ -2,9 +2,10 @@
 change log that watches resume from.
 
 Like etcd behind a real API server, the store knows nothing about kinds: it assigns
-resourceVersions, keeps a bounded history of changes (older ones are "compacted", which makes
-watches from before them answer 410 Gone: beyond `history` changes, or older than
-`retention_seconds`, five minutes as kube-apiserver's default etcd compaction interval) and tells subscribers about every change. Stored
+resourceVersions, keeps a bounded history of changes and tells subscribers about every change.
+Older changes are "compacted", which makes watches from before them answer 410 Gone: those
+beyond `history` changes, and those older than `retention_seconds` (five minutes, as
+kube-apiserver's default etcd compaction interval). Stored
 objects are never mutated in place: writers build a new dict, so readers and watch events can
 share one without copying.
 """
@@ -35,6 +36,8 @@ class Change:
     type_key: TypeKey
     obj: Object
     old: Object | None
+    committed_at: float
+    """When it was committed, by the store's clock; it leaves the history `retention_seconds` later."""
 
 
 def object_key(obj: Object) -> ObjectKey:
@@ -55,8 +58,6 @@ class Store:
         self.rv = first_rv
         self._objects: dict[TypeKey, dict[ObjectKey, Object]] = {}
         self._log: deque[Change] = deque(maxlen=history)
-        self._committed_at: deque[float] = deque(maxlen=history)
-        """When each change of `_log` was committed (`clock`), oldest first."""
         self.retention_seconds = retention_seconds
         self.clock = clock
         # Every change with rv <= compacted_rv has left the history.
@@ -127,7 +128,7 @@ class Store:
         old = bucket.get(key)
         bucket[key] = obj
         self._reindex(type_key, key, old, obj)
-        self._commit(Change(self.rv, "MODIFIED" if old is not None else "ADDED", type_key, obj, old))
+        self._commit("MODIFIED" if old is not None else "ADDED", type_key, obj, old)
         return obj
 
     def remove(self, type_key: TypeKey, obj: Object) -> Object:
@@ -140,7 +141,7 @@ class Store:
         self._reindex(type_key, key, old, None)
         self.rv += 1
         gone = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self.rv)}}
-        self._commit(Change(self.rv, "DELETED", type_key, gone, old))
+        self._commit("DELETED", type_key, gone, old)
         return gone
 
     def drop_type(self, type_key: TypeKey) -> builtins.list[Object]:
@@ -179,16 +180,15 @@ class Store:
             if old_labels.get(pair[0]) != pair[1]:
                 index.setdefault(pair, set()).add(key)
 
-    def _commit(self, change: Change) -> None:
-        now = self.clock()
+    def _commit(self, kind: str, type_key: TypeKey, obj: Object, old: Object | None) -> None:
+        """Log the change under the current resourceVersion and announce it."""
+        change = Change(self.rv, kind, type_key, obj, old, committed_at=self.clock())
         if len(self._log) == self._log.maxlen:
             self.compacted_rv = self._log[0].rv
         # Without it a long run keeps every pod it ever wrote (the kube-apiserver compacts too).
-        while self._committed_at and now - self._committed_at[0] > self.retention_seconds:
-            self._committed_at.popleft()
+        while self._log and change.committed_at - self._log[0].committed_at > self.retention_seconds:
             self.compacted_rv = self._log.popleft().rv
         self._log.append(change)
-        self._committed_at.append(now)
         for subscriber in list(self._subscribers):
             subscriber(change)
 
@@ -221,7 +221,6 @@ class Store:
     def compact(self) -> None:
         """Forget the whole history (used by tests to provoke 410 and after a restore)."""
         self._log.clear()
-        self._committed_at.clear()
         self.compacted_rv = self.rv
 
     # ---- persistence -----------------------------------------------------------------------

@@ -128,10 +128,9 @@ class Month:
         return [p for p in self.s.serving_pods() if p.spec.containers[0].image == image]
 
     async def until(
-        self, probe: Callable[[], Awaitable[bool] | bool], what: str, within: float = 120.0, skip: float = 0.0
+        self, probe: Callable[[], Awaitable[bool] | bool], what: str, within: float = 120.0
     ) -> None:
-        """Poll `probe` until it holds, in real time (kubesim runs in real time), skipping
-        `skip` seconds of the server's time between looks when the wait is on a timer."""
+        """Poll `probe` until it holds, in real time (kubesim runs in real time)."""
         deadline = time.monotonic() + within
         while True:
             found = probe()
@@ -141,8 +140,6 @@ class Month:
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what}: not reached within {within:.0f} s of real time")
-            if skip:
-                await self.env.sleep(skip)
             await asyncio.sleep(0.05)
 
     async def day_ends(self, day: int) -> None:
