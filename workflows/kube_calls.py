@@ -248,10 +248,14 @@ async def list_instance_pods(
 
 
 async def list_component_pods(
-    arg: ListComponentPodsInput, *, summary: str, schedule_to_close: timedelta | None = None
+    arg: ListComponentPodsInput,
+    *,
+    summary: str,
+    schedule_to_close: timedelta | None = None,
+    local: bool = False,
 ) -> ComponentPods:
     return await _call(
-        KUBE_LIST_COMPONENT_PODS, arg, ComponentPods, summary, schedule_to_close=schedule_to_close
+        KUBE_LIST_COMPONENT_PODS, arg, ComponentPods, summary, schedule_to_close=schedule_to_close, local=local
     )
 
 

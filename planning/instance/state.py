@@ -68,6 +68,12 @@ class InstanceState(BaseModel):
     runs started with an `InstanceSpec` input, before versions travelled in the input. Read from
     the run's input only; a continue-as-new carries `INSTANCE_WORKFLOW_VERSION`."""
 
+    started_clean: bool = False
+    """The parent listed its component's pods right before starting this Instance and none had
+    its index: the first create makes its pods without listing for leftovers first (a name
+    that is taken after all answers the create with 409, which the create reads). Cleared
+    once that create has begun."""
+
     pause_mode: InstancePauseMode | None = None
     """The component's pause as last told (`set_pause`, or the spec at start); None: not paused."""
     paused_update: InstanceSpec | None = None

@@ -51,6 +51,7 @@ from tests.workflows.service_harness import (
     eventually,
     isvc_manifest,
     runtime_manifest,
+    stray_pod,
     with_image,
 )
 from tests.workflows.trafficmap_harness import Gateways, TrafficMapHarness, routing_settings
@@ -247,6 +248,20 @@ async def service_versioned_instances(env: WorkflowEnvironment, sim: KubeSim, ta
         manifest = isvc_manifest()
         await _accepted(s, manifest)
         await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        await _accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
+        await _delete_service(s)
+
+
+async def service_clean_starts(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """A stray pod of Instance 1 from an earlier life before the apply: the InferenceReplica's
+    list before its starts finds it, so Instance 1 lists and clears it while Instance 0, clean,
+    creates at once; an image change; delete."""
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        s.core.create_namespaced_pod(s.namespace, stray_pod(1))
+        manifest = isvc_manifest()
+        await _accepted(s, manifest)
+        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances, the stray gone", within=WAIT)
         await _accepted(s, with_image(manifest, IMAGE_2))
         await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
         await _delete_service(s)
@@ -864,6 +879,12 @@ SCENARIOS = [
         service_versioned_instances,
         "service_versioned_instances with each loop's timer kept across its waits (`instance-kept-timer` in "
         "Instance version 2, `replica-kept-timer`, `isvc-kept-timer`): apply, image change, delete",
+    ),
+    Scenario(
+        "service_clean_starts",
+        service_clean_starts,
+        "a stray pod at Instance 1 before the apply: the InferenceReplica lists before its starts "
+        "(`replica-list-before-starts`), Instance 0 starts clean, Instance 1 clears the stray; image change, delete",
     ),
     Scenario(
         "service_scale_pause_resume",

@@ -179,6 +179,23 @@ class Story:
         return found
 
 
+def stray_pod(index: int, ordinal: int = 1) -> dict[str, Any]:
+    """A pod of the example's engine Instance `index` from an earlier life (an old revision and
+    incarnation), left behind on the single-pod ordinal `ordinal`: what a create must clear."""
+    labels = {
+        "ome.io/inferenceservice": NAME,
+        "ome.io/component": "engine",
+        "ome.io/instance-index": str(index),
+        "ome.io/role": "default",
+        "ome.io/revision": "0ld0ld00",
+        "ome.io/incarnation": "3",
+    }
+    return {
+        "metadata": {"name": f"{NAME}-engine-{index}-default-{ordinal}", "namespace": NAMESPACE, "labels": labels},
+        "spec": {"containers": [{"name": "engine", "image": "example.com/old:1"}]},
+    }
+
+
 async def eventually(probe: Callable[[], Any], what: str, within: float = 60.0) -> Any:
     """Poll `probe` (sync or async) until it returns something truthy; fail naming `what`."""
     try:

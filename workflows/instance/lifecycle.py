@@ -114,7 +114,9 @@ class InstanceLifecycle(InstanceUpdates):
         # Whatever is left of an earlier attempt occupies the stable names: remove it. The
         # create below waits for each name to free (a pod stuck on a dead node holds the
         # readiness clock with NodeUnknown, and is force-deleted when the policy allows).
-        leftovers = await self.live_pods()
+        # Unless the parent found none just before it started us (`started_clean`).
+        clean, self.state.started_clean = self.state.started_clean, False
+        leftovers = {} if clean else await self.live_pods()
         if leftovers:
             await self.take_out_of_rotation("rebuild on stable names", leftovers)
             await self.delete_pods(leftovers, "rebuild on stable names")

@@ -156,9 +156,10 @@ class InstanceWorkflow(InstanceLifecycle):
         if found_by:
             workflow.upsert_search_attributes(found_by)
         # The Instance's Service, its first report to the parent, and (for a create) the pod
-        # list the create starts from go out in one workflow task.
+        # list the create starts from (unless the parent found its index clean) go out in one
+        # workflow task.
         first = [self.prepare(), self.report()]
-        if self.state.phase in (P.CREATING, P.PENDING):
+        if self.state.phase in (P.CREATING, P.PENDING) and not self.state.started_clean:
             first.append(self.list_ahead())
         await asyncio.gather(*first)
         while True:

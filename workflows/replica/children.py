@@ -109,10 +109,29 @@ def kept_off(spec: InstanceSpec, nodes: Sequence[str]) -> InstanceSpec:
     return spec.model_copy(update={"leader_pod_spec": leader, "worker_pod_spec": worker})
 
 
-def first_input(spec: InstanceSpec) -> InstanceState:
+@dataclass
+class StartListing:
+    """The component's pods, listed once right before a pass's starts go out
+    (`workflows.replica.instances.list_before_starts`): a new Instance whose index had none
+    creates its pods without listing for leftovers itself (`InstanceState.started_clean`).
+
+    `starting` is filled as the pass plans its starts; `with_pods` once the list answered."""
+
+    starting: list[int] = field(default_factory=list)
+    with_pods: frozenset[int] | None = None
+    """Indexes with pods in that list; None when not listed (each new Instance looks itself)."""
+
+    def clean(self, index: int) -> bool:
+        return self.with_pods is not None and index not in self.with_pods
+
+
+def first_input(spec: InstanceSpec, clean: bool = False) -> InstanceState:
     """A new Instance's input: its spec and the workflow version it starts under
-    (`workflows.instance.versions`: it takes that version's changes without history markers)."""
-    return InstanceState(spec=spec, pause_mode=spec.pause_mode, workflow_version=INSTANCE_WORKFLOW_VERSION)
+    (`workflows.instance.versions`: it takes that version's changes without history markers);
+    `clean`: its parent found no pod at its index just before the start."""
+    return InstanceState(
+        spec=spec, pause_mode=spec.pause_mode, workflow_version=INSTANCE_WORKFLOW_VERSION, started_clean=clean
+    )
 
 
 async def start_instance(
@@ -122,14 +141,19 @@ async def start_instance(
     revision_hash: str,
     gang_surge_of: int | None = None,
     spec: InstanceSpec | None = None,
+    listing: StartListing | None = None,
 ) -> None:
     """Start Instance `index` as an abandoned child (it outlives this run; deletion is a signal);
-    `spec` replaces the one `spec_for` gives (a migration's replacement, placed off a node)."""
+    `spec` replaces the one `spec_for` gives (a migration's replacement, placed off a node);
+    `listing` tells whether its index was found clean (read when the start goes out)."""
     config = state.config
     workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index, config.home)
     # Recorded before the start, so a pass while it is in flight counts it already.
     state.launched[index] = revision_hash
-    first = first_input(spec if spec is not None else spec_for(state, index, revision_hash, gang_surge_of))
+    first = first_input(
+        spec if spec is not None else spec_for(state, index, revision_hash, gang_surge_of),
+        clean=listing is not None and listing.clean(index),
+    )
     try:
         await workflow.start_child_workflow(
             INSTANCE,

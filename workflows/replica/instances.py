@@ -15,10 +15,14 @@ from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
 from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
 from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
 from models.instance import DeleteRequest as InstanceDeleteRequest
 from models.instance import RetryBlock, RetryBlockState, UpdateRequest
+from models.kube_ops import ListComponentPodsInput
 from planning.replica import events
 from planning.replica.handover import GangSurge, cleaning_up
 from planning.replica.lifecycle import lifecycle_digest
@@ -27,9 +31,17 @@ from planning.replica.reconcile import ReplicaActions, reconcile
 from planning.replica.retry import start_retry_attempt
 from planning.replica.revisions import complete_rollout, history_limit, trim_history
 from planning.replica.rollback import protected
+from workflows import kube_calls
 from workflows.replica import view
 from workflows.replica.batches import requeue_at, scale_down_wave, scale_up_wave
-from workflows.replica.children import EndedInstances, send_all, signal_instance, spec_for, start_instance
+from workflows.replica.children import (
+    EndedInstances,
+    StartListing,
+    send_all,
+    signal_instance,
+    spec_for,
+    start_instance,
+)
 from workflows.replica.handovers import finish_handovers, settle_handovers, surging_for
 from workflows.replica.messages import ReplicaConfig, ReplicaState
 from workflows.replica.migrations import moving_sources
@@ -38,6 +50,12 @@ from workflows.replica.pause import tell_pause
 
 START_AGAIN = timedelta(seconds=1)
 """How soon a start that found the index's ended Instance still closing is tried again."""
+LIST_BEFORE_STARTS = "replica-list-before-starts"
+"""`workflow.patched` id: a pass that starts Instances lists the component's pods first (one
+request), and a new Instance whose index had none skips its own list for leftovers. Runs
+from before started every Instance without it, and each listed its own pods."""
+LIST_BEFORE_STARTS_GIVE_UP = timedelta(seconds=10)
+"""How long the starts wait for that list; past it they go out and each Instance lists."""
 
 
 async def act(state: ReplicaState, ended: EndedInstances, desired: int, now: datetime) -> datetime | None:
@@ -88,7 +106,10 @@ async def carry_out(
     """Send the plan's starts and signals in one workflow task, then keep its hold; the plan,
     waking in time for what the pod batches deferred."""
     ended.start_again = False
-    sends, wake = requests(state, config, ended, actions, now)
+    listing = StartListing()
+    sends, wake = requests(state, config, ended, actions, now, listing)
+    if listing.starting and lists_before_starts():
+        listing.with_pods = await pods_at(config, listing.starting)
     await send_all(sends)
     if wake is not None:
         actions = replace(actions, wake_at=earliest(actions.wake_at, wake))
@@ -102,18 +123,51 @@ async def carry_out(
     return actions
 
 
+def lists_before_starts() -> bool:
+    """Whether this run lists the component before a pass's starts (`LIST_BEFORE_STARTS`)."""
+    return workflow.patched(LIST_BEFORE_STARTS)
+
+
+async def pods_at(config: ReplicaConfig, starting: list[int]) -> frozenset[int] | None:
+    """The indexes that have pods now, from one list of the component's pods; None when the
+    list failed (the new Instances then look for leftovers themselves)."""
+    name = f"{config.isvc}-{config.component}"
+    try:
+        listed = await kube_calls.list_component_pods(
+            ListComponentPodsInput(namespace=config.namespace, isvc=config.isvc, component=config.component),
+            summary=f"list the pods of {name} before starting Instance(s) {', '.join(map(str, starting[:5]))}"
+            + (f" and {len(starting) - 5} more" if len(starting) > 5 else ""),
+            schedule_to_close=LIST_BEFORE_STARTS_GIVE_UP,
+            local=True,
+        )
+    except ActivityError as error:
+        workflow.logger.warning("list of the pods of %s before starts failed: %s", name, error.cause or error)
+        return None
+    return frozenset(index for index, _ in listed.digests)
+
+
 def requests(
-    state: ReplicaState, config: ReplicaConfig, ended: EndedInstances, actions: ReplicaActions, now: datetime
+    state: ReplicaState,
+    config: ReplicaConfig,
+    ended: EndedInstances,
+    actions: ReplicaActions,
+    now: datetime,
+    listing: StartListing,
 ) -> tuple[list[Awaitable[None]], datetime | None]:
     """The plan's starts and signals in its order, each folded into the state as it is listed,
-    and when to look again for starts and removals the pod batches deferred (§14).
+    and when to look again for starts and removals the pod batches deferred (§14). The
+    starts' indexes go on `listing.starting`; each start reads `listing` as it goes out.
 
     Updates move to the plan's revision: the update revision, or the stable one a rollback
     returns to (with that revision's kept spec)."""
     starts = scale_up_wave(state, [(new.index, new.revision) for new in actions.create])
     removals = scale_down_wave(state, actions.delete)
+    listing.starting = [new.index for new in actions.create if new.index in starts.admitted]
+    listing.starting += [new.index for new in actions.surge_create]
     sends: list[Awaitable[None]] = [
-        start_instance(state, ended, new.index, new.revision) for new in actions.create if new.index in starts.admitted
+        start_instance(state, ended, new.index, new.revision, listing=listing)
+        for new in actions.create
+        if new.index in starts.admitted
     ]
     for index in actions.update:
         state.requested_updates[index] = actions.revision
@@ -122,7 +176,7 @@ def requests(
     for new in actions.surge_create:
         source = new.replaces if new.replaces is not None else new.index
         state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)
-        sends.append(start_instance(state, ended, new.index, new.revision, gang_surge_of=source))
+        sends.append(start_instance(state, ended, new.index, new.revision, gang_surge_of=source, listing=listing))
     for index in removals.admitted:
         request = InstanceDeleteRequest(reason="ScaleDown")
         sends.append(signal_instance(state.config, index, INSTANCE_DELETE, request))

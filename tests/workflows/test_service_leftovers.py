@@ -1,0 +1,76 @@
+"""Leftover pods and the list before a create (issue 17: three requests per Instance created).
+
+A pass of the InferenceReplica that starts Instances lists the component's pods once; a new
+Instance whose index had none creates its pods without a list of its own. An index that
+holds a pod from before (here a stray on the single-pod surge ordinal, which the create's
+409 would never meet) still gets the list, and its create removes the stray first.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from temporalio.client import Client
+
+from kubesim.handle import KubeSim
+from tests.workflows.service_harness import (
+    NAME,
+    NAMESPACE,
+    Story,
+    engine_ready,
+    eventually,
+    isvc_manifest,
+    story,
+    stray_pod,
+)
+from workflows.names import instance_workflow_id
+
+pytestmark = pytest.mark.workflows
+
+STRAY = f"{NAME}-engine-1-default-1"
+
+
+async def kube_calls_before_create(s: Story, index: int) -> list[str]:
+    """The Kubernetes activities Instance `index` ran up to its first pod create, in order."""
+    handle = s.client.get_workflow_handle(instance_workflow_id(NAMESPACE, NAME, "engine", index))
+    calls: list[str] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("marker_recorded_event_attributes"):
+            marker = event.marker_recorded_event_attributes
+            if marker.marker_name != "core_local_activity":
+                continue
+            kind = json.loads(marker.details["data"].payloads[0].data)["activity_type"]
+        elif event.HasField("activity_task_scheduled_event_attributes"):
+            kind = event.activity_task_scheduled_event_attributes.activity_type.name
+        else:
+            continue
+        if kind.startswith("kube."):
+            calls.append(kind)
+        if kind == "kube.create_pods":
+            return calls
+    raise AssertionError(f"Instance {index} never created its pods: {calls}")
+
+
+async def test_only_an_index_with_pods_from_before_lists_them_before_its_create(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(dev_client, task_queue, kubesim) as s:
+        s.core.create_namespaced_pod(NAMESPACE, stray_pod(1))
+        await s.apply(isvc_manifest())
+        await eventually(lambda: engine_ready(s), "two Ready engine Instances")
+
+        assert await kube_calls_before_create(s, 0) == ["kube.apply_object", "kube.create_pods"]
+        assert await kube_calls_before_create(s, 1) == [
+            "kube.apply_object",
+            "kube.list_instance_pods",
+            "kube.set_serving_condition",
+            "kube.delete_pods",
+            "kube.create_pods",
+        ]
+
+        def live() -> list[str]:
+            return sorted(p.metadata.name for p in s.pods() if p.metadata.deletion_timestamp is None)
+
+        await eventually(lambda: STRAY not in live(), "the stray pod of Instance 1 deleted")
+        assert live() == [f"{NAME}-engine-0-default-0", f"{NAME}-engine-1-default-0"]
