@@ -53,7 +53,7 @@ class Goals:
         )
 
     def at_most(self, what: str, value: float, goal: float, unit: str = "") -> None:
-        shown = f"{value:.1f}{unit}"
+        shown = f"{value:.2f}{unit}" if value < 10 else f"{value:.1f}{unit}"
         self._add(f"{what}: {shown} (goal <= {goal:g}{unit}): {verdict(value <= goal)}")
 
     def below(self, what: str, value: float, goal: float, unit: str = "") -> None:

@@ -1,0 +1,249 @@
+"""The lifecycle bench's phases against the product: bring-up, update, pod failures, delete,
+and what each is read by (kubesim's pods and request counters, the Temporal histories).
+
+`bench.lifecycle_bench` runs them in order and prints the figures; each phase here returns
+its measurement and leaves the printing to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from bench.lifecycle_stack import (
+    IMAGE_1,
+    IMAGE_2,
+    PodSnapshot,
+    apply,
+    isvc_manifest,
+    observe_pods,
+    poll_until,
+)
+from kubesim.handle import KubeSim
+from workflows.names import instance_workflow_id, isvc_workflow_id
+from workflows.service.workflow import InferenceServiceWorkflow
+
+NAMESPACE = "bench"
+NAME = "lifecycle"
+IDLE_NAME = "idle"
+SAMPLE_SECONDS = 0.1
+"""How often the update is sampled for the fewest serving Instances."""
+FAILURE_POLL_SECONDS = 0.01
+"""Resolution of the pod-failure latency."""
+RECREATION_WITHIN = 30.0
+"""A kill whose recreation has not started after this long is counted as missed."""
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+async def snapshot(sim: KubeSim, name: str = NAME, namespace: str = NAMESPACE) -> PodSnapshot:
+    return await asyncio.to_thread(observe_pods, sim, namespace, name)
+
+
+async def wait_for(what: str, probe: Callable[[], Any], within: float, every: float = SAMPLE_SECONDS) -> Any:
+    return await poll_until(what, probe, within, every)
+
+
+# --- the product ------------------------------------------------------------------------
+
+
+async def isvc_ready(client: Client, name: str, instances: int, namespace: str = NAMESPACE) -> bool:
+    view = await client.get_workflow_handle(isvc_workflow_id(namespace, name)).query(
+        InferenceServiceWorkflow.status
+    )
+    ready = view.status.condition("Ready")
+    engine = view.status.components.get("engine")
+    lifecycle = engine.lifecycle if engine is not None else None
+    return (
+        ready is not None
+        and ready.status == "True"
+        and lifecycle is not None
+        and lifecycle.ready_replicas == instances
+        and lifecycle.current_revision == lifecycle.update_revision
+    )
+
+
+async def bring_up(
+    client: Client,
+    task_queue: str,
+    sim: KubeSim,
+    name: str,
+    instances: int,
+    within: float,
+    namespace: str = NAMESPACE,
+) -> tuple[float, float]:
+    """(seconds until kubesim shows N serving Instances, until the status query says Ready)."""
+    started = time.monotonic()
+    await apply(client, task_queue, isvc_manifest(namespace, name, instances, IMAGE_1))
+
+    async def settled() -> bool:
+        return (await snapshot(sim, name, namespace)).settled_on(IMAGE_1, instances)
+
+    await wait_for(f"{instances} Instances of {namespace}/{name} serving", settled, within)
+    serving = time.monotonic() - started
+    await wait_for(f"{namespace}/{name} to report Ready", lambda: isvc_ready(client, name, instances, namespace),
+                   within, every=0.25)  # fmt: skip
+    return serving, time.monotonic() - started
+
+
+async def update(
+    client: Client, task_queue: str, sim: KubeSim, instances: int, within: float, namespace: str = NAMESPACE
+) -> tuple[float, int]:
+    """(seconds until every Instance serves the new image with one pod, fewest serving seen)."""
+    started = time.monotonic()
+    await apply(client, task_queue, isvc_manifest(namespace, NAME, instances, IMAGE_2))
+    fewest = instances
+    deadline = started + within
+    while time.monotonic() < deadline:
+        seen = await snapshot(sim, NAME, namespace)
+        fewest = min(fewest, len(seen.serving_indexes()))
+        if seen.settled_on(IMAGE_2, instances):
+            return time.monotonic() - started, fewest
+        await asyncio.sleep(SAMPLE_SECONDS)
+    raise RuntimeError(f"the update did not finish within {within:.0f} s")
+
+
+async def idle_bring_up(
+    client: Client, task_queue: str, sim: KubeSim, instances: int, within: float
+) -> tuple[float, int]:
+    """Bring up the idle InferenceService; (seconds, Instances serving) once all serve or at `within`.
+
+    Only kubesim is watched: the RSS figure needs the Instances Ready, not the status projection,
+    which at this size trails the pods by minutes."""
+    started = time.monotonic()
+    await apply(client, task_queue, isvc_manifest(NAMESPACE, IDLE_NAME, instances, IMAGE_1))
+    serving = 0
+    while time.monotonic() - started < within:
+        seen = await snapshot(sim, IDLE_NAME)
+        if seen.settled_on(IMAGE_1, instances):
+            return time.monotonic() - started, instances
+        serving = len(seen.serving_indexes())
+        await asyncio.sleep(1.0)
+    return time.monotonic() - started, serving
+
+
+SHARED_RESOURCES = ("leases", "inferenceservices", "inferencereplicas")
+"""Resources no one Instance writes: the leader Leases' renewals (by the clock) and the
+service's and the InferenceReplica's own objects (by their status changes, paced)."""
+
+
+def per_instance_requests(sim: KubeSim, instances: int) -> tuple[float, float, str]:
+    """Requests per Instance since the last reset: all of them, the Instances' own (without
+    `SHARED_RESOURCES`), and the five busiest (verb, resource)."""
+    counters = sim.counters()
+    requests: dict[tuple[str, str], int] = counters["requests"]
+    busiest = sorted(requests.items(), key=lambda item: -item[1])[:5]
+    shown = ", ".join(f"{verb} {resource} {count / instances:.2f}" for (verb, resource), count in busiest)
+    shared = sum(count for (_verb, resource), count in requests.items() if resource.startswith(SHARED_RESOURCES))
+    return counters["total"] / instances, (counters["total"] - shared) / instances, shown
+
+
+async def pod_failures(
+    sim: KubeSim, instances: int, count: int, seed: int, within: float
+) -> tuple[list[float], list[float], set[int], set[int]]:
+    """Kill one Instance's container at a time: seconds to the recreation's first step, to
+    serving again, the Instances killed, and those whose recreation never started."""
+    to_recreation: list[float] = []
+    to_serving: list[float] = []
+    killed = set(random.Random(seed).sample(range(instances), min(count, instances)))
+    missed: set[int] = set()
+    for index in sorted(killed):
+        pods = [p for p in (await snapshot(sim)).live() if p.index == index and p.serving]
+        if len(pods) != 1:
+            raise RuntimeError(f"Instance {index} has {len(pods)} serving pods before its failure")
+        victim = pods[0]
+        started = time.monotonic()
+        await asyncio.to_thread(sim.kill_pod, NAMESPACE, victim.name)
+
+        async def recreating(uid: str = victim.uid) -> bool:
+            current = {p.uid: p for p in (await snapshot(sim)).pods}
+            pod = current.get(uid)
+            return pod is None or pod.terminating or not pod.serving
+
+        try:
+            await wait_for(
+                f"Instance {index} to start its recreation",
+                recreating,
+                RECREATION_WITHIN,
+                FAILURE_POLL_SECONDS,
+            )
+        except TimeoutError:
+            # The container restarted in place and the Instance did not recreate it: a finding
+            # the figures report (as a count), not a reason to stop the bench.
+            missed.add(index)
+            continue
+        to_recreation.append(time.monotonic() - started)
+
+        async def serving_again(uid: str = victim.uid, index: int = index) -> bool:
+            seen = await snapshot(sim)
+            return (
+                any(p.index == index and p.uid != uid for p in seen.live())
+                and index in seen.serving_indexes()
+            )
+
+        await wait_for(f"Instance {index} to serve again", serving_again, within, FAILURE_POLL_SECONDS)
+        to_serving.append(time.monotonic() - started)
+    return to_recreation, to_serving, killed, missed
+
+
+async def delete(client: Client, sim: KubeSim, within: float, namespace: str = NAMESPACE) -> float:
+    started = time.monotonic()
+    handle = client.get_workflow_handle(isvc_workflow_id(namespace, NAME))
+    await handle.signal("delete")
+
+    async def gone() -> bool:
+        status = (await handle.describe()).status
+        return status == WorkflowExecutionStatus.COMPLETED and not (await snapshot(sim, NAME, namespace)).pods
+
+    await wait_for("the InferenceService to be deleted", gone, within, every=0.25)
+    return time.monotonic() - started
+
+
+async def events_at_serving(client: Client, instances: int, namespace: str = NAMESPACE) -> float:
+    """Mean history events of the Instance workflows now (read from each one's mutable state:
+    the visibility store's count of a running workflow lags)."""
+    limit = asyncio.Semaphore(20)
+
+    async def length(index: int) -> int:
+        async with limit:
+            handle = client.get_workflow_handle(instance_workflow_id(namespace, NAME, "engine", index))
+            described = await handle.describe()
+            return int(described.raw_description.workflow_execution_info.history_length)
+
+    lengths = await asyncio.gather(*(length(index) for index in range(instances)))
+    return statistics.mean(lengths)
+
+
+async def history_events(client: Client, killed: set[int]) -> dict[str, float]:
+    """Events of every run (continue-as-new included) of the bench's workflows, by kind."""
+    instance_prefix = f"instance/{NAMESPACE}/{NAME}-engine-"
+    per_instance: dict[int, int] = {}
+    coordinators = 0
+    async for execution in client.list_workflows(
+        "WorkflowType IN ('Instance', 'InferenceReplica', 'InferenceService')"
+    ):
+        if execution.id.startswith(instance_prefix):
+            index = int(execution.id.removeprefix(instance_prefix))
+            per_instance[index] = per_instance.get(index, 0) + execution.history_length
+        elif execution.id in (isvc_workflow_id(NAMESPACE, NAME), f"irep/{NAMESPACE}/{NAME}-engine"):
+            coordinators += execution.history_length
+    plain = [events for index, events in per_instance.items() if index not in killed]
+    restarted = [events for index, events in per_instance.items() if index in killed]
+    return {
+        "instance": statistics.mean(plain) if plain else 0.0,
+        "instance_restarted": statistics.mean(restarted) if restarted else 0.0,
+        "coordinators": coordinators / max(len(per_instance), 1),
+    }
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
