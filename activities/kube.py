@@ -138,8 +138,11 @@ class KubeActivities(ObjectActivities):
             outcome = self._create_pod(request.namespace, name, body)
             if outcome is None:
                 foreign.append(name)
-            else:
-                outcomes.append(outcome)
+                continue
+            outcomes.append(outcome)
+            if request.serving is not None and outcome.outcome != "occupied" and not outcome.terminating:
+                gate = request.serving.model_copy(update={"pods": [name], "uids": {name: outcome.uid}})
+                self._write_serving(gate, name, "True", f"set {SERVING_CONDITION}=True on new pod {namespace}/{name}")
         if foreign:
             raise ApplicationError(
                 cap(

@@ -111,6 +111,24 @@ class ObjectRef(_Op):
 # --- pods ------------------------------------------------------------------------------
 
 
+class SetServingInput(_Op):
+    """Set the `ome.io/serving` condition of pods: True puts them in rotation."""
+
+    namespace: str
+    pods: list[str]
+    serving: bool
+    reason: str
+    message: str = ""
+    uids: dict[str, str] = Field(default_factory=dict)
+    write_only: bool = False
+    """One PATCH per pod, conditional on its uid, without reading it first: a pod already in
+    that state reads as `changed` (its condition is written again), a missing one as `missing`."""
+    current: dict[str, str] = Field(default_factory=dict)
+    """Write-only: the condition's status each pod is believed to have now ("True"/"False", from
+    the workflow's observation). Where it already is the wanted one, the re-write leaves its
+    `lastTransitionTime` alone (no transition happened)."""
+
+
 class CreatePodsInput(_Op):
     """Create a batch of pods. A pod already present counts as created when it carries the
     same isvc/component/index/role/revision/incarnation labels; a pod of the same Instance
@@ -119,6 +137,11 @@ class CreatePodsInput(_Op):
 
     namespace: str
     pods: list[dict[str, Any]] = Field(min_length=1)
+    serving: SetServingInput | None = None
+    """When given (its `serving` True, `pods` empty): each pod this call created, or found
+    already made by an earlier attempt of it, gets the `ome.io/serving` gate True right after,
+    one status PATCH conditional on its uid. A single-pod Instance's pod then serves as soon as
+    its containers are ready, with no round trip through the workflow."""
 
 
 class CreatedPod(_Op):
@@ -160,24 +183,6 @@ class ForceDeletePodInput(_Op):
     namespace: str
     name: str
     uid: str | None = None
-
-
-class SetServingInput(_Op):
-    """Set the `ome.io/serving` condition of pods: True puts them in rotation."""
-
-    namespace: str
-    pods: list[str]
-    serving: bool
-    reason: str
-    message: str = ""
-    uids: dict[str, str] = Field(default_factory=dict)
-    write_only: bool = False
-    """One PATCH per pod, conditional on its uid, without reading it first: a pod already in
-    that state reads as `changed` (its condition is written again), a missing one as `missing`."""
-    current: dict[str, str] = Field(default_factory=dict)
-    """Write-only: the condition's status each pod is believed to have now ("True"/"False", from
-    the workflow's observation). Where it already is the wanted one, the re-write leaves its
-    `lastTransitionTime` alone (no transition happened)."""
 
 
 class SetServingResult(_Op):

@@ -10,7 +10,7 @@ everything else the summary says. Nothing is dropped: progress is only late by t
 
 A decision reads (per pod, against the last summary sent): the pod going or a new uid,
 deletion (its timestamp, grace and finalizers), a terminal phase, readiness, the
-`ome.io/serving` gate, being listed while serving (Available), container restarts and
+`ome.io/serving` gate of a ready pod, being listed while serving (Available), container restarts and
 failure reasons, a node turning bad or vanishing, scheduling trouble (Unschedulable,
 scheduling gates). A pod that appears without any of those is progress.
 """
@@ -80,7 +80,9 @@ def _decision_facts(pod: PodSummary, pods: InstancePods | None) -> tuple[object,
         pod.finalizers,
         pod.is_terminal,
         pod.is_ready,
-        pod.serving,
+        # The gate of a pod not ready yet decides nothing: only the Instance writes it (a
+        # single-pod Instance creates its pod with it, `planning.instance.serving`).
+        pod.serving if pod.is_ready else None,
         pod.is_serving and listed,
         pod.node_ready if pod.node_ready not in (None, "True") else None,
         pod.node_missing,

@@ -217,6 +217,33 @@ def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace:
     assert stale.missing == [name]
 
 
+def test_a_pod_created_with_its_gate_serves_once_its_containers_are_ready(
+    kubesim: Any, kube: KubeActivities, namespace: str
+) -> None:
+    gate = SetServingInput(namespace=namespace, pods=[], serving=True, reason="ServeWhenReady", message="one pod")
+    kubesim.reset_counters()
+    created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)], serving=gate))
+    assert created.names("created") == ["chat-engine-0-default-0"]
+    # Two requests: the pod, then its gate, conditional on the new uid; no read.
+    assert kubesim.counters()["requests"] == {("create", "pods"): 1, ("patch", "pods/status"): 1}
+    serving = wait_for(lambda: (s := observe(kube, namespace)).pods and s.pods[0].is_serving and s, "serving")
+    pod = serving.pods[0]
+    assert pod.ready and pod.serving == "True" and pod.uid == created.pods[0].uid
+    condition = next(
+        c for c in kube.rest.get(f"/api/v1/namespaces/{namespace}/pods/{pod.name}")["status"]["conditions"]
+        if c["type"] == "ome.io/serving"
+    )
+    assert (condition["status"], condition["reason"], condition["message"]) == ("True", "ServeWhenReady", "one pod")
+
+    # Another incarnation still holds the name: nothing is written to the pod that holds it.
+    newer = instance_pod(namespace, incarnation=2)
+    off = SetServingInput(namespace=namespace, pods=[], serving=True, reason="X")
+    run(kube.set_serving_condition, SetServingInput(namespace=namespace, pods=[pod.name], serving=False, reason="Y"))
+    held = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[newer], serving=off))
+    assert held.names("occupied") == [pod.name]
+    assert observe(kube, namespace).pods[0].serving == "False"
+
+
 def test_write_only_serving_is_one_uid_conditional_patch(kube: KubeActivities, namespace: str) -> None:
     created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
     name, uid = created.pods[0].name, created.pods[0].uid

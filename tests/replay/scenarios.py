@@ -884,7 +884,8 @@ SCENARIOS = [
         "service_clean_starts",
         service_clean_starts,
         "a stray pod at Instance 1 before the apply: the InferenceReplica lists before its starts "
-        "(`replica-list-before-starts`), Instance 0 starts clean, Instance 1 clears the stray; image change, delete",
+        "(`replica-list-before-starts`), Instance 0 starts clean, Instance 1 clears the stray; Instance version 3 "
+        "(pods created with their serving gate); image change, delete",
     ),
     Scenario(
         "service_scale_pause_resume",

@@ -28,6 +28,8 @@ CRASHED = ContainerSummary(name="main", state="waiting", waiting_reason="CrashLo
 SCHEDULED = {"node_name": "gpu-1", "node_ready": "True", "scheduled": True}
 READY = {**SCHEDULED, "phase": "Running", "containers_ready": True, "ready": True}
 SERVING = {**READY, "serving": "True", "has_serving_gate": True}
+GATED = {**SCHEDULED, "serving": "True", "has_serving_gate": True}
+"""Created with its serving gate True (a single-pod Instance), not ready yet."""
 NAME = "chat-engine-0-default-0"
 
 
@@ -47,10 +49,15 @@ NAME = "chat-engine-0-default-0"
         ),
         pytest.param(pods(pod(**READY)), pods(pod(**READY), listed=(NAME,)), False, id="listed while not serving"),
         pytest.param(pods(pod(**SCHEDULED)), pods(pod(**SCHEDULED, pod_ip="10.0.0.7")), False, id="an IP"),
+        pytest.param(None, pods(pod(**GATED)), False, id="a new pod created with its serving gate True"),
+        pytest.param(pods(pod(**SCHEDULED)), pods(pod(**GATED)), False, id="the gate written on a pod not ready yet"),
+        pytest.param(pods(pod(**GATED)), pods(pod(**SCHEDULED, serving="False")), False, id="the gate taken off a pod not ready"),
         # What decisions read: at once.
         pytest.param(None, pods(pod(**READY)), True, id="a pod first seen Ready (adopted, or after a restart)"),
         pytest.param(pods(pod(**SCHEDULED, phase="Running")), pods(pod(**READY)), True, id="containers ready"),
         pytest.param(pods(pod(**READY)), pods(pod(**SERVING)), True, id="serving gate True"),
+        pytest.param(pods(pod(**GATED)), pods(pod(**SERVING)), True, id="a pod created with its gate turns ready: serving"),
+        pytest.param(pods(pod(**SERVING)), pods(pod(**READY, serving="False")), True, id="out of rotation while ready"),
         pytest.param(pods(pod(**SERVING)), pods(pod(**SERVING), listed=(NAME,)), True, id="listed while serving (Available)"),
         pytest.param(pods(pod(**SERVING), listed=(NAME,)), pods(pod(**SERVING), listed=()), True, id="unlisted while serving"),
         pytest.param(pods(pod(**SERVING)), pods(pod(**{**SERVING, "containers_ready": False})), True, id="not ready any more"),

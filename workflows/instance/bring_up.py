@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from models.instance import InstanceFailure, InstancePhase
     from models.kube_ops import CreatePodsInput, KubeErrorType, SetServingInput
     from planning.instance import rules as policy
+    from planning.instance import serving
     from planning.instance.health import (
         HOLD_POD_GROUP_TERMINATING,
         HOLD_QUOTA,
@@ -214,9 +215,14 @@ class InstanceBringUp(InstanceTeardown):
         on quota."""
         spec = self.spec
         incarnation = manifests[0]["metadata"]["labels"].get("ome.io/incarnation", "?")
+        gate = None
+        if self.serving_at_create and serving.serves_when_ready(spec, self.state.draining):
+            gate = SetServingInput(
+                namespace=spec.namespace, pods=[], serving=True, reason=serving.REASON, message=serving.message(spec)
+            )
         try:
             result = await kube_calls.create_pods(
-                CreatePodsInput(namespace=spec.namespace, pods=manifests),
+                CreatePodsInput(namespace=spec.namespace, pods=manifests, serving=gate),
                 summary=(
                     f"create {len(manifests)} pods for {spec.instance_name} "
                     f"(revision {spec.revision[:4]}), incarnation {incarnation}"
@@ -251,8 +257,11 @@ class InstanceBringUp(InstanceTeardown):
         return False
 
     async def start_serving(self, members: dict[str, str]) -> bool:
-        """Set `ome.io/serving` True and wait to see it; False if the pods stopped being ready."""
+        """Set `ome.io/serving` True and wait to see it; False if the pods stopped being ready.
+        Pods created with the gate (`serving_at_create`) that show it already need no write."""
         spec = self.spec
+        if self.serving_at_create and levels(self.observed(), members, spec.pod_count, 0.0, workflow.now()).serving:
+            return True
         await kube_calls.set_serving(
             SetServingInput(
                 namespace=spec.namespace,

@@ -52,6 +52,9 @@ class InstanceOperations:
     the operation (while the old pod of a surge drains, say) must still count as a restart."""
     local_kube: bool = False
     """Whether this run makes its Kubernetes calls as local activities (`LOCAL_KUBE_CALLS`)."""
+    serving_at_create: bool = False
+    """Whether this run creates a single-pod Instance's pod with its serving gate
+    (`SERVING_AT_CREATE`, `planning.instance.serving`)."""
     local_report: bool = False
     """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
     waits: waiting.Waits

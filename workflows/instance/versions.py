@@ -48,9 +48,15 @@ KEPT_TIMER = "instance-kept-timer"
 (`workflows.waiting.Waits`), so a pod report during a drain or a backstop wait no longer cancels
 and restarts it. Histories from before cancelled and restarted it on every wake."""
 
+SERVING_AT_CREATE = "instance-serving-at-create"
+"""Decided once at the start of each run: a single-pod Instance with no minReadySeconds creates
+its pod with the `ome.io/serving` gate True (`planning.instance.serving`) and writes no gate
+once it sees it ready. Histories from before wrote the gate after seeing the pod ready."""
+
 CHANGES: dict[int, frozenset[str]] = {
     1: frozenset({LOCAL_KUBE_CALLS, RELEASE_EVENT_BY_PARENT, DRAIN_OVERDUE, FINALIZER_BLOCK, REPORT_BY_LOCAL_ACTIVITY}),
     2: frozenset({KEPT_TIMER}),
+    3: frozenset({SERVING_AT_CREATE}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

@@ -50,7 +50,12 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.steps import next_step, next_wake
     from workflows import search_attributes, tracing, waiting
     from workflows.instance.lifecycle import InstanceLifecycle
-    from workflows.instance.versions import KEPT_TIMER, LOCAL_KUBE_CALLS, REPORT_BY_LOCAL_ACTIVITY
+    from workflows.instance.versions import (
+        KEPT_TIMER,
+        LOCAL_KUBE_CALLS,
+        REPORT_BY_LOCAL_ACTIVITY,
+        SERVING_AT_CREATE,
+    )
 
 P = InstancePhase
 
@@ -146,6 +151,7 @@ class InstanceWorkflow(InstanceLifecycle):
         self.local_kube = self.takes(LOCAL_KUBE_CALLS)
         self.local_report = self.takes(REPORT_BY_LOCAL_ACTIVITY)
         self.waits.keep = self.takes(KEPT_TIMER)
+        self.serving_at_create = self.local_kube and self.takes(SERVING_AT_CREATE)
         # Each operation (create, update, restart, delete) is its own trace; between them, the
         # run's. After a continue-as-new mid-operation the new run finds the same trace.
         tracing.follow_operations(lambda: self.state.operation.id if self.state.operation is not None else None)
