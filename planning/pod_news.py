@@ -10,9 +10,11 @@ everything else the summary says. Nothing is dropped: progress is only late by t
 
 A decision reads (per pod, against the last summary sent): the pod going or a new uid,
 deletion (its timestamp, grace and finalizers), a terminal phase, readiness, the
-`ome.io/serving` gate of a ready pod, being listed while serving (Available), container restarts and
-failure reasons, a node turning bad or vanishing, scheduling trouble (Unschedulable,
-scheduling gates). A pod that appears without any of those is progress.
+`ome.io/serving` gate of a ready pod, being listed while serving (Available), container
+restarts and failure reasons, a node turning bad or vanishing, scheduling trouble
+(Unschedulable, scheduling gates). A pod that appears without any of those is progress, and
+so is a pod that turned serving while its headless Service's slices do not list it yet: it
+goes out with the listing, serving and Available in one signal.
 """
 
 from __future__ import annotations
@@ -33,12 +35,23 @@ def must_hear_now(previous: InstancePods | None, current: InstancePods) -> bool:
         return True  # a pod went
     for name, pod in after.items():
         old = before.get(name)
+        pod = _until_listed(pod, current)
         if old is None:
             if _decision_facts(pod, current) != _decision_facts(_arrived(pod), current):
                 return True
-        elif _decision_facts(old, previous) != _decision_facts(pod, current):
+        elif _decision_facts(_until_listed(old, previous), previous) != _decision_facts(pod, current):
             return True
     return False
+
+
+def _until_listed(pod: PodSummary, pods: InstancePods) -> PodSummary:
+    """A pod that serves but its headless Service's slices do not list yet is still on its way
+    up: the slice follows Ready within moments, and the Instance hears serving and Available
+    together (or after the hold, if the listing is late). Where no slice says (None), as is."""
+    listed = pods.endpoints_listed
+    if listed is None or not pod.is_serving or pod.name in listed:
+        return pod
+    return pod.model_copy(update={"containers_ready": False})
 
 
 def _arrived(pod: PodSummary) -> PodSummary:

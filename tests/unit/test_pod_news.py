@@ -52,11 +52,25 @@ NAME = "chat-engine-0-default-0"
         pytest.param(None, pods(pod(**GATED)), False, id="a new pod created with its serving gate True"),
         pytest.param(pods(pod(**SCHEDULED)), pods(pod(**GATED)), False, id="the gate written on a pod not ready yet"),
         pytest.param(pods(pod(**GATED)), pods(pod(**SCHEDULED, serving="False")), False, id="the gate taken off a pod not ready"),
+        pytest.param(
+            pods(pod(**GATED), listed=()), pods(pod(**SERVING), listed=()), False, id="serving, its slice not listing it yet"
+        ),
+        pytest.param(
+            pods(pod(**SERVING), listed=()), pods(pod(**SERVING, pod_ip="10.0.0.7"), listed=()), False,
+            id="still unlisted after a late send: nothing new",
+        ),
         # What decisions read: at once.
         pytest.param(None, pods(pod(**READY)), True, id="a pod first seen Ready (adopted, or after a restart)"),
         pytest.param(pods(pod(**SCHEDULED, phase="Running")), pods(pod(**READY)), True, id="containers ready"),
         pytest.param(pods(pod(**READY)), pods(pod(**SERVING)), True, id="serving gate True"),
         pytest.param(pods(pod(**GATED)), pods(pod(**SERVING)), True, id="a pod created with its gate turns ready: serving"),
+        pytest.param(
+            pods(pod(**GATED), listed=()), pods(pod(**SERVING), listed=(NAME,)), True, id="serving and listed together"
+        ),
+        pytest.param(
+            pods(pod(**READY), listed=()), pods(pod(**READY, serving="False"), listed=()), True,
+            id="the gate False on a ready pod",
+        ),
         pytest.param(pods(pod(**SERVING)), pods(pod(**READY, serving="False")), True, id="out of rotation while ready"),
         pytest.param(pods(pod(**SERVING)), pods(pod(**SERVING), listed=(NAME,)), True, id="listed while serving (Available)"),
         pytest.param(pods(pod(**SERVING), listed=(NAME,)), pods(pod(**SERVING), listed=()), True, id="unlisted while serving"),
