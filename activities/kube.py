@@ -139,10 +139,12 @@ class KubeActivities(ObjectActivities):
             if outcome is None:
                 foreign.append(name)
                 continue
-            outcomes.append(outcome)
             if request.serving is not None and outcome.outcome != "occupied" and not outcome.terminating:
                 gate = request.serving.model_copy(update={"pods": [name], "uids": {name: outcome.uid}})
-                self._write_serving(gate, name, "True", f"set {SERVING_CONDITION}=True on new pod {namespace}/{name}")
+                action = f"set {SERVING_CONDITION}=True on new pod {namespace}/{name}"
+                written = self._write_serving(gate, name, "True", action) == "changed"
+                outcome = outcome.model_copy(update={"gated": written})
+            outcomes.append(outcome)
         if foreign:
             raise ApplicationError(
                 cap(

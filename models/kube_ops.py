@@ -151,6 +151,8 @@ class CreatedPod(_Op):
     revision: str = ""
     incarnation: int | None = None
     terminating: bool = False
+    gated: bool = False
+    """The call wrote its `ome.io/serving` gate True (`CreatePodsInput.serving`)."""
 
 
 class CreatePodsResult(_Op):

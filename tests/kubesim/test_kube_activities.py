@@ -223,7 +223,7 @@ def test_a_pod_created_with_its_gate_serves_once_its_containers_are_ready(
     gate = SetServingInput(namespace=namespace, pods=[], serving=True, reason="ServeWhenReady", message="one pod")
     kubesim.reset_counters()
     created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)], serving=gate))
-    assert created.names("created") == ["chat-engine-0-default-0"]
+    assert created.names("created") == ["chat-engine-0-default-0"] and created.pods[0].gated
     # Two requests: the pod, then its gate, conditional on the new uid; no read.
     assert kubesim.counters()["requests"] == {("create", "pods"): 1, ("patch", "pods/status"): 1}
     serving = wait_for(lambda: (s := observe(kube, namespace)).pods and s.pods[0].is_serving and s, "serving")
@@ -240,7 +240,7 @@ def test_a_pod_created_with_its_gate_serves_once_its_containers_are_ready(
     off = SetServingInput(namespace=namespace, pods=[], serving=True, reason="X")
     run(kube.set_serving_condition, SetServingInput(namespace=namespace, pods=[pod.name], serving=False, reason="Y"))
     held = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[newer], serving=off))
-    assert held.names("occupied") == [pod.name]
+    assert held.names("occupied") == [pod.name] and not held.pods[0].gated
     assert observe(kube, namespace).pods[0].serving == "False"
 
 

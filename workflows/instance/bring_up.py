@@ -241,6 +241,7 @@ class InstanceBringUp(InstanceTeardown):
                 )
             # Forbidden, NameTaken, a missing namespace: the attempt fails, the Instance lives on.
             return InstanceFailure(reason=str(kind or "CreateFailed"), message=message, time=workflow.now())
+        self.gated_at_create |= {pod.uid for pod in result.pods if pod.gated}
         # A terminating pod with the same labels is a predecessor: wait for it, never adopt it.
         return {
             pod.name: pod.uid
@@ -258,10 +259,24 @@ class InstanceBringUp(InstanceTeardown):
 
     async def start_serving(self, members: dict[str, str]) -> bool:
         """Set `ome.io/serving` True and wait to see it; False if the pods stopped being ready.
-        Pods created with the gate (`serving_at_create`) that show it already need no write."""
+        Pods this run created with the gate (`gated_at_create`) need no write, only the wait."""
         spec = self.spec
-        if self.serving_at_create and levels(self.observed(), members, spec.pod_count, 0.0, workflow.now()).serving:
-            return True
+        if not set(members.values()) <= self.gated_at_create:
+            await self.write_serving(members)
+        while True:
+            since = self.mark()
+            counts = levels(self.observed(), members, spec.pod_count, 0.0, workflow.now())
+            if counts.serving:
+                return True
+            if not counts.ready or self.interrupted(spec.revision):
+                return False
+            # Only until the kubelet marks the pods Ready with the gate: the step after this
+            # reports the Instance serving, so a report of the moment between is not needed.
+            await self.wait_for_news(None, since, report=False)
+
+    async def write_serving(self, members: dict[str, str]) -> None:
+        """Put `members` into rotation: their `ome.io/serving` gate True."""
+        spec = self.spec
         await kube_calls.set_serving(
             SetServingInput(
                 namespace=spec.namespace,
@@ -275,16 +290,6 @@ class InstanceBringUp(InstanceTeardown):
             summary=f"put {spec.instance_name} into rotation ({len(members)} pods)",
             local=self.local_kube,
         )
-        while True:
-            since = self.mark()
-            counts = levels(self.observed(), members, spec.pod_count, 0.0, workflow.now())
-            if counts.serving:
-                return True
-            if not counts.ready or self.interrupted(spec.revision):
-                return False
-            # Only until the kubelet marks the pods Ready with the gate: the step after this
-            # reports the Instance serving, so a report of the moment between is not needed.
-            await self.wait_for_news(None, since, report=False)
 
     def commit_ready(self, members: dict[str, str]) -> None:
         """Ready and serving: `members` are the Instance's pods now, at the target revision."""

@@ -55,6 +55,10 @@ class InstanceOperations:
     serving_at_create: bool = False
     """Whether this run creates a single-pod Instance's pod with its serving gate
     (`SERVING_AT_CREATE`, `planning.instance.serving`)."""
+    gated_at_create: frozenset[str] = frozenset()
+    """Uids of the pods this run created with their serving gate written: `start_serving`
+    waits to see the gate on them instead of writing it again (not carried over
+    continue-as-new, where it only costs that write)."""
     local_report: bool = False
     """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
     waits: waiting.Waits

@@ -48,6 +48,7 @@ class InstanceTeardown(InstanceOperations):
             self.state.draining = True
         if not pods:
             return
+        self.gated_at_create -= set(pods.values())  # back into rotation means a write again
         await kube_calls.set_serving(
             SetServingInput(
                 namespace=spec.namespace,
