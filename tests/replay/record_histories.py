@@ -36,7 +36,8 @@ from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.fixtures.temporal import start_dev_server
-from tests.replay.scenarios import SCENARIOS, WAIT, Scenario
+from tests.replay.catalog import SCENARIOS
+from tests.replay.scenarios import WAIT, Scenario
 from tests.workflows.multicluster_harness import CLUSTERS
 from workers.client import exit_process
 from workflows.names import cluster_task_queue

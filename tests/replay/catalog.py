@@ -1,0 +1,150 @@
+"""Every replay scenario `tests/replay/record_histories.py` records, with what it tells; the
+stories are in `tests/replay/scenarios.py` and `tests/replay/scenarios_newer.py`, and the
+table in tests/replay/README.md says which workflows each leaves."""
+
+from __future__ import annotations
+
+from tests.replay.scenarios import (
+    Scenario,
+    instance_create_delete,
+    instance_local_kube_calls,
+    instance_pod_killed,
+    instance_surge_update,
+    service_apply_update_delete,
+    service_clean_starts,
+    service_held_release,
+    service_scale_pause_resume,
+    service_versioned_instances,
+)
+from tests.replay.scenarios_newer import (
+    service_canary,
+    service_deployment_scale,
+    service_drain,
+    service_gang_surge_freeze,
+    service_kubectl_relay,
+    service_lifecycle_change,
+    service_migration,
+    service_multicluster_all,
+    service_pod_relist,
+    service_relocation,
+    service_rollout_group,
+    trafficmap_weights_drain_delete,
+)
+
+SCENARIOS = [
+    Scenario("instance_create_delete", instance_create_delete, "a leader and a worker: Ready, then deleted"),
+    Scenario("instance_pod_killed", instance_pod_killed, "a killed worker pod: both pods recreated"),
+    Scenario("instance_surge_update", instance_surge_update, "a SurgeThenDrain image update, then deleted"),
+    Scenario(
+        "instance_local_kube_calls",
+        instance_local_kube_calls,
+        "local Kubernetes calls: a killed pod recreated, a SurgeThenDrain update, deleted",
+    ),
+    Scenario(
+        "service_apply_update_delete",
+        service_apply_update_delete,
+        "spec 003 example: apply (2 engine Instances), same apply again, image change, delete",
+    ),
+    Scenario(
+        "service_versioned_instances",
+        service_versioned_instances,
+        "Instances started under workflow version 1 (no patch markers, reports by local activity): apply, image "
+        "change, delete",
+    ),
+    Scenario(
+        "service_kept_timers",
+        service_versioned_instances,
+        "service_versioned_instances with each loop's timer kept across its waits (`instance-kept-timer` in "
+        "Instance version 2, `replica-kept-timer`, `isvc-kept-timer`): apply, image change, delete",
+    ),
+    Scenario(
+        "service_clean_starts",
+        service_clean_starts,
+        "a stray pod at Instance 1 before the apply: the InferenceReplica lists before its starts "
+        "(`replica-list-before-starts`), Instance 0 starts clean, Instance 1 clears the stray; Instance version 3 "
+        "(pods created with their serving gate); image change, delete",
+    ),
+    Scenario(
+        "service_scale_pause_resume",
+        service_scale_pause_resume,
+        "scale 1 -> 3 -> 2, pause, image change held back, resume, delete",
+    ),
+    Scenario(
+        "service_held_release",
+        service_held_release,
+        "an unpullable image held, release_held (unknown and real revision), fixed image, reset, delete",
+    ),
+    Scenario(
+        "service_gang_surge_freeze",
+        service_gang_surge_freeze,
+        "leader+worker Instances: freeze, image change held, a pod lost unrepaired, resume, gang surge, delete",
+    ),
+    Scenario(
+        "service_deployment_scale",
+        service_deployment_scale,
+        "an OMENative engine and a RawDeployment router: scale refused, scale 1 -> 2, delete",
+    ),
+    Scenario(
+        "service_rollout_group",
+        service_rollout_group,
+        "seed 004: engine+decoder blue-green group and the router alone; an image change runs a Rollout; delete",
+    ),
+    Scenario(
+        "service_canary",
+        service_canary,
+        "engine+decoder canary with Prometheus analysis: a good image promoted past its manual gate, then a bad "
+        "image rolled back by analysis; delete",
+    ),
+    Scenario(
+        "service_migration",
+        service_migration,
+        "two engine Instances: Instance 1 migrated off its node (Completed), a request naming the wrong node "
+        "(Failed), delete",
+    ),
+    Scenario(
+        "service_drain",
+        service_drain,
+        "three engine Instances: the node of Instance 0 drained replacement first, held cordoned, released; delete",
+    ),
+    Scenario(
+        "service_relocation",
+        service_relocation,
+        "one engine Instance stuck on a wedged node, relocated off it (AutoMigrationTriggered), Ready elsewhere; "
+        "delete",
+    ),
+    Scenario(
+        "service_relocation_update_first",
+        service_relocation,
+        "service_relocation on the `relocation-update-first` path (the restart sent once the update landed), "
+        "with versioned Instances",
+    ),
+    Scenario(
+        "service_lifecycle_change",
+        service_lifecycle_change,
+        "restartPolicy changed alone (no new revision), a killed container recreates its Instance, delete",
+    ),
+    Scenario(
+        "service_kubectl_relay",
+        service_kubectl_relay,
+        "the kubectl way in: the controller's relays of the object (its own write, an edit twice, a late one), "
+        "runtime_changed, the object deleted (finalizer) then delete",
+    ),
+    Scenario(
+        "trafficmap_weights_drain_delete",
+        trafficmap_weights_drain_delete,
+        "a TrafficMap: weights 2 and 3 published, a probe gate set and lifted, a drain (and a refused one) and "
+        "undrain, a zero factor freezing the map and a fixed one resuming it, delete",
+    ),
+    Scenario(
+        "service_multicluster_all",
+        service_multicluster_all,
+        "spec 000's chat placed All on two workload clusters: members on their queues, weights 1:1 then 1:3 "
+        "with a factor, delete",
+    ),
+    Scenario(
+        "service_pod_relist",
+        service_pod_relist,
+        "one engine Instance whose pod dies while the watcher is down: the InferenceReplica's component "
+        "re-list finds it gone and sends the Instance a fresh summary; recreated, Ready; delete",
+    ),
+]
