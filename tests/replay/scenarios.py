@@ -280,8 +280,13 @@ async def _replica_running(s: Story) -> bool:
 
 
 async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
+    return await _status_is(handle, WorkflowExecutionStatus.RUNNING)
+
+
+async def _status_is(handle: WorkflowHandle[Any, Any], status: WorkflowExecutionStatus) -> bool:
+    """Whether the workflow exists and is in `status`."""
     try:
-        return (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        return (await handle.describe()).status == status
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             return False

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
@@ -33,6 +32,7 @@ from tests.replay.scenarios import (
     _live_images,
     _ready_on,
     _running,
+    _status_is,
     service_story,
     until,
 )
@@ -353,12 +353,7 @@ async def _engine_phase(s: Story, phase: str, step: int | None = None) -> bool:
 
 
 async def _completed(handle: WorkflowHandle[Any, Any]) -> bool:
-    try:
-        return (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
-    except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            return False
-        raise
+    return await _status_is(handle, WorkflowExecutionStatus.COMPLETED)
 
 
 def _serving_nodes(s: Story) -> dict[int, str]:
