@@ -23,9 +23,12 @@ after its last renewal: at most one retry period's worth, sent again with the sa
 Threads run the blocking `kubernetes` client (one per watched kind); one asyncio task
 applies their events, coalesces bursts for `coalesce_seconds` and sends signals with bounded
 concurrency. A change that is only progress (`planning.pod_news`: a pod appearing, scheduled,
-starting) is held back up to `settle_seconds` and goes with whatever follows it: a pod's way
-up costs its Instance two or three signals, not five. A change a decision reads goes at once. Signals to Instances that do not exist (yet, or any more) are dropped: a new
-Instance workflow lists its pods itself at start.
+starting, serving before its Service's slice lists it) is held back up to `settle_seconds`
+and goes with whatever follows it: the way up of a pod created with its serving gate costs
+its Instance one signal (ready, serving and listed), of any other two or three, not five. A
+change a decision reads goes at once. Signals to Instances that do not exist (yet, or any
+more) are dropped: a new Instance workflow lists its pods itself at start, or starts knowing
+its index had none (`InstanceState.started_clean`).
 """
 
 from __future__ import annotations
