@@ -44,11 +44,11 @@ def must_hear_now(previous: InstancePods | None, current: InstancePods) -> bool:
     return False
 
 
-def _until_listed(pod: PodSummary, pods: InstancePods) -> PodSummary:
+def _until_listed(pod: PodSummary, pods: InstancePods | None) -> PodSummary:
     """A pod that serves but its headless Service's slices do not list yet is still on its way
     up: the slice follows Ready within moments, and the Instance hears serving and Available
     together (or after the hold, if the listing is late). Where no slice says (None), as is."""
-    listed = pods.endpoints_listed
+    listed = pods.endpoints_listed if pods is not None else None
     if listed is None or not pod.is_serving or pod.name in listed:
         return pod
     return pod.model_copy(update={"containers_ready": False})
