@@ -226,6 +226,7 @@ class InstanceBringUp(InstanceTeardown):
                 summary=(
                     f"create {len(manifests)} pods for {spec.instance_name} "
                     f"(revision {spec.revision[:4]}), incarnation {incarnation}"
+                    + (", serving once ready" if gate is not None else "")
                 ),
                 local=self.local_kube,
             )
