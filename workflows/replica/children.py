@@ -112,7 +112,7 @@ def kept_off(spec: InstanceSpec, nodes: Sequence[str]) -> InstanceSpec:
 @dataclass
 class StartListing:
     """The component's pods, listed once right before a pass's starts go out
-    (`workflows.replica.instances.list_before_starts`): a new Instance whose index had none
+    (`workflows.replica.instances.pods_at`): a new Instance whose index had none
     creates its pods without listing for leftovers itself (`InstanceState.started_clean`).
 
     `starting` is filled as the pass plans its starts; `with_pods` once the list answered."""
