@@ -177,13 +177,13 @@ async def service_story(
         await watcher.stop()
 
 
-async def _accepted(s: Story, manifest: dict[str, Any]) -> None:
+async def apply_accepted(s: Story, manifest: dict[str, Any]) -> None:
     result = await s.apply(manifest)
     if not result.accepted:
         raise RuntimeError(f"apply was refused: {result}")
 
 
-async def _delete_service(s: Story) -> None:
+async def delete_service(s: Story) -> None:
     """Delete: every Instance drained and removed, then the InferenceService workflow completes."""
     began = time.monotonic()
     await s.handle().signal("delete")
@@ -191,13 +191,13 @@ async def _delete_service(s: Story) -> None:
     print(f"  {time.monotonic() - began:5.1f}s  delete, the InferenceService workflow completed", flush=True)
 
 
-def _live_images(s: Story) -> set[str]:
+def live_images(s: Story) -> set[str]:
     return {p.spec.containers[0].image for p in s.pods() if p.metadata.deletion_timestamp is None}
 
 
-async def _ready_on(s: Story, image: str, indexes: list[int]) -> bool:
+async def ready_on(s: Story, image: str, indexes: list[int]) -> bool:
     """Exactly the Instances `indexes` Ready, every live pod on `image`, the rollout finished."""
-    if not await _replica_running(s):
+    if not await replica_running(s):
         return False
     replica = await s.replica_status()
     ready = sorted(row.index for row in replica.instance_statuses if row.phase == "Ready")
@@ -210,19 +210,19 @@ async def _ready_on(s: Story, image: str, indexes: list[int]) -> bool:
         and lifecycle is not None
         and lifecycle.current_revision == lifecycle.update_revision
         and len(live) == len(indexes)
-        and _live_images(s) == {image}
+        and live_images(s) == {image}
     )
 
 
 async def service_apply_update_delete(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         manifest = isvc_manifest()
-        await _accepted(s, manifest)
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
-        await _accepted(s, manifest)  # unchanged: accepted, nothing to do
-        await _accepted(s, with_image(manifest, IMAGE_2))
-        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
-        await _delete_service(s)
+        await apply_accepted(s, manifest)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        await apply_accepted(s, manifest)  # unchanged: accepted, nothing to do
+        await apply_accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
+        await delete_service(s)
 
 
 async def service_versioned_instances(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
@@ -230,11 +230,11 @@ async def service_versioned_instances(env: WorkflowEnvironment, sim: KubeSim, ta
     set at start, reports to the InferenceReplica as local activities."""
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         manifest = isvc_manifest()
-        await _accepted(s, manifest)
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
-        await _accepted(s, with_image(manifest, IMAGE_2))
-        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
-        await _delete_service(s)
+        await apply_accepted(s, manifest)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        await apply_accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
+        await delete_service(s)
 
 
 async def service_clean_starts(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
@@ -244,46 +244,46 @@ async def service_clean_starts(env: WorkflowEnvironment, sim: KubeSim, task_queu
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         s.core.create_namespaced_pod(s.namespace, stray_pod(1))
         manifest = isvc_manifest()
-        await _accepted(s, manifest)
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances, the stray gone", within=WAIT)
-        await _accepted(s, with_image(manifest, IMAGE_2))
-        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
-        await _delete_service(s)
+        await apply_accepted(s, manifest)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances, the stray gone", within=WAIT)
+        await apply_accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
+        await delete_service(s)
 
 
 async def service_scale_pause_resume(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         manifest = isvc_manifest(minReplicas=1, maxReplicas=3)
-        await _accepted(s, manifest)
-        await until(lambda: _ready_on(s, IMAGE_1, [0]), "one Ready Instance", within=WAIT)
+        await apply_accepted(s, manifest)
+        await until(lambda: ready_on(s, IMAGE_1, [0]), "one Ready Instance", within=WAIT)
         await s.handle().signal("scale", ScaleRequest(component="engine", replicas=3))
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1, 2]), "three Ready Instances", within=WAIT)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1, 2]), "three Ready Instances", within=WAIT)
         await s.handle().signal("scale", ScaleRequest(component="engine", replicas=2))
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "Instance 2 removed", within=WAIT)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "Instance 2 removed", within=WAIT)
         await s.handle().signal("pause")
-        await _accepted(s, with_image(manifest, IMAGE_2))  # also ends the transient scale
+        await apply_accepted(s, with_image(manifest, IMAGE_2))  # also ends the transient scale
         await until(lambda: _paused(s), "the InferenceService to show Paused", within=WAIT)
         await s.handle().signal("resume")
-        await until(lambda: _ready_on(s, IMAGE_2, [0]), "the held-back update after resume", within=WAIT)
-        await _delete_service(s)
+        await until(lambda: ready_on(s, IMAGE_2, [0]), "the held-back update after resume", within=WAIT)
+        await delete_service(s)
 
 
 async def _paused(s: Story) -> bool:
     return (await s.status()).phase == "Paused"
 
 
-async def _replica_running(s: Story) -> bool:
+async def replica_running(s: Story) -> bool:
     """Whether this scenario's InferenceReplica runs. A query before it starts would reach the
     previous scenario's closed run of the same id, whose task queue nobody polls any more, and
     hang until the server's query timeout."""
-    return await _running(s.irep())
+    return await workflow_running(s.irep())
 
 
-async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
-    return await _status_is(handle, WorkflowExecutionStatus.RUNNING)
+async def workflow_running(handle: WorkflowHandle[Any, Any]) -> bool:
+    return await status_is(handle, WorkflowExecutionStatus.RUNNING)
 
 
-async def _status_is(handle: WorkflowHandle[Any, Any], status: WorkflowExecutionStatus) -> bool:
+async def status_is(handle: WorkflowHandle[Any, Any], status: WorkflowExecutionStatus) -> bool:
     """Whether the workflow exists and is in `status`."""
     try:
         return (await handle.describe()).status == status
@@ -295,7 +295,7 @@ async def _status_is(handle: WorkflowHandle[Any, Any], status: WorkflowExecution
 
 async def _held(s: Story, after: datetime | None = None) -> tuple[str, datetime | None] | None:
     """(revision, its last failure) once the update is Held by a failure later than `after`."""
-    if not await _replica_running(s):
+    if not await replica_running(s):
         return None
     replica = await s.replica_status()
     hold = replica.rollout_hold
@@ -311,9 +311,9 @@ async def service_held_release(env: WorkflowEnvironment, sim: KubeSim, task_queu
     sim.set_image_behavior(BAD_IMAGE, fail_pull=True)
     async with service_story(env, sim, task_queue, dict(HOLD_AT_ONCE)) as s:
         manifest = isvc_manifest()
-        await _accepted(s, manifest)
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready Instances", within=WAIT)
-        await _accepted(s, with_image(manifest, BAD_IMAGE))
+        await apply_accepted(s, manifest)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready Instances", within=WAIT)
+        await apply_accepted(s, with_image(manifest, BAD_IMAGE))
         revision, failed = await until(lambda: _held(s), "the bad revision to be Held", within=WAIT)
         await s.handle().signal("release_held", ReleaseHeldRequest(component="engine", revision="deadbeef"))
         await s.handle().signal("release_held", ReleaseHeldRequest(component="engine", revision=revision))
@@ -325,7 +325,7 @@ async def service_held_release(env: WorkflowEnvironment, sim: KubeSim, task_queu
             within=WAIT,
         )
         await until(lambda: _held(s, after=failed), "the retried revision to be Held again", within=WAIT)
-        await _accepted(s, with_image(manifest, IMAGE_2))
-        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "the corrected revision", within=WAIT)
+        await apply_accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "the corrected revision", within=WAIT)
         await s.handle().signal("reset_instances", ResetInstancesRequest(component="engine", instances="all"))
-        await _delete_service(s)
+        await delete_service(s)

@@ -27,14 +27,14 @@ from planning.service.relay import relayed_manifest
 from tests.fixtures.prometheus import RunningPrometheus
 from tests.replay.scenarios import (
     WAIT,
-    _accepted,
-    _delete_service,
-    _live_images,
-    _ready_on,
-    _running,
-    _status_is,
+    apply_accepted,
+    delete_service,
+    live_images,
+    ready_on,
     service_story,
+    status_is,
     until,
+    workflow_running,
 )
 from tests.workflows.multicluster_harness import CLUSTERS, chat_manifest, fleet, weights_are, with_factors
 from tests.workflows.rollout_examples import BLUE_GREEN, pd_manifest, pd_runtime
@@ -66,9 +66,9 @@ from workflows.trafficmap.messages import DrainRequest, DrainResult, UndrainRequ
 
 async def _instance(s: Story, index: int) -> InstanceStatus | None:
     """Instance `index`'s status, None unless this scenario's run of it is running (see
-    `_replica_running`: an earlier scenario's run of the same id would hang the query)."""
+    `replica_running`: an earlier scenario's run of the same id would hang the query)."""
     handle = s.client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-{index}")
-    if not await _running(handle):
+    if not await workflow_running(handle):
         return None
     status: InstanceStatus = await handle.query(QUERY_STATUS, result_type=InstanceStatus)
     return status
@@ -99,7 +99,7 @@ async def _update_waiting(s: Story) -> bool:
     return (
         lifecycle is not None
         and lifecycle.update_revision != lifecycle.current_revision
-        and _live_images(s) == {IMAGE_1}
+        and live_images(s) == {IMAGE_1}
     )
 
 
@@ -146,14 +146,14 @@ async def service_gang_surge_freeze(env: WorkflowEnvironment, sim: KubeSim, task
             worker={"size": 1},
             lifecycle={"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}},
         )
-        await _accepted(s, manifest)
+        await apply_accepted(s, manifest)
         await until(
             lambda: sorted(_gang_serving(s)) == [0, 1], "Instances 0 and 1 serving, leader and worker"
         )
         first = {p.metadata.uid for p in _live(s)}
         await s.handle().signal("pause", "freeze")
         await until(lambda: _frozen(s, [0, 1]), "both Instances frozen")
-        await _accepted(s, with_image(manifest, IMAGE_2))
+        await apply_accepted(s, with_image(manifest, IMAGE_2))
         await until(lambda: _update_waiting(s), "the image change held back by the freeze")
         (worker,) = [
             p.metadata.name
@@ -168,7 +168,7 @@ async def service_gang_surge_freeze(env: WorkflowEnvironment, sim: KubeSim, task
         if all(source is None for source in surged.values()):
             raise RuntimeError(f"no replacement was a gang surge target (index: source {surged})")
         print(f"         serving at indexes {indexes}, replacing (index: source) {surged}", flush=True)
-        await _delete_service(s)
+        await delete_service(s)
 
 
 def _router(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -205,13 +205,13 @@ async def _rejected(s: Story, reason: str) -> bool:
 
 async def service_deployment_scale(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
-        await _accepted(s, _router(isvc_manifest(minReplicas=1, maxReplicas=1)))
+        await apply_accepted(s, _router(isvc_manifest(minReplicas=1, maxReplicas=1)))
         await until(lambda: _router_available(s, 1), "a Ready engine Instance and a Ready router Deployment")
         await s.handle().signal("scale", ScaleRequest(component="router", replicas=7))
         await until(lambda: _rejected(s, "ScaleRejected"), "the out-of-range scale refused (ScaleRejected)")
         await s.handle().signal("scale", ScaleRequest(component="router", replicas=2))
         await until(lambda: _router_available(s, 2), "RouterReady from a Deployment of two available pods")
-        await _delete_service(s)
+        await delete_service(s)
 
 
 async def _recreated(s: Story, index: int) -> bool:
@@ -221,15 +221,15 @@ async def _recreated(s: Story, index: int) -> bool:
 
 async def service_lifecycle_change(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
-        await _accepted(s, isvc_manifest())
+        await apply_accepted(s, isvc_manifest())
         before = await until(lambda: engine_ready(s, 1), "two Ready engine Instances")
-        await _accepted(s, isvc_manifest(lifecycle={"restartPolicy": "RecreateInstanceOnPodRestart"}))
+        await apply_accepted(s, isvc_manifest(lifecycle={"restartPolicy": "RecreateInstanceOnPodRestart"}))
         after = await until(lambda: engine_ready(s, 2), "Ready at generation 2")
         if after.update_revision != before.update_revision:
             raise RuntimeError(f"a lifecycle-only change made revision {after.update_revision}")
         sim.kill_pod(NAMESPACE, f"{NAME}-engine-1-default-0")
         await until(lambda: _recreated(s, 1), "Instance 1 recreated whole after its container died")
-        await _delete_service(s)
+        await delete_service(s)
 
 
 def _recreated_pod(s: Story, name: str, old_uid: str) -> bool:
@@ -238,8 +238,8 @@ def _recreated_pod(s: Story, name: str, old_uid: str) -> bool:
 
 async def service_pod_relist(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, {**FAST_CLUSTER, "pod_relist_seconds": 2.0}) as s:
-        await _accepted(s, isvc_manifest(minReplicas=1, maxReplicas=1))
-        await until(lambda: _ready_on(s, IMAGE_1, [0]), "one Ready engine Instance")
+        await apply_accepted(s, isvc_manifest(minReplicas=1, maxReplicas=1))
+        await until(lambda: ready_on(s, IMAGE_1, [0]), "one Ready engine Instance")
         # The watcher is down while the pod dies: only the InferenceReplica's re-list can tell.
         pod = f"{NAME}-engine-0-default-0"
         (old_uid,) = [p.metadata.uid for p in _live(s) if p.metadata.name == pod]
@@ -247,8 +247,8 @@ async def service_pod_relist(env: WorkflowEnvironment, sim: KubeSim, task_queue:
         s.core.delete_namespaced_pod(pod, NAMESPACE, grace_period_seconds=0)
         await until(lambda: _recreated_pod(s, pod, old_uid), "the re-list to find the pod gone and its recreation")
         await s.watcher.start()
-        await until(lambda: _ready_on(s, IMAGE_1, [0]), "Instance 0 Ready again on a new pod")
-        await _delete_service(s)
+        await until(lambda: ready_on(s, IMAGE_1, [0]), "Instance 0 Ready again on a new pod")
+        await delete_service(s)
 
 
 async def _pd_on(s: Story, image: str, count: int = 1) -> bool:
@@ -275,13 +275,13 @@ async def service_rollout_group(env: WorkflowEnvironment, sim: KubeSim, task_que
     async with service_story(
         env, sim, task_queue, dict(FAST_CLUSTER), name=PD_NAME, namespace=namespace, runtime=pd_runtime()
     ) as s:
-        await _accepted(s, pd_manifest(namespace, BLUE_GREEN))
+        await apply_accepted(s, pd_manifest(namespace, BLUE_GREEN))
         await until(lambda: _pd_on(s, IMAGE_1), "mistral-pd serving", within=WAIT)
-        await _accepted(s, pd_manifest(namespace, BLUE_GREEN, IMAGE_2))
+        await apply_accepted(s, pd_manifest(namespace, BLUE_GREEN, IMAGE_2))
         run = s.client.get_workflow_handle(rollout_workflow_id(namespace, PD_NAME, 2))
         await until(lambda: _completed(run), "rollout run 2 to complete", within=WAIT)
         await until(lambda: _pd_on(s, IMAGE_2), "engine and decoder on the new image", within=WAIT)
-        await _delete_service(s)
+        await delete_service(s)
 
 
 CANARY_IMAGE_BAD = "docker.io/lmsysorg/sglang:v0.4.7-bad"
@@ -329,9 +329,9 @@ async def service_canary(env: WorkflowEnvironment, sim: KubeSim, task_queue: str
             runtime=pd_runtime(),
             canary=settings,
         ) as s:
-            await _accepted(s, pd_manifest(namespace, _canary_rollout(), None, (2, 2)))
+            await apply_accepted(s, pd_manifest(namespace, _canary_rollout(), None, (2, 2)))
             await until(lambda: _pd_on(s, IMAGE_1, 2), "mistral-pd serving", within=WAIT)
-            await _accepted(s, pd_manifest(namespace, _canary_rollout(), IMAGE_2, (2, 2)))
+            await apply_accepted(s, pd_manifest(namespace, _canary_rollout(), IMAGE_2, (2, 2)))
             await until(
                 lambda: _engine_phase(s, "Paused", step=1), "the canary at its manual gate", within=WAIT
             )
@@ -339,10 +339,10 @@ async def service_canary(env: WorkflowEnvironment, sim: KubeSim, task_queue: str
             run = s.client.get_workflow_handle(rollout_workflow_id(namespace, PD_NAME, 2))
             await until(lambda: _completed(run), "canary run 2 to complete", within=WAIT)
             await until(lambda: _pd_on(s, IMAGE_2, 2), "engine and decoder on the new image", within=WAIT)
-            await _accepted(s, pd_manifest(namespace, _canary_rollout(), CANARY_IMAGE_BAD, (2, 2)))
+            await apply_accepted(s, pd_manifest(namespace, _canary_rollout(), CANARY_IMAGE_BAD, (2, 2)))
             await until(lambda: _engine_phase(s, "RolledBack"), "the bad canary rolled back", within=WAIT)
             await until(lambda: _pd_on(s, IMAGE_2, 2), "back on the stable image", within=WAIT)
-            await _delete_service(s)
+            await delete_service(s)
 
 
 async def _engine_phase(s: Story, phase: str, step: int | None = None) -> bool:
@@ -353,7 +353,7 @@ async def _engine_phase(s: Story, phase: str, step: int | None = None) -> bool:
 
 
 async def _completed(handle: WorkflowHandle[Any, Any]) -> bool:
-    return await _status_is(handle, WorkflowExecutionStatus.COMPLETED)
+    return await status_is(handle, WorkflowExecutionStatus.COMPLETED)
 
 
 def _serving_nodes(s: Story) -> dict[int, str]:
@@ -371,8 +371,8 @@ async def service_migration(env: WorkflowEnvironment, sim: KubeSim, task_queue: 
     a request naming the wrong node (Failed); a cancelled one; delete."""
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         manifest = isvc_manifest()
-        await _accepted(s, manifest)
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        await apply_accepted(s, manifest)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
         nodes = _serving_nodes(s)
         started = await s.handle().execute_update(
             "migrate", {"component": "engine", "instance": 1, "from_node": nodes[1], "reason": "maintenance"}
@@ -387,7 +387,7 @@ async def service_migration(env: WorkflowEnvironment, sim: KubeSim, task_queue: 
         failed = await _migration_ended(s, wrong["workflow_id"])
         if failed.get("reason") != "MigrationFromNodeMismatch":
             raise RuntimeError(f"expected MigrationFromNodeMismatch: {failed}")
-        await _delete_service(s)
+        await delete_service(s)
 
 
 async def service_relocation(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
@@ -406,15 +406,15 @@ async def service_relocation(env: WorkflowEnvironment, sim: KubeSim, task_queue:
             lifecycle={"instanceReadyTimeout": "5s"},
         )
         manifest["spec"]["engine"] = {k: v for k, v in manifest["spec"]["engine"].items() if v is not None}
-        await _accepted(s, manifest)
+        await apply_accepted(s, manifest)
         await until(
             lambda: [p.spec.node_name for p in _live(s)] == ["gpu-node-1"], "the pod on the wedged node"
         )
         sim.uncordon_node("gpu-node-2")
-        await until(lambda: _ready_on(s, IMAGE_1, [0]), "Instance 0 Ready off the wedged node", within=WAIT)
+        await until(lambda: ready_on(s, IMAGE_1, [0]), "Instance 0 Ready off the wedged node", within=WAIT)
         if [p.spec.node_name for p in _live(s)] != ["gpu-node-2"]:
             raise RuntimeError(f"not relocated: {[p.spec.node_name for p in _live(s)]}")
-        await _delete_service(s)
+        await delete_service(s)
 
 
 async def _drained(s: Story, handle: WorkflowHandle[Any, Any]) -> bool:
@@ -427,8 +427,8 @@ async def service_drain(env: WorkflowEnvironment, sim: KubeSim, task_queue: str)
     first), held cordoned, released; delete."""
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         manifest = isvc_manifest(minReplicas=3, maxReplicas=3)
-        await _accepted(s, manifest)
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1, 2]), "three Ready engine Instances", within=WAIT)
+        await apply_accepted(s, manifest)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1, 2]), "three Ready engine Instances", within=WAIT)
         node = _serving_nodes(s)[0]
         drain = await s.client.start_workflow(
             "Drain",
@@ -442,7 +442,7 @@ async def service_drain(env: WorkflowEnvironment, sim: KubeSim, task_queue: str)
             raise RuntimeError(f"expected three Instances serving off {node}: {moved}")
         await drain.signal("release")
         await asyncio.wait_for(drain.result(), WAIT)
-        await _delete_service(s)
+        await delete_service(s)
 
 
 async def trafficmap_weights_drain_delete(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
@@ -537,8 +537,8 @@ async def service_multicluster_all(env: WorkflowEnvironment, sim: KubeSim, task_
 async def service_kubectl_relay(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     """The kubectl way in, as the controller relays it (issue 15)."""
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
-        await _accepted(s, isvc_manifest())
-        await until(lambda: _ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        await apply_accepted(s, isvc_manifest())
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
         written = s.object("inferenceservices", NAME)
         assert written is not None
         edited = s.custom.patch_namespaced_custom_object(
@@ -554,7 +554,7 @@ async def service_kubectl_relay(env: WorkflowEnvironment, sim: KubeSim, task_que
             await s.handle().execute_update(
                 "apply", args=[relayed_manifest(obj), origin], result_type=ApplyResult
             )
-        await until(lambda: _ready_on(s, IMAGE_2, [0, 1]), "both Instances on the edited image", within=WAIT)
+        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the edited image", within=WAIT)
         s.custom.patch_namespaced_custom_object(
             "ome.io",
             "v1beta1",
@@ -565,4 +565,4 @@ async def service_kubectl_relay(env: WorkflowEnvironment, sim: KubeSim, task_que
         )
         await s.handle().signal("runtime_changed")
         s.custom.delete_namespaced_custom_object("ome.io", "v1beta1", NAMESPACE, "inferenceservices", NAME)
-        await _delete_service(s)
+        await delete_service(s)
