@@ -44,7 +44,8 @@ InferenceService (`kubectl describe isvc`, `kubectl get events`) and the refusal
 the `status` query's `last_rejected_request` (signals have no reply; these are the two
 places an operator looks). Handlers only record; the loop acts.
 
-This module holds admission, the handlers and the loop; the contract is
+This module holds admission, the handlers and the loop (the rollout and migration requests'
+handlers in `workflows.service.steering`); the contract is
 `workflows.service.messages`, the components' objects and InferenceReplica children
 `workflows.service.components`, the rollout runs `workflows.service.rollouts`, the phase and
 status `workflows.service.projection` (the workflow class inherits the last two's bases).
@@ -75,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
     from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
-    from workflows.service import canary_requests, migrations, rollout_views, rollouts
+    from workflows.service import canary_requests, rollout_views, rollouts
     from workflows.service.canary_requests import DISCARDED, CanaryAsk
     from workflows.service.events import record_pause_events
     from workflows.service.homes import SIGNAL_MEMBER_APPLY, SIGNAL_MEMBER_CHANGED, MemberApply, MemberReport
@@ -89,22 +90,13 @@ with workflow.unsafe.imports_passed_through():
         QUERY_STATUS,
         SIGNAL_DELETE,
         SIGNAL_DEPLOYMENT_CHANGED,
-        SIGNAL_MIGRATE,
         SIGNAL_PAUSE,
-        SIGNAL_PROMOTE,
         SIGNAL_RELEASE_HELD,
-        SIGNAL_REPIN,
         SIGNAL_RESET_INSTANCES,
         SIGNAL_RESUME,
-        SIGNAL_ROLLBACK,
         SIGNAL_RUNTIME_CHANGED,
         SIGNAL_SCALE,
         UPDATE_APPLY,
-        UPDATE_MIGRATE,
-        UPDATE_PROMOTE,
-        UPDATE_REPIN,
-        UPDATE_RETRY,
-        UPDATE_ROLLBACK,
         AppliedView,
         ApplyOrigin,
         ApplyResult,
@@ -118,8 +110,9 @@ with workflow.unsafe.imports_passed_through():
         ServiceState,
         ServiceStatusView,
     )
-    from workflows.service.placement import ServicePlacement, placed_by_clusters
+    from workflows.service.placement import placed_by_clusters
     from workflows.service.projection import identity
+    from workflows.service.steering import ServiceSteering
 
 OBSERVED_OBJECT_GENERATION = "isvc-observed-object-generation"
 """Patch: `status.observedGeneration` is the object's `metadata.generation` (issue 15); runs
@@ -173,7 +166,7 @@ class Admitted:
 
 
 @workflow.defn(name=INFERENCE_SERVICE)
-class InferenceServiceWorkflow(ServicePlacement):
+class InferenceServiceWorkflow(ServiceSteering):
     @workflow.init
     def __init__(self, arg: dict[str, Any]) -> None:
         if CONTINUED_STATE_KEY in arg:
@@ -299,96 +292,6 @@ class InferenceServiceWorkflow(ServicePlacement):
         state.pause = outcome.mode
         state.pause_events.append(outcome.event)
         self.seq += 1
-
-    # --- canary requests (workflows.service.canary_requests) --------------------------
-
-    @workflow.signal(name=SIGNAL_PROMOTE)
-    def promote(self, ask: CanaryAsk | None = None) -> None:
-        self.ask_canary_by_signal("promote", ask)
-
-    @workflow.signal(name=SIGNAL_ROLLBACK)
-    def rollback(self, ask: CanaryAsk | None = None) -> None:
-        self.ask_canary_by_signal("rollback", ask)
-
-    @workflow.signal(name=SIGNAL_REPIN)
-    def repin(self, ask: CanaryAsk | None = None) -> None:
-        self.ask_canary_by_signal("repin", ask)
-
-    def ask_canary_by_signal(self, action: canary_requests.Action, ask: CanaryAsk | None) -> None:
-        canary_requests.queue(self.state, canary_requests.request_of(action, ask, self.live_rollout()))
-        self.seq += 1
-
-    def live_rollout(self) -> dict[str, Any] | None:
-        rollout = InferenceService.model_validate(self.state.manifest).spec.rollout
-        return rollout.model_dump(mode="json", by_alias=True, exclude_none=True) if rollout is not None else None
-
-    @workflow.update(name=UPDATE_REPIN)
-    async def repin_update(self, ask: CanaryAsk | None = None) -> str:
-        return await self.ask_canary("repin", ask)
-
-    @workflow.update(name=UPDATE_PROMOTE)
-    async def promote_update(self, ask: CanaryAsk | None = None) -> str:
-        return await self.ask_canary("promote", ask)
-
-    @workflow.update(name=UPDATE_ROLLBACK)
-    async def rollback_update(self, ask: CanaryAsk | None = None) -> str:
-        return await self.ask_canary("rollback", ask)
-
-    @workflow.update(name=UPDATE_RETRY)
-    async def retry_update(self, ask: CanaryAsk | None = None) -> str:
-        return await self.ask_canary("retry", ask)
-
-    @promote_update.validator
-    @repin_update.validator
-    @rollback_update.validator
-    @retry_update.validator
-    def validate_canary_ask(self, ask: CanaryAsk | None = None) -> None:
-        if self.state.rollout.run is None:
-            raise ApplicationError(canary_requests.REFUSED_NO_RUN, type="ActionRefused", non_retryable=True)
-
-    async def ask_canary(self, action: canary_requests.Action, ask: CanaryAsk | None) -> str:
-        """Hand the request to the active run and answer with what its canary decided."""
-        request = canary_requests.request_of(action, ask, self.live_rollout())
-        canary_requests.queue(self.state, request)
-        self.seq += 1
-        try:
-            await workflow.wait_condition(
-                lambda: canary_requests.answer(self.state, request.request_id) is not None,
-                timeout=canary_requests.ANSWER_WITHIN_SECONDS,
-            )
-        except TimeoutError:
-            raise ApplicationError(
-                f"{action} request {request.request_id} outcome unknown; do not replay, check rollout_status",
-                type="OutcomeUnknown",
-                non_retryable=True,
-            ) from None
-        found = canary_requests.answer(self.state, request.request_id)
-        assert found is not None
-        if not found.accepted:
-            raise ApplicationError(found.message, type="ActionRefused", non_retryable=True)
-        return found.message
-
-    # --- migrations (workflows.service.migrations) -----------------------------------
-
-    @workflow.signal(name=SIGNAL_MIGRATE)
-    async def migrate(self, request: dict[str, Any]) -> None:
-        """A refused request becomes a Warning Event `MigrationRequestRejected`."""
-        try:
-            checked = migrations.checked(self.state, request)
-        except ApplicationError as refusal:
-            self.reject(SIGNAL_MIGRATE, request, migrations.REJECTED, refusal.message)
-            self.seq += 1
-            return
-        await migrations.start(self.state, *identity(self.state.manifest), checked)
-
-    @workflow.update(name=UPDATE_MIGRATE)
-    async def migrate_update(self, request: dict[str, Any]) -> migrations.MigrationStarted:
-        """Answers the uuid and the `Migration` workflow's ID; a refusal fails the Update."""
-        return await migrations.start(self.state, *identity(self.state.manifest), migrations.checked(self.state, request))
-
-    @migrate_update.validator
-    def validate_migrate(self, request: dict[str, Any]) -> None:
-        migrations.checked(self.state, request)
 
     @workflow.signal(name=SIGNAL_SCALE)
     def scale(self, request: ScaleRequest) -> None:
