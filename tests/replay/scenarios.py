@@ -214,27 +214,29 @@ async def ready_on(s: Story, image: str, indexes: list[int]) -> bool:
     )
 
 
+async def up_new_image_delete(s: Story, up: str = "two Ready engine Instances", *, same_again: bool = False) -> None:
+    """The example's two Instances up (`up` names the wait), optionally the same apply again,
+    an image change, delete."""
+    manifest = isvc_manifest()
+    await apply_accepted(s, manifest)
+    await until(lambda: ready_on(s, IMAGE_1, [0, 1]), up, within=WAIT)
+    if same_again:
+        await apply_accepted(s, manifest)  # unchanged: accepted, nothing to do
+    await apply_accepted(s, with_image(manifest, IMAGE_2))
+    await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
+    await delete_service(s)
+
+
 async def service_apply_update_delete(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
-        manifest = isvc_manifest()
-        await apply_accepted(s, manifest)
-        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
-        await apply_accepted(s, manifest)  # unchanged: accepted, nothing to do
-        await apply_accepted(s, with_image(manifest, IMAGE_2))
-        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
-        await delete_service(s)
+        await up_new_image_delete(s, same_again=True)
 
 
 async def service_versioned_instances(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     """Instances started under `INSTANCE_WORKFLOW_VERSION` 1: no patch markers, search attributes
     set at start, reports to the InferenceReplica as local activities."""
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
-        manifest = isvc_manifest()
-        await apply_accepted(s, manifest)
-        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
-        await apply_accepted(s, with_image(manifest, IMAGE_2))
-        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
-        await delete_service(s)
+        await up_new_image_delete(s)
 
 
 async def service_clean_starts(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
@@ -243,12 +245,7 @@ async def service_clean_starts(env: WorkflowEnvironment, sim: KubeSim, task_queu
     creates at once; an image change; delete."""
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         s.core.create_namespaced_pod(s.namespace, stray_pod(1))
-        manifest = isvc_manifest()
-        await apply_accepted(s, manifest)
-        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances, the stray gone", within=WAIT)
-        await apply_accepted(s, with_image(manifest, IMAGE_2))
-        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image", within=WAIT)
-        await delete_service(s)
+        await up_new_image_delete(s, "two Ready engine Instances, the stray gone")
 
 
 async def service_scale_pause_resume(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
