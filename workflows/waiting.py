@@ -17,6 +17,11 @@ from temporalio import workflow
 
 MINIMUM_WAIT = timedelta(milliseconds=1)
 """A deadline already past still yields once, so handlers that arrived meanwhile run."""
+LEAVE_NEAR_TIMER = "waits-leave-near-timer"
+"""`workflow.patched` id, asked only when a kept timer due within `NEAR` is superseded: from it
+on, such a timer is left to fire instead of cancelled (`Waits`)."""
+NEAR = timedelta(seconds=1)
+"""A superseded timer due this soon may fire while the task that would cancel it runs."""
 
 
 async def wait_for_news(
@@ -52,10 +57,18 @@ class Waits:
     one timer however many messages wake the workflow meanwhile: each such wake saves the
     TimerCanceled and TimerStarted events, and no longer cancels a timer in the instant it fires
     (the time-skipping test server strands a workflow whose task does that:
-    `tests/fixtures/temporal.py`)."""
+    `tests/fixtures/temporal.py`).
 
-    def __init__(self, keep: bool) -> None:
+    A timer that is replaced while due within `near` (a deadline of the InferenceReplica's pod
+    batches is tens of milliseconds away) is left to fire, unwatched, from `LEAVE_NEAR_TIMER`
+    on: it would fire anyway in the instant the task cancelling it runs, and the time-skipping
+    test server rejects that task (temporalio/sdk-java#3088) and stalls the workflow for good,
+    as the 3-day long run showed of the InferenceReplica. Its firing wakes the workflow once
+    (the wait goes on: it watches only its own timer)."""
+
+    def __init__(self, keep: bool, near: timedelta = NEAR) -> None:
         self.keep = keep
+        self.near = near
         self.timer: asyncio.Task[None] | None = None
         self.deadline: datetime | None = None
         self.safety: timedelta | None = None
@@ -69,6 +82,11 @@ class Waits:
             return False
         return self.deadline <= wake if safety is not None else self.deadline == wake
 
+    def leaves_to_fire(self, now: datetime) -> bool:
+        """Whether the running timer, superseded, is left to fire rather than cancelled: it is
+        due within `near` (and this run takes `LEAVE_NEAR_TIMER`)."""
+        return self.deadline is not None and self.deadline - now <= self.near and workflow.patched(LEAVE_NEAR_TIMER)
+
     async def wait_for_news(
         self, news: Callable[[], bool], until: datetime | None, safety: timedelta | None, summary: str | None = None
     ) -> bool:
@@ -81,7 +99,8 @@ class Waits:
         timer = self.timer if self.timer is not None and not self.timer.done() else None
         by_safety = safe_at is not None and wake is not None and wake >= safe_at
         if timer is not None and not self.stands_for(wake, safety if by_safety else None):
-            timer.cancel()
+            if not self.leaves_to_fire(now):
+                timer.cancel()
             timer = None
         if timer is None and wake is not None:
             self.deadline, self.safety = wake, safety if by_safety else None

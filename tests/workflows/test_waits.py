@@ -11,7 +11,7 @@ from uuid import uuid4
 import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from bench.lifecycle_stack import poll_until
 from tests.workflows.waits_workflow import WaitPlan, WaitsWorkflow, Woken
@@ -30,7 +30,8 @@ async def timer_events(handle: WorkflowHandle[Any, Any]) -> Counter[str]:
 
 async def run(env: WorkflowEnvironment, plan: WaitPlan, steps: list[tuple[str, Any]]) -> tuple[Woken, Counter[str]]:
     """Start the loop with `plan`, then for each step send a signal (`news`, `replan`) or skip
-    seconds (`sleep`); finish and answer what woke it and its timer events."""
+    seconds (`sleep`); finish and answer what woke it and its timer events, once its history
+    replayed (each path of `Waits` decides the same way again)."""
     queue = f"waits-{uuid4().hex[:8]}"
     async with Worker(env.client, task_queue=queue, workflows=[WaitsWorkflow]):
         handle = await env.client.start_workflow(WaitsWorkflow.run, plan, id=f"waits-{uuid4()}", task_queue=queue)
@@ -45,6 +46,8 @@ async def run(env: WorkflowEnvironment, plan: WaitPlan, steps: list[tuple[str, A
             await handle.query(WaitsWorkflow.woke)  # the signal's task is done
         await handle.signal(WaitsWorkflow.finish)
         woken = await handle.result()
+        replayer = Replayer(workflows=[WaitsWorkflow], data_converter=env.client.data_converter)
+        await replayer.replay_workflow(await handle.fetch_history())
         return woken, await timer_events(handle)
 
 
@@ -81,8 +84,25 @@ NEWS_THREE_TIMES = [("news", None), ("news", None), ("news", None)]
             Woken(news=1, deadline=1),
             {"timer_started": 3, "timer_canceled": 1, "timer_fired": 1},
         ),
+        # Kept, a deadline due within `near` replaced by a later one: left to fire, not cancelled
+        # (the test server rejects a task cancelling a timer that fired meanwhile); its firing
+        # wakes no wait, and the later deadline's timer still fires on time.
+        (
+            WaitPlan(keep=True, safety_seconds=None, until_seconds=100, near_seconds=200),
+            [("replan", WaitPlan(keep=True, safety_seconds=None, until_seconds=600)), ("sleep", 150), ("sleep", 500)],
+            Woken(news=1, deadline=1),
+            {"timer_started": 2, "timer_fired": 2},
+        ),
     ],
-    ids=["unkept", "kept-safety", "kept-deadline", "kept-safety-fires", "safety-length-changed", "earlier-deadline"],
+    ids=[
+        "unkept",
+        "kept-safety",
+        "kept-deadline",
+        "kept-safety-fires",
+        "safety-length-changed",
+        "earlier-deadline",
+        "near-deadline-left-to-fire",
+    ],
 )
 async def test_kept_timer(
     workflow_env: WorkflowEnvironment, plan: WaitPlan, steps: list[tuple[str, Any]], woken: Woken, timers: dict[str, int]

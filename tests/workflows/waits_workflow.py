@@ -21,6 +21,8 @@ class WaitPlan(BaseModel):
     safety_seconds: float | None = 300.0
     until_seconds: float | None = None
     """A deadline this many seconds after the workflow started (None: none)."""
+    near_seconds: float = 1.0
+    """`Waits.near`: a superseded timer due this soon is left to fire."""
 
 
 class Woken(BaseModel):
@@ -64,7 +66,7 @@ class WaitsWorkflow:
     @workflow.run
     async def run(self, plan: WaitPlan) -> Woken:
         self.plan = plan
-        waits = waiting.Waits(keep=plan.keep)
+        waits = waiting.Waits(keep=plan.keep, near=timedelta(seconds=plan.near_seconds))
         started = workflow.now()
         while not self.done:
             seen = self.seq
