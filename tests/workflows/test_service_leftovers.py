@@ -3,7 +3,8 @@
 A pass of the InferenceReplica that starts Instances lists the component's pods once; a new
 Instance whose index had none creates its pods without a list of its own. An index that
 holds a pod from before (here a stray on the single-pod surge ordinal, which the create's
-409 would never meet) still gets the list, and its create removes the stray first.
+409 would never meet) still gets the list, and its create removes the stray first. A list that
+fails leaves every new Instance to list for itself, as before the change.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 
+from activities.kube import KubeActivities
 from kubesim.handle import KubeSim
+from models.kube_ops import KUBE_LIST_COMPONENT_PODS, ComponentPods, ListComponentPodsInput
 from tests.workflows.service_harness import (
     NAME,
     NAMESPACE,
@@ -74,3 +79,34 @@ async def test_only_an_index_with_pods_from_before_lists_them_before_its_create(
 
         await eventually(lambda: STRAY not in live(), "the stray pod of Instance 1 deleted")
         assert live() == [f"{NAME}-engine-0-default-0", f"{NAME}-engine-1-default-0"]
+
+
+async def test_a_failed_list_before_starts_leaves_each_instance_to_list_for_itself(
+    dev_client: Client, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The InferenceReplica's list before its starts fails (here at once, as past its 10 s give-up):
+    the starts go out unmarked, so each new Instance lists its own pods before its create, and
+    the service comes up all the same."""
+
+    @activity.defn(name=KUBE_LIST_COMPONENT_PODS)
+    def list_fails(self: KubeActivities, request: ListComponentPodsInput) -> ComponentPods:
+        raise ApplicationError("the API server is unreachable (injected by the test)", non_retryable=True)
+
+    monkeypatch.setattr(KubeActivities, "list_component_pods", list_fails)
+    async with story(dev_client, task_queue, kubesim) as s:
+        await s.apply(isvc_manifest())
+        await eventually(lambda: engine_ready(s), "two Ready engine Instances")
+
+        for index in (0, 1):
+            assert await kube_calls_before_create(s, index) == [
+                "kube.apply_object",
+                "kube.list_instance_pods",
+                "kube.create_pods",
+            ], f"Instance {index}"
+        failed = [
+            json.loads(event.marker_recorded_event_attributes.details["data"].payloads[0].data)["activity_type"]
+            async for event in s.irep().fetch_history_events()
+            if event.HasField("marker_recorded_event_attributes")
+            and event.marker_recorded_event_attributes.HasField("failure")
+        ]
+        assert KUBE_LIST_COMPONENT_PODS in failed, failed
