@@ -7,162 +7,28 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import sys
 import urllib.request
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from datetime import timedelta
-from pathlib import Path
-from typing import Any
-from uuid import uuid4
 
-import kubernetes.client
-import pytest
-import yaml
-from kubernetes.client.exceptions import ApiException
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.client import WorkflowExecutionStatus
 
-from kubesim.handle import KubeSim
 from planning.service.relay import ISVC_FINALIZER, RELAYED_ANNOTATION
 from tests.fixtures.metrics_scrape import scrape_samples
 from tests.fixtures.prometheus import free_port
-from tests.unit.deploy_usage import logged_client
+from tests.workers.controller_cluster import (
+    GROUP,
+    PAUSED,
+    VERSION,
+    WAIT_SECONDS,
+    Cluster,
+    settled,
+    until,
+)
 from tests.workers.test_controller_workflow import (
     ADMISSION_MESSAGE,
-    HANGING_REVISION,
     REFUSE_LABEL,
-    FakeInferenceService,
 )
-from workers.control.kube import KubeWriter
 from workers.control.metrics_server import StateMetricsServer
-from workers.control.service_controller import ISVCS, InferenceServiceController
-from workers.control.temporal import TemporalSender
-from workers.watch.stream import WatchItem
 from workflows.names import isvc_workflow_id
-
-GROUP, VERSION = "ome.io", "v1beta1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEPLOY_CONTROLLER = REPO_ROOT / "deploy" / "controller.yaml"
-PAUSED = "ome.io/rollout-paused"
-WAIT_SECONDS = 10.0
-
-
-async def until(check: Callable[[], Any], seconds: float = WAIT_SECONDS) -> Any:
-    """Poll `check` (sync or async) until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"not met within {seconds}s")
-        await asyncio.sleep(0.05)
-
-
-class Cluster:
-    """kubectl, the stand-in workflow and controller instances for one test namespace."""
-
-    def __init__(self, sim: KubeSim, client: Client, task_queue: str) -> None:
-        self.sim = sim
-        self.client = client
-        self.task_queue = task_queue
-        self.namespace = f"ctl-{uuid4().hex[:8]}"
-        self.custom = kubernetes.client.CustomObjectsApi(sim.api_client())
-        self.core = kubernetes.client.CoreV1Api(sim.api_client())
-        self.core.create_namespace({"metadata": {"name": self.namespace}})
-
-    # --- kubectl ------------------------------------------------------------------------
-
-    def create(self, name: str, plural: str = "inferenceservices", **metadata: Any) -> dict[str, Any]:
-        spec = metadata.pop("spec", {"model": {"name": "llama"}, "runtime": {"name": "rt"}})
-        kind = {"inferenceservices": "InferenceService", "inferencereplicas": "InferenceReplica",
-                "servingruntimes": "ServingRuntime", "trafficmaps": "TrafficMap"}[plural]
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": kind,
-            "metadata": {"name": name, "namespace": self.namespace, **metadata},
-            "spec": spec,
-        }
-        return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, body)
-
-    def patch(self, name: str, body: dict[str, Any], plural: str = "inferenceservices") -> dict[str, Any]:
-        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name, body)
-
-    def annotate(self, name: str, plural: str = "inferenceservices", **annotations: str | None) -> None:
-        self.patch(name, {"metadata": {"annotations": annotations}}, plural)
-
-    def get(self, name: str, plural: str = "inferenceservices") -> dict[str, Any] | None:
-        try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-
-    def annotations(self, name: str, plural: str = "inferenceservices") -> dict[str, str]:
-        return ((self.get(name, plural) or {}).get("metadata") or {}).get("annotations") or {}
-
-    def record(self, name: str) -> dict[str, str]:
-        return json.loads(self.annotations(name).get(RELAYED_ANNOTATION) or "{}")
-
-    def events(self, reason: str, name: str | None = None) -> list[Any]:
-        listed = self.core.list_namespaced_event(self.namespace).items
-        return [e for e in listed if e.reason == reason and (name is None or e.involved_object.name == name)]
-
-    # --- the workflow -------------------------------------------------------------------
-
-    async def calls(self, name: str, message: str | None = None) -> list[dict[str, Any]]:
-        handle = self.client.get_workflow_handle(isvc_workflow_id(self.namespace, name))
-        try:
-            calls = await handle.query("calls", result_type=list)
-        except RPCError:
-            return []
-        return [call for call in calls if message is None or call["name"] == message]
-
-    async def count(self, name: str, message: str) -> int:
-        return len(await self.calls(name, message))
-
-    @asynccontextmanager
-    async def controller(
-        self, api_client: Any = None, sender: TemporalSender | None = None, concurrency: int = 32
-    ) -> AsyncIterator[InferenceServiceController]:
-        controller = InferenceServiceController(
-            api_client or self.sim.api_client(),
-            sender or TemporalSender(self.client, self.task_queue),
-            KubeWriter(api_client or self.sim.api_client()),
-            coalesce_seconds=0.02,
-            concurrency=concurrency,
-        )
-        await controller.start()
-        try:
-            await asyncio.wait_for(controller.wait_synced(), WAIT_SECONDS)
-            yield controller
-        finally:
-            await controller.stop()
-
-
-@pytest.fixture
-async def cluster(dev_client: Client, kubesim: KubeSim, task_queue: str) -> AsyncIterator[Cluster]:
-    async with Worker(
-        dev_client,
-        task_queue=task_queue,
-        workflows=[FakeInferenceService],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
-        yield Cluster(kubesim, dev_client, task_queue)
-
-
-async def settled(controller: InferenceServiceController) -> None:
-    """Let the controller finish what it was doing, and a little more (a resend would show)."""
-    await until(controller.idle)
-    await asyncio.sleep(0.3)
-    await until(controller.idle)
 
 
 async def test_apply_once_per_edit_and_a_restart_sends_nothing_already_sent(cluster: Cluster) -> None:
@@ -483,152 +349,3 @@ async def test_a_runtime_change_reaches_the_services_it_serves(cluster: Cluster)
     assert await cluster.count("uses-rt", "runtime_changed") == 1
     assert await cluster.count("uses-shared", "runtime_changed") == 1
     assert await cluster.count("uses-other", "runtime_changed") == 0
-
-
-def granted() -> set[tuple[str, str, str]]:
-    """(group, resource, verb) the ClusterRole in deploy/controller.yaml grants."""
-    role = next(doc for doc in yaml.safe_load_all(DEPLOY_CONTROLLER.read_text()) if doc["kind"] == "ClusterRole")
-    return {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
-async def test_the_controller_sends_exactly_what_its_cluster_role_grants(cluster: Cluster) -> None:
-    """Least privilege both ways: every request is allowed, every grant is used."""
-    used: set[tuple[str, str, str]] = set()
-    async with cluster.controller(logged_client(cluster.sim, used)) as controller:
-        cluster.create("bad", labels={REFUSE_LABEL: "yes"})
-        await until(lambda: cluster.events("SpecRejected", "bad"))
-        cluster.patch("bad", {"spec": {"model": {"name": "other"}}})  # the same refusal: the Event's count
-        await until(lambda: cluster.events("SpecRejected", "bad")[0].count == 2)
-        cluster.create("chat", annotations={PAUSED: "true"})
-        await until(lambda: RELAYED_ANNOTATION in cluster.annotations("chat"))
-        cluster.create(
-            "chat-engine",
-            "inferencereplicas",
-            spec={},
-            labels={"ome.io/inferenceservice": "chat", "ome.io/component": "engine"},
-            annotations={"ome.io/reset-instances": "all"},
-        )
-        await until(lambda: not cluster.annotations("chat-engine", "inferencereplicas"))
-        await settled(controller)
-    assert used - granted() == set(), "requests deploy/controller.yaml does not allow"
-    assert granted() - used == set(), "grants in deploy/controller.yaml nothing uses"
-
-
-class FlakySender(TemporalSender):
-    """Temporal unreachable for the first `failures` messages of each kind."""
-
-    def __init__(self, client: Client, task_queue: str, failures: int) -> None:
-        super().__init__(client, task_queue)
-        self.failures = {"apply": failures, "send": failures}
-
-    def _fail(self, kind: str) -> None:
-        if self.failures[kind] > 0:
-            self.failures[kind] -= 1
-            raise RuntimeError("Failed client connect: Server connection error (simulated)")
-
-    async def apply(self, relay: Any) -> dict[str, Any]:
-        self._fail("apply")
-        return await super().apply(relay)
-
-    async def send(self, request: Any) -> Any:
-        self._fail("send")
-        return await super().send(request)
-
-
-async def test_temporal_unreachable_is_retried_with_back_off_and_nothing_is_lost_or_doubled(cluster: Cluster) -> None:
-    sender = FlakySender(cluster.client, cluster.task_queue, failures=1)
-    async with cluster.controller(sender=sender) as controller:
-        cluster.create("chat", annotations={PAUSED: "true", "ome.io/rollout-promote": "abc"})
-        await until(lambda: "ome.io/rollout-promote" not in cluster.annotations("chat"))
-        await until(lambda: cluster.record("chat") == {PAUSED: "true"})
-        await settled(controller)
-    assert sender.failures == {"apply": 0, "send": 0}
-    assert [call["name"] for call in await cluster.calls("chat")] == ["apply", "pause", "promote"]
-
-
-async def test_a_workflow_that_does_not_answer_holds_no_slot_for_long(cluster: Cluster) -> None:
-    """Every message to a workflow is bounded: with one slot, a promote stuck on its canary
-    times out (transient: retried with a back-off) and lets another object through."""
-    sender = TemporalSender(cluster.client, cluster.task_queue, rpc_timeout=timedelta(seconds=0.5))
-    async with cluster.controller(sender=sender, concurrency=1) as controller:
-        cluster.create("stuck")
-        await until(lambda: cluster.calls("stuck", "apply"))
-        cluster.annotate("stuck", **{"ome.io/rollout-promote": HANGING_REVISION})
-        await until(lambda: cluster.calls("stuck", "promote"))
-        cluster.create("next")
-        await until(lambda: cluster.calls("next", "apply"))
-        # Released: the retried Update (same ID) gets the answer; promote ran once.
-        handle = cluster.client.get_workflow_handle(isvc_workflow_id(cluster.namespace, "stuck"))
-        await handle.signal("unhang")
-        await until(lambda: "ome.io/rollout-promote" not in cluster.annotations("stuck"), seconds=40)
-        await settled(controller)
-    assert [call["name"] for call in await cluster.calls("stuck")] == ["apply", "promote"]
-
-
-async def test_python_m_workers_controller_relays_and_stops_on_sigterm(cluster: Cluster) -> None:
-    """The process entry point: settings from the environment, one log line per relay, exit 0."""
-    env = {
-        **os.environ,
-        "OME_TEMPORAL__ADDRESS": cluster.client.service_client.config.target_host,
-        "OME_TEMPORAL__TASK_QUEUE": cluster.task_queue,
-        "OME_KUBE__KUBECONFIG": str(cluster.sim.kubeconfig_path),
-        "OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS": f"127.0.0.1:{free_port()}",
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "workers.controller",
-        env=env, cwd=REPO_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        cluster.create("chat")
-        await until(lambda: cluster.calls("chat", "apply"), seconds=30)
-        # The state gauges are served (no InferenceReplica yet: the families alone).
-        address = env["OME_PROMETHEUS__CONTROLLER_METRICS_ADDRESS"]
-        text = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read())
-        assert b"# TYPE ome_instances gauge" in text
-    finally:
-        process.send_signal(signal.SIGTERM)
-        output, _ = await asyncio.wait_for(process.communicate(), 30)
-    text = output.decode()
-    assert process.returncode == 0, text
-    assert f"isvc {cluster.namespace}/chat generation=1" in text
-    assert f"applied to isvc/{cluster.namespace}/chat -> workflow generation=1 changed=True" in text
-
-
-async def test_follow_cancels_the_reconciles_in_flight_and_leaves_their_objects_dirty() -> None:
-    """Review finding 2: a controller that lost its Lease sends nothing more: an object whose
-    Update is awaiting its answer is cancelled and stays dirty for the next `lead()`."""
-    controller = InferenceServiceController(kubernetes.client.ApiClient(), None, None)  # type: ignore[arg-type]
-    entered, key = asyncio.Event(), (ISVCS, "ns", "chat")
-
-    async def awaiting_an_answer(_: Any) -> bool:
-        entered.set()
-        await asyncio.Event().wait()
-        return True
-
-    controller._reconcile = awaiting_an_answer  # type: ignore[method-assign]
-    controller._dirty.add(key)
-    await controller._pass()
-    await entered.wait()
-    task = controller._tasks[key]
-    await controller.follow()
-    assert task.cancelled() and not controller._tasks and key in controller._dirty
-
-
-async def test_a_standby_controller_keeps_a_bounded_number_of_deleted_services(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Review finding 9: a standby never reconciles, so what it keeps of deletions is bounded."""
-    monkeypatch.setattr("workers.control.service_controller.STANDBY_GONE_KEPT", 10)
-    controller = InferenceServiceController(kubernetes.client.ApiClient(), None, None)  # type: ignore[arg-type]
-    await controller.follow()
-    for index in range(100):
-        obj = {"metadata": {"namespace": "ns", "name": f"chat-{index}", "uid": f"u{index}"}}
-        controller._apply(WatchItem(ISVCS, "ADDED", [obj]))
-        controller._apply(WatchItem(ISVCS, "DELETED", [obj]))
-    assert len(controller._gone) <= 11 and (ISVCS, "ns", "chat-99") in controller._gone
-    assert len(controller._dirty) <= 11
