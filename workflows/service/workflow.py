@@ -129,6 +129,10 @@ ISVC_IDLE_RECHECK = "isvc-idle-recheck"
 ISVC_KEPT_TIMER = "isvc-kept-timer"
 """`workflow.patched` id, asked once at the start of each run: the loop's timer outlives the
 wait that set it (`waiting.Waits`); histories from before cancelled and restarted it per wake."""
+ISVC_SERVES_UNTIL_HANDED_OVER = "isvc-serves-until-handed-over"
+"""`workflow.patched` id, asked when continue-as-new is suggested while an Update still runs:
+the loop goes on serving until the last handler is done (a canary request's answer comes
+through it); histories from before waited for the handlers, and such an Update for its 60 s."""
 DEPLOYMENT_RECHECK = timedelta(seconds=15)
 """First re-read of a Deployment still converging with no news; doubles up to SAFETY_RECHECK."""
 
@@ -435,10 +439,12 @@ class InferenceServiceWorkflow(ServiceSteering):
                 finished = await self.reconcile()
             if finished:
                 return self.status()
-            if workflow.info().is_continue_as_new_suggested():
+            handing_over = workflow.info().is_continue_as_new_suggested()
+            if handing_over and (workflow.all_handlers_finished() or not workflow.patched(ISVC_SERVES_UNTIL_HANDED_OVER)):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new({CONTINUED_STATE_KEY: state.model_dump(mode="json")})
-            await self.wait_for_news(seen)
+            # A canary Update still waits for its run's answer, which only this loop forwards.
+            await self.wait_for_news(seen, handing_over)
 
     def recheck_interval(self) -> timedelta:
         """How long to wait for news before re-reading: Deployments still converging are
@@ -451,9 +457,11 @@ class InferenceServiceWorkflow(ServiceSteering):
         step = DEPLOYMENT_RECHECK * int(2 ** min(self.state.deployment_rechecks, 5))
         return min(step, SAFETY_RECHECK)
 
-    async def wait_for_news(self, seen: int) -> None:
+    async def wait_for_news(self, seen: int, handing_over: bool = False) -> None:
+        """Until news, or the re-check; while handing over, until the last handler is done too."""
         interval = self.recheck_interval()
-        if await self.waits.wait_for_news(lambda: self.seq != seen, None, interval):
+        news = (lambda: self.seq != seen or workflow.all_handlers_finished()) if handing_over else (lambda: self.seq != seen)
+        if await self.waits.wait_for_news(news, None, interval):
             self.recheck = True
             if interval < SAFETY_RECHECK:
                 self.state.deployment_rechecks += 1
