@@ -8,10 +8,12 @@ its measurement and leaves the printing to it.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -247,6 +249,13 @@ async def history_events(client: Client, killed: set[int]) -> dict[str, float]:
         elif execution.id in (isvc_workflow_id(NAMESPACE, NAME), f"irep/{NAMESPACE}/{NAME}-engine"):
             coordinators += execution.history_length
     plain = [events for index, events in per_instance.items() if index not in killed]
+    dump = os.environ.get("OME_BENCH_DUMP_HISTORY")
+    if dump and plain:
+        # One plain Instance's whole history, to read where its events go.
+        index = next(index for index in per_instance if index not in killed)
+        handle = client.get_workflow_handle(instance_workflow_id(NAMESPACE, NAME, "engine", index))
+        history = (await handle.fetch_history()).to_json()
+        await asyncio.to_thread(Path(dump).write_text, history)
     restarted = [events for index, events in per_instance.items() if index in killed]
     return {
         "instance": statistics.mean(plain) if plain else 0.0,

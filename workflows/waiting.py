@@ -22,6 +22,10 @@ LEAVE_NEAR_TIMER = "waits-leave-near-timer"
 on, such a timer is left to fire instead of cancelled (`Waits`)."""
 NEAR = timedelta(seconds=1)
 """A superseded timer due this soon may fire while the task that would cancel it runs."""
+PARK_SAFETY_TIMER = "waits-park-safety-timer"
+"""Change id, asked only when a running safety re-check gives way to a shorter wait: from it
+on, that timer is parked (left running) instead of cancelled, and the next wait for a re-check
+of its length takes it back (`Waits`)."""
 
 
 async def wait_for_news(
@@ -64,11 +68,24 @@ class Waits:
     on: it would fire anyway in the instant the task cancelling it runs, and the time-skipping
     test server rejects that task (temporalio/sdk-java#3088) and stalls the workflow for good,
     as the 3-day long run showed of the InferenceReplica. Its firing wakes the workflow once
-    (the wait goes on: it watches only its own timer)."""
+    (the wait goes on: it watches only its own timer).
 
-    def __init__(self, keep: bool, near: timedelta = NEAR) -> None:
+    A safety re-check that gives way to a shorter wait (an Instance at rest on its 6-hour net
+    told to update, where a lost signal must cost minutes) is parked, from `PARK_SAFETY_TIMER`
+    on: left running, unwatched, and taken back by the next wait for a re-check of its length
+    (the Instance Ready again), which then comes no later than asked. An update or a deletion
+    of a resting workflow so costs the short wait's timer alone, not the long one's
+    cancellation and a new one; a parked timer that fires first wakes the workflow once."""
+
+    def __init__(self, keep: bool, near: timedelta = NEAR, takes: Callable[[str], bool] = workflow.patched) -> None:
         self.keep = keep
         self.near = near
+        self.takes = takes
+        """Whether this run takes a change of this module's (`workflow.patched`, or the
+        workflow's own versions)."""
+        self.parked: dict[timedelta, tuple[asyncio.Task[None], datetime]] = {}
+        """Safety re-check timers left running while a shorter wait went on, by length, with
+        their deadlines."""
         self.timer: asyncio.Task[None] | None = None
         self.deadline: datetime | None = None
         self.safety: timedelta | None = None
@@ -85,7 +102,29 @@ class Waits:
     def leaves_to_fire(self, now: datetime) -> bool:
         """Whether the running timer, superseded, is left to fire rather than cancelled: it is
         due within `near` (and this run takes `LEAVE_NEAR_TIMER`)."""
-        return self.deadline is not None and self.deadline - now <= self.near and workflow.patched(LEAVE_NEAR_TIMER)
+        return self.deadline is not None and self.deadline - now <= self.near and self.takes(LEAVE_NEAR_TIMER)
+
+    def park(self, timer: asyncio.Task[None], wake: datetime | None, now: datetime) -> bool:
+        """Whether the running timer, superseded, is parked: it is a safety re-check's and the
+        new wait ends before it (an idle workflow's long re-check while an operation waits on
+        a short one); the operation's end takes it back instead of starting another."""
+        safety, deadline = self.safety, self.deadline
+        if safety is None or deadline is None or wake is None or wake >= deadline or deadline - now <= self.near:
+            return False
+        held = self.parked.get(safety)
+        if (held is not None and not held[0].done()) or not self.takes(PARK_SAFETY_TIMER):
+            return False
+        self.parked[safety] = (timer, deadline)
+        return True
+
+    def unpark(self, safety: timedelta | None, wake: datetime) -> asyncio.Task[None] | None:
+        """The parked re-check of length `safety` when it still runs (it comes no later than
+        `wake`: it started earlier), made the running timer again."""
+        held = self.parked.pop(safety, None) if safety is not None else None
+        if held is None or held[0].done():
+            return None
+        self.deadline, self.safety = held[1], safety
+        return held[0]
 
     async def wait_for_news(
         self, news: Callable[[], bool], until: datetime | None, safety: timedelta | None, summary: str | None = None
@@ -99,9 +138,11 @@ class Waits:
         timer = self.timer if self.timer is not None and not self.timer.done() else None
         by_safety = safe_at is not None and wake is not None and wake >= safe_at
         if timer is not None and not self.stands_for(wake, safety if by_safety else None):
-            if not self.leaves_to_fire(now):
+            if not self.park(timer, wake, now) and not self.leaves_to_fire(now):
                 timer.cancel()
             timer = None
+        if timer is None and wake is not None and by_safety:
+            timer = self.unpark(safety, wake)
         if timer is None and wake is not None:
             self.deadline, self.safety = wake, safety if by_safety else None
             timer = asyncio.create_task(workflow.sleep(max(wake - now, MINIMUM_WAIT), summary=summary))

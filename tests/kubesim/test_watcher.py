@@ -494,3 +494,55 @@ async def test_a_pod_gone_while_its_first_summary_was_held_is_reported_gone() ->
     await watcher.follow()
     watcher.lead()
     assert watcher.holding() == 0 and key in watcher._dirty
+
+
+async def test_a_pod_on_its_way_out_is_held_longer_and_its_going_goes_at_once() -> None:
+    """Issue 17: a ready pod its Instance took out of rotation (`ome.io/serving` False) and
+    then deleted is progress held for `way_out_settle_seconds`, not `settle_seconds`: the
+    Instance waits only for it to go, which goes at once, with what was held."""
+    sink = RecordingSink()
+    watcher = PodWatcher(
+        kubernetes.client.ApiClient(), sink, watch_endpoints=False, settle_seconds=0.05, way_out_settle_seconds=30
+    )
+    workflow_id = "instance/ns/chat-engine-0"
+    node = {"metadata": {"name": "gpu-1", "resourceVersion": "2"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    watcher._apply(WatchItem(NODES, "RESYNC", [node], "2"))
+    serving = instance_pod("ns")
+    serving["metadata"]["resourceVersion"] = "3"
+    serving["spec"]["nodeName"] = "gpu-1"
+    serving["spec"]["readinessGates"] = [{"conditionType": "ome.io/serving"}]
+    serving["status"] = {
+        "phase": "Running",
+        "conditions": [
+            {"type": "ContainersReady", "status": "True"},
+            {"type": "Ready", "status": "True"},
+            {"type": "ome.io/serving", "status": "True"},
+        ],
+        "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}],
+    }
+    watcher._apply(WatchItem(PODS, "RESYNC", [serving], "3"))
+    await watcher._flush()
+    (first,) = sink.to(workflow_id)
+    assert first.pods[0].is_serving
+
+    out = copy.deepcopy(serving)
+    out["metadata"]["resourceVersion"] = "4"
+    out["status"]["conditions"][1:] = [{"type": "Ready", "status": "False"}, {"type": "ome.io/serving", "status": "False"}]
+    watcher._apply(WatchItem(PODS, "MODIFIED", [out], "4"))
+    deleted = copy.deepcopy(out)
+    deleted["metadata"].update(resourceVersion="5", deletionTimestamp="2026-12-01T00:00:30Z", deletionGracePeriodSeconds=30)
+    deleted["status"]["containerStatuses"] = [
+        {"name": "main", "ready": False, "restartCount": 0, "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}
+    ]
+    watcher._apply(WatchItem(PODS, "MODIFIED", [deleted], "5"))
+    await watcher._flush()
+    await asyncio.sleep(0.1)  # past `settle_seconds`, well within `way_out_settle_seconds`
+    await watcher._flush()
+    assert len(sink.to(workflow_id)) == 1, "the pod's way out went out before it went"
+    assert watcher.holding() == 1
+
+    watcher._apply(WatchItem(PODS, "DELETED", [deleted], "6"))
+    await watcher._flush()
+    assert [len(summary.pods) for summary in sink.to(workflow_id)] == [1, 0]
+    assert watcher.holding() == 0
+    sink.assert_no_repeats()

@@ -1,6 +1,7 @@
 """`workflows.waiting.Waits`: with `keep`, a wake by news leaves the loop's timer running and
 the next wait reuses it when it stands for the same thing (issue 17: two history events fewer
-per wake, and no timer cancelled as it fires); anything else replaces it, as without `keep`."""
+per wake, and no timer cancelled as it fires); a safety re-check giving way to a shorter wait
+is parked and taken back; anything else replaces it, as without `keep`."""
 
 from __future__ import annotations
 
@@ -77,12 +78,34 @@ NEWS_THREE_TIMES = [("news", None), ("news", None), ("news", None)]
             Woken(news=1),
             {"timer_started": 2, "timer_canceled": 1},
         ),
-        # Kept, but a deadline earlier than the running re-check: replaced by the deadline's.
+        # Kept, a deadline earlier than the running re-check: the re-check is parked, not
+        # cancelled, and the wait after the deadline takes it back (no third timer).
         (
             WaitPlan(keep=True),
             [("replan", WaitPlan(keep=True, until_seconds=60)), ("sleep", 70)],
             Woken(news=1, deadline=1),
+            {"timer_started": 2, "timer_fired": 1},
+        ),
+        # A resting 6-hour re-check while a 5-minute one runs (an Instance's update): parked;
+        # Ready again, the short one is cancelled and the long one taken back, firing on its
+        # first deadline (no later than asked); the wait after it starts the next.
+        (
+            WaitPlan(keep=True, safety_seconds=21600),
+            [
+                ("replan", WaitPlan(keep=True, safety_seconds=300)),
+                ("news", None),
+                ("replan", WaitPlan(keep=True, safety_seconds=21600)),
+                ("sleep", 21600),
+            ],
+            Woken(news=3, safety=1),
             {"timer_started": 3, "timer_canceled": 1, "timer_fired": 1},
+        ),
+        # A parked re-check that fires while nothing waits for it wakes no wait.
+        (
+            WaitPlan(keep=True, safety_seconds=1000),
+            [("replan", WaitPlan(keep=True, safety_seconds=None, until_seconds=100)), ("sleep", 150), ("sleep", 1000)],
+            Woken(news=1, deadline=1),
+            {"timer_started": 2, "timer_fired": 2},
         ),
         # Kept, a deadline due within `near` replaced by a later one: left to fire, not cancelled
         # (the test server rejects a task cancelling a timer that fired meanwhile); its firing
@@ -100,7 +123,9 @@ NEWS_THREE_TIMES = [("news", None), ("news", None), ("news", None)]
         "kept-deadline",
         "kept-safety-fires",
         "safety-length-changed",
-        "earlier-deadline",
+        "earlier-deadline-parks-the-re-check",
+        "long-re-check-parked-during-a-short-one",
+        "parked-re-check-fires-unwatched",
         "near-deadline-left-to-fire",
     ],
 )

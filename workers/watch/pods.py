@@ -25,8 +25,10 @@ applies their events, coalesces bursts for `coalesce_seconds` and sends signals 
 concurrency. A change that is only progress (`planning.pod_news`: a pod appearing, scheduled,
 starting, serving before its Service's slice lists it) is held back up to `settle_seconds`
 and goes with whatever follows it: the way up of a pod created with its serving gate costs
-its Instance one signal (ready, serving and listed), of any other two or three, not five. A
-change a decision reads goes at once. Signals to Instances that do not exist (yet, or any
+its Instance one signal (ready, serving and listed), of any other two or three, not five.
+The way out of a pod its Instance took out of rotation (unlisted, deleted, stopped) is held
+up to `way_out_settle_seconds` and goes with its going: one signal, not three. A change a
+decision reads goes at once. Signals to Instances that do not exist (yet, or any
 more) are dropped: a new Instance workflow lists its pods itself at start, or starts knowing
 its index had none (`InstanceState.started_clean`).
 """
@@ -46,7 +48,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
 from planning.leadership import already_delivered
-from planning.pod_news import must_hear_now
+from planning.pod_news import must_hear_now, only_on_the_way_out
 from planning.pod_summary import InstanceKey, contribution, instance_key, instance_pods, listed_pods
 from workers.watch.loop import STANDBY_GONE_KEPT, WatchLoop
 from workers.watch.stream import KindWatch, WatchItem
@@ -61,6 +63,10 @@ PODS, NODES, SLICES = "pods", "nodes", "endpointslices"
 SETTLE_SECONDS = 1.0
 """How long a summary that is only progress may wait for the next change (`planning.pod_news`);
 it goes out within this plus one retry interval of the loop."""
+WAY_OUT_SETTLE_SECONDS = 10.0
+"""The same for progress only of pods on their way out (`only_on_the_way_out`): their Instance
+waits for them to go, which goes at once; a busy worker can take over a second between taking
+a pod out of rotation and deleting it."""
 
 
 class TemporalSignalSink:
@@ -149,9 +155,11 @@ class PodWatcher(WatchLoop):
         read_timeout_seconds: float = 90.0,
         watch_endpoints: bool = True,
         settle_seconds: float = SETTLE_SECONDS,
+        way_out_settle_seconds: float = WAY_OUT_SETTLE_SECONDS,
     ) -> None:
         self.sink = sink
         self.settle_seconds = settle_seconds
+        self.way_out_settle_seconds = way_out_settle_seconds
         self.cluster = cluster
         self.stats = WatcherStats()
         self._semaphore = asyncio.Semaphore(max_concurrent_signals)
@@ -414,7 +422,10 @@ class PodWatcher(WatchLoop):
                 self._held.pop(key, None)  # never reported nor held and gone, or nothing new
                 continue
             news = must_hear_now(previous, summary) or not summary.pods  # all gone: at once
-            if not news and now - self._held.setdefault(key, now) < self.settle_seconds:
+            settle = self.settle_seconds
+            if not news and only_on_the_way_out(previous, summary):
+                settle = max(settle, self.way_out_settle_seconds)
+            if not news and now - self._held.setdefault(key, now) < settle:
                 held.append(key)
                 continue
             pending.append((key, summary))

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from workflows.waiting import LEAVE_NEAR_TIMER, PARK_SAFETY_TIMER
+
 LOCAL_KUBE_CALLS = "instance-local-kube-calls"
 """Decided once at the start of each run (`InstanceWorkflow.run`): the Instance's short
 Kubernetes calls (its Service, pods, serving gate, lists, Events) run as local activities, and a
@@ -53,10 +55,16 @@ SERVING_AT_CREATE = "instance-serving-at-create"
 its pod with the `ome.io/serving` gate True (`planning.instance.serving`) and writes no gate
 once it sees it ready. Histories from before wrote the gate after seeing the pod ready."""
 
+# The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
+# superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
+# an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
+# short one, then taken back once Ready (PARK_SAFETY_TIMER). Version 4 takes both.
+
 CHANGES: dict[int, frozenset[str]] = {
     1: frozenset({LOCAL_KUBE_CALLS, RELEASE_EVENT_BY_PARENT, DRAIN_OVERDUE, FINALIZER_BLOCK, REPORT_BY_LOCAL_ACTIVITY}),
     2: frozenset({KEPT_TIMER}),
     3: frozenset({SERVING_AT_CREATE}),
+    4: frozenset({PARK_SAFETY_TIMER, LEAVE_NEAR_TIMER}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

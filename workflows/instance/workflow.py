@@ -75,8 +75,9 @@ class InstanceWorkflow(InstanceLifecycle):
         self.last_report: tuple[object, ...] | None = None
         # Pods whose `PodDeleteBlockedByFinalizer` was recorded; carried through continue-as-new.
         self.blocked_by_finalizer: set[str] = set(state.blocked_by_finalizer)
-        self.waits = waiting.Waits(keep=False)
-        """The loop's timer; kept across waits from `KEPT_TIMER` on (decided in `run`)."""
+        self.waits = waiting.Waits(keep=False, takes=self.takes)
+        """The loop's timer; kept across waits from `KEPT_TIMER` on (decided in `run`); its own
+        changes (`waiting.PARK_SAFETY_TIMER`, `waiting.LEAVE_NEAR_TIMER`) by this run's version."""
 
     # --- messages -------------------------------------------------------------------
 
