@@ -65,6 +65,13 @@ SCENARIOS = [
         "(pods created with their serving gate); image change, delete",
     ),
     Scenario(
+        "service_parked_timers",
+        service_versioned_instances,
+        "service_versioned_instances under Instance version 4 (`waits-park-safety-timer`): the 6-hour re-check "
+        "of a Ready Instance parked while its update and its deletion wait on the short one, taken back once "
+        "Ready; the watcher holding a pod's way out until it goes: apply, image change, delete",
+    ),
+    Scenario(
         "service_scale_pause_resume",
         service_scale_pause_resume,
         "scale 1 -> 3 -> 2, pause, image change held back, resume, delete",
