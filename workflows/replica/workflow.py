@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.replica import events
     from planning.replica.overlay import earliest
     from planning.replica.revisions import observe_template
-    from workflows import search_attributes, waiting
+    from workflows import history_budget, search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
     from workflows.replica import migrations, relocations, teardown, view
     from workflows.replica.children import EndedInstances, runs_pod_net
@@ -68,13 +68,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.replica.requests import answer_releases, answer_resets
 
 HANDS_OVER_EARLY = "replica-hands-over-early"
-"""`workflow.patched` id, asked when a run first reaches `HAND_OVER_EVENTS` or
-`HAND_OVER_BYTES` before the server suggests continue-as-new: runs from it on continue as new
-there. Histories from before went on to the server's suggestion (about 4,100 events, 2.3 MB for
-a 20-Instance component), whose replay after an evicted task took over the 10 s task timeout on
-a slow machine, and every retry did the same (the 3-day long run stalled on it)."""
-HAND_OVER_EVENTS = 2_000
-HAND_OVER_BYTES = 1_000_000
+"""`workflow.patched` id of `history_budget.hands_over`: runs from it on continue as new at
+2,000 events or 1 MB; histories from before went on to the server's suggestion (about 4,100
+events, 2.3 MB for a 20-Instance component: the 3-day long run stalled on its replay)."""
 KEPT_TIMER = "replica-kept-timer"
 """`workflow.patched` id, asked once at the start of each run: the loop's timer outlives the
 wait that set it (`waiting.Waits`), so the re-list's deadline is one timer however many
@@ -83,17 +79,6 @@ Instance reports come before it; histories from before cancelled and restarted i
 SAFETY_RECHECK = timedelta(minutes=5)
 """Everything reaches this workflow as a message; the timer only covers a lost one. Runs
 without the pod net (`runs_pod_net`) only; with it, the cluster's `pod_relist_seconds`."""
-
-
-def hands_over() -> bool:
-    """Whether the run continues as new now: the server suggests it, or (from
-    `HANDS_OVER_EARLY` on) its history reached `HAND_OVER_EVENTS` or `HAND_OVER_BYTES`, so that
-    replaying it stays a few seconds' work."""
-    info = workflow.info()
-    if info.is_continue_as_new_suggested():
-        return True
-    early = info.get_current_history_length() >= HAND_OVER_EVENTS or info.get_current_history_size() >= HAND_OVER_BYTES
-    return early and workflow.patched(HANDS_OVER_EARLY)
 
 
 @workflow.defn(name=INFERENCE_REPLICA)
@@ -194,7 +179,7 @@ class InferenceReplicaWorkflow:
                 finished = await self.pass_once()
             if finished:
                 return build_status(self.state, workflow.now())[0]
-            if hands_over():
+            if history_budget.hands_over(HANDS_OVER_EARLY):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state)
             await self.wait_for_news(seen)

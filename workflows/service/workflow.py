@@ -72,7 +72,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.service.deployment import DeploymentObserved
     from planning.service.pause_signal import discards_pending, on_pause, on_resume
     from planning.service.relay import ISVC_FINALIZER, manifest_digest
-    from workflows import kube_calls, search_attributes, waiting
+    from workflows import history_budget, kube_calls, search_attributes, waiting
     from workflows.names import INFERENCE_SERVICE, isvc_workflow_id
     from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport
     from workflows.rollout.messages import SIGNAL_ROLLOUT_CHANGED, RolloutReport
@@ -129,6 +129,9 @@ ISVC_IDLE_RECHECK = "isvc-idle-recheck"
 ISVC_KEPT_TIMER = "isvc-kept-timer"
 """`workflow.patched` id, asked once at the start of each run: the loop's timer outlives the
 wait that set it (`waiting.Waits`); histories from before cancelled and restarted it per wake."""
+ISVC_HANDS_OVER_EARLY = "isvc-hands-over-early"
+"""`workflow.patched` id of `history_budget.hands_over`: runs from it on continue as new at
+2,000 events or 1 MB; histories from before went on to the server's suggestion."""
 ISVC_SERVES_UNTIL_HANDED_OVER = "isvc-serves-until-handed-over"
 """`workflow.patched` id, asked when continue-as-new is suggested while an Update still runs:
 the loop goes on serving until the last handler is done (a canary request's answer comes
@@ -439,7 +442,7 @@ class InferenceServiceWorkflow(ServiceSteering):
                 finished = await self.reconcile()
             if finished:
                 return self.status()
-            handing_over = workflow.info().is_continue_as_new_suggested()
+            handing_over = history_budget.hands_over(ISVC_HANDS_OVER_EARLY)
             if handing_over and (workflow.all_handlers_finished() or not workflow.patched(ISVC_SERVES_UNTIL_HANDED_OVER)):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new({CONTINUED_STATE_KEY: state.model_dump(mode="json")})
