@@ -38,7 +38,7 @@ lost, 29 image changes, 5 drains, largest history 4,134 events, RSS 314 MiB afte
 and 404 MiB at the end, within the 96 MiB cap). On a slower day the 3-day run stalled twice in
 five: the InferenceReplica's task at 4,100 events (2.3 MB) timed out and each retry replayed
 the whole history in ~9.5 s, over the 10 s task timeout again. With `history_budget` (continue
-as new at 2,000 events or 1 MB) 3-day runs passed 4 of 4, largest history 2,008 events.
+as new at 2,000 events or 1 MB) 3-day runs passed 3 of 3, largest history 2,008 events.
 """
 
 from __future__ import annotations
