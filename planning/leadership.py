@@ -9,14 +9,23 @@ cannot make it take a lease that is still being renewed (client-go's `observedTi
 The watcher's hand-over also lives here: the leader writes into its Lease, at every renewal,
 the per-kind resourceVersions its view had reached when every Instance's summary from that
 view was delivered (`delivered`); a standby that took over sends an Instance's summary only
-if something it saw about that Instance is newer than that mark (`already_delivered`).
+if something it saw about that Instance is newer than that mark (`already_delivered`), or if the
+old leader was holding back that Instance's progress (`held_text`, `held_keys`): a held
+Instance was not told what its mark covers, and only it is resent for that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+
+from planning.pod_summary import InstanceKey
+
+HELD_TEXT_LIMIT = 32 * 1024
+"""Most characters of held Instances a Lease carries (annotations total at most 256 KiB)."""
+MAX_HELD_SPAN = 100_000
+"""Longest index range `held_keys` reads: more Instances than a component has."""
 
 
 @dataclass(frozen=True)
@@ -90,3 +99,59 @@ def already_delivered(changed: Mapping[str, str], delivered: Mapping[str, str]) 
         if mine is None or theirs is None or mine > theirs:
             return False
     return True
+
+
+def held_text(held: Iterable[InstanceKey], limit: int = HELD_TEXT_LIMIT) -> tuple[str, set[InstanceKey]]:
+    """The held Instances as the Lease carries them, and those left out to stay within `limit`
+    characters (whose changes the caller keeps out of its mark instead).
+
+    One entry per component, its indexes as ranges: `ns/isvc/component:0-3,7;ns/other/engine:2`
+    (names are DNS labels: no `/`, `:`, `;` or `,`). A fleet update holding thousands of
+    Instances of one service takes a few characters.
+    """
+    by_component: dict[tuple[str, str, str], list[int]] = {}
+    for namespace, isvc, component, index in held:
+        by_component.setdefault((namespace, isvc, component), []).append(index)
+    entries: list[str] = []
+    left_out: set[InstanceKey] = set()
+    length = 0
+    for component_key, indexes in sorted(by_component.items()):
+        entry = "/".join(component_key) + ":" + _ranges(sorted(set(indexes)))
+        if length + len(entry) + 1 > limit:
+            left_out.update((*component_key, index) for index in indexes)
+            continue
+        entries.append(entry)
+        length += len(entry) + 1
+    return ";".join(entries), left_out
+
+
+def held_keys(text: str) -> set[InstanceKey]:
+    """The Instances `held_text` wrote. Raises ValueError on text it did not write."""
+    keys: set[InstanceKey] = set()
+    for entry in filter(None, text.split(";")):
+        component, _, ranges = entry.rpartition(":")
+        parts = component.split("/")
+        if len(parts) != 3 or not all(parts) or not ranges:
+            raise ValueError(f"not a held entry: {entry!r}")
+        namespace, isvc, name = parts
+        for span in ranges.split(","):
+            first, _, last = span.partition("-")
+            start, end = int(first), int(last or first)
+            if start < 0 or end < start or end - start > MAX_HELD_SPAN:
+                raise ValueError(f"not an index range: {span!r}")
+            keys.update((namespace, isvc, name, index) for index in range(start, end + 1))
+    return keys
+
+
+def _ranges(indexes: list[int]) -> str:
+    """Sorted distinct indexes as `0-3,7`."""
+    spans: list[str] = []
+    start = previous = indexes[0]
+    for index in [*indexes[1:], None]:
+        if index is not None and index == previous + 1:
+            previous = index
+            continue
+        spans.append(str(start) if start == previous else f"{start}-{previous}")
+        if index is not None:
+            start = previous = index
+    return ",".join(spans)

@@ -16,8 +16,9 @@ the InferencePools the workload clusters export.
 High availability (`workers.leader`): two watchers run and campaign for the Lease `ome-watcher`.
 Both list and watch, so the standby's view is warm; only the leader signals, writes the
 workload clusters' conditions and runs their watchers. The leader's Lease carries its pod
-watcher's delivered mark (`DELIVERED_ANNOTATION`), so a new leader signals only the Instances
-that changed after it (`PodWatcher.lead`).
+watcher's delivered mark (`DELIVERED_ANNOTATION`) and the Instances it held back at that mark
+(`HELD_ANNOTATION`), so a new leader signals only the Instances that changed after it or were
+held (`PodWatcher.lead`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from collections.abc import Mapping
 from kubernetes.client import ApiClient
 from temporalio.client import Client
 
+from planning.leadership import held_keys
+from planning.pod_summary import InstanceKey
 from workers.client import connect, exit_process
 from workers.clusters import ClusterDirectory, PerCluster
 from workers.config import Settings, kube_api_client
@@ -44,15 +47,30 @@ logger = logging.getLogger("workers.watcher")
 
 DELIVERED_ANNOTATION = "ome.io/delivered"
 """Lease annotation: JSON of the leader's `PodWatcher.delivered()` (kind -> resourceVersion)."""
+HELD_ANNOTATION = "ome.io/held"
+"""Lease annotation: the Instances whose progress the leader held back at that mark
+(`PodWatcher.delivered_held()`, `planning.leadership.held_text`)."""
 
 
-def delivered_mark(annotations: Mapping[str, str]) -> dict[str, str]:
-    """The mark a previous leader left in the Lease; empty when absent or unreadable."""
+def delivered_mark(annotations: Mapping[str, str]) -> tuple[dict[str, str], set[InstanceKey]]:
+    """The mark a previous leader left in the Lease and the Instances it was holding back;
+    an empty mark (everything is sent again) when either is unreadable."""
     try:
         mark = json.loads(annotations.get(DELIVERED_ANNOTATION, "{}"))
+        held = held_keys(annotations.get(HELD_ANNOTATION, ""))
     except ValueError:
-        return {}
-    return {str(k): str(v) for k, v in mark.items()} if isinstance(mark, dict) else {}
+        return {}, set()
+    if not isinstance(mark, dict):
+        return {}, set()
+    return {str(k): str(v) for k, v in mark.items()}, held
+
+
+def handover_annotations(watcher: PodWatcher) -> dict[str, str]:
+    """What the leading watcher writes into its Lease at every renewal."""
+    return {
+        DELIVERED_ANNOTATION: json.dumps(watcher.delivered(), sort_keys=True),
+        HELD_ANNOTATION: watcher.delivered_held(),
+    }
 
 
 def cluster_watchers(pod_sink: SignalSink, deployment_sink: DeploymentSink) -> PerCluster[list[WatchLoop]]:
@@ -118,11 +136,11 @@ async def main() -> None:
         kube_api_client(settings),
         WATCHER_LEASE,
         settings.leader,
-        annotations=lambda: {DELIVERED_ANNOTATION: json.dumps(watcher.delivered(), sort_keys=True)},
+        annotations=lambda: handover_annotations(watcher),
     )
 
     async def lead(previous: Mapping[str, str]) -> None:
-        watcher.lead(delivered_mark(previous))
+        watcher.lead(*delivered_mark(previous))
         deployments.lead()
         lost = asyncio.Event()
         clusters = asyncio.create_task(watch_clusters(settings, client, lost))

@@ -28,10 +28,11 @@ from models.kube_ops import (
     SetServingInput,
 )
 from models.pods import InstancePods
-from planning.leadership import already_delivered
+from planning.leadership import held_keys
 from tests.kubesim.activity_objects import WAIT_SECONDS, headless_service, instance_pod, namespace_manifest
 from workers.watch.pods import NODES, PODS, PodWatcher, TemporalSignalSink
 from workers.watch.stream import WatchItem
+from workers.watcher import DELIVERED_ANNOTATION, HELD_ANNOTATION, delivered_mark, handover_annotations
 
 pytestmark = pytest.mark.kubesim
 
@@ -431,11 +432,10 @@ async def test_progress_on_the_way_up_is_held_back_and_what_decisions_read_goes_
     watcher._apply(WatchItem(PODS, "ADDED", [pod], "3"))
     await watcher._flush()
     assert sink.to(workflow_id) == [] and key in watcher._dirty, "a new Pending pod went out at once"
-    # A new leader taking over at this mark sends the held Instance.
-    assert not already_delivered(watcher._instance_changes(key), watcher.delivered()), "a held summary counted as delivered"
-    # ... and only it: the nodes' mark is not lowered (every Instance on a node changed since
-    # would be resent).
-    assert watcher.delivered()[NODES] == "2"
+    # A new leader taking over at this mark sends the held Instance: the Lease names it.
+    assert key in held_keys(watcher.delivered_held()), "a held summary counted as delivered"
+    # ... and only it: the mark is not lowered (every Instance changed since would be resent).
+    assert watcher.delivered() == {PODS: "3", NODES: "2"}
     assert watcher.holding() == 1
 
     scheduled = copy.deepcopy(pod)
@@ -451,6 +451,7 @@ async def test_progress_on_the_way_up_is_held_back_and_what_decisions_read_goes_
     (first,) = sink.to(workflow_id)
     assert first.pods[0].node_name == "gpu-1" and first.resource_version == "4", "not the newest progress"
     assert key not in watcher._dirty and watcher.delivered() == {PODS: "4", NODES: "2"} and watcher.holding() == 0
+    assert watcher.delivered_held() == ""
 
     ready = copy.deepcopy(scheduled)
     ready["metadata"]["resourceVersion"] = "5"
@@ -466,6 +467,41 @@ async def test_progress_on_the_way_up_is_held_back_and_what_decisions_read_goes_
     await watcher._flush()
     assert [summary.pods[0].is_ready for summary in sink.to(workflow_id)] == [False, True], "readiness was held back"
     sink.assert_no_repeats()
+
+
+async def test_a_new_leader_resends_what_the_old_one_held_and_nothing_it_delivered_since() -> None:
+    """CI failure of stop 27: the old leader's mark was lowered below its oldest held change, so
+    the new leader resent every Instance delivered after that change (36 repeats in the chaos
+    test). The Lease names the held Instances instead: the new leader sends those, and the ones
+    the old leader had delivered after the held change count as delivered."""
+    sink = RecordingSink()
+    old = PodWatcher(kubernetes.client.ApiClient(), sink, watch_endpoints=False, settle_seconds=30)
+    new = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False, settle_seconds=30)
+    held_pod, delivered_pod = instance_pod("ns", index=0), instance_pod("ns", index=1)
+    held_pod["metadata"]["resourceVersion"] = "3"
+    delivered_pod["metadata"]["resourceVersion"] = "4"
+    delivered_pod["metadata"]["deletionTimestamp"] = "2026-12-04T00:00:00Z"  # news: goes at once
+    for watcher in (old, new):
+        watcher._apply(WatchItem(NODES, "RESYNC", [], "2"))
+        watcher._apply(WatchItem(PODS, "RESYNC", [], "2"))
+        watcher._apply(WatchItem(PODS, "ADDED", [held_pod], "3"))
+        watcher._apply(WatchItem(PODS, "ADDED", [delivered_pod], "4"))
+    await new.follow()
+    await old._flush()
+    assert [wid for wid, _ in sink.sent] == ["instance/ns/chat-engine-1"] and old.holding() == 1
+    assert old.delivered() == {PODS: "4", NODES: "2"}, "the mark was lowered below the held change"
+
+    new.lead(*delivered_mark(handover_annotations(old)))
+    assert new._dirty == {("ns", "chat", "engine", 0)}, "not the held Instance alone"
+
+
+async def test_a_mark_or_held_list_that_cannot_be_read_means_everything_is_sent_again() -> None:
+    assert delivered_mark({DELIVERED_ANNOTATION: '{"pods": "9"}', HELD_ANNOTATION: "ns/chat/engine:1"}) == (
+        {"pods": "9"}, {("ns", "chat", "engine", 1)}
+    )
+    assert delivered_mark({DELIVERED_ANNOTATION: '{"pods": "9"}'}) == ({"pods": "9"}, set()), "a leader before the held list"
+    assert delivered_mark({DELIVERED_ANNOTATION: '{"pods": "9"}', HELD_ANNOTATION: "ns/chat:1"}) == ({}, set())
+    assert delivered_mark({DELIVERED_ANNOTATION: "[1]"}) == ({}, set())
 
 
 async def test_a_pod_gone_while_its_first_summary_was_held_is_reported_gone() -> None:

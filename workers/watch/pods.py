@@ -16,9 +16,11 @@ Under leader election (`python -m workers.watcher` runs two) the standby keeps i
 and sends nothing. The leader's Lease carries `delivered()`, the per-kind resourceVersions up
 to which every summary was delivered; a new leader's `lead(delivered)` counts as already sent
 every Instance none of whose pods, pods' nodes or slices changed past that mark
-(`planning.leadership.already_delivered`) and signals only the rest, so a hand-over neither
-loses a change nor repeats what the workflows already have (except what the old leader sent
-after its last renewal: at most one retry period's worth, sent again with the same content).
+(`planning.leadership.already_delivered`) and signals only the rest, plus the Instances whose
+progress the old leader was holding back (`delivered_held()`, also in the Lease), so a
+hand-over neither loses a change nor repeats what the workflows already have (except what the
+old leader sent after its last renewal: at most one retry period's worth, sent again with the
+same content).
 
 Threads run the blocking `kubernetes` client (one per watched kind); one asyncio task
 applies their events, coalesces bursts for `coalesce_seconds` and sends signals with bounded
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +49,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.instance import SIGNAL_PODS_CHANGED
 from models.pods import LABEL_INSTANCE_INDEX, LABEL_ISVC, InstancePods
-from planning.leadership import already_delivered
+from planning.leadership import already_delivered, held_text
 from planning.pod_news import must_hear_now, only_on_the_way_out
 from planning.pod_summary import InstanceKey, contribution, instance_key, instance_pods, listed_pods
 from workers.watch.loop import STANDBY_GONE_KEPT, WatchLoop
@@ -198,6 +200,8 @@ class PodWatcher(WatchLoop):
         self._versions: dict[str, str] = {}
         """Per kind: the resourceVersion the view has reached."""
         self._delivered: dict[str, str] = {}
+        self._delivered_held = ""
+        """`held_text` of the Instances held back at that pass: not told what `_delivered` covers."""
         """`_versions` as of the last pass after which nothing was left to send."""
         self._changed: dict[InstanceKey, dict[str, str]] = {}
         """Per Instance and kind (pods, slices): the version of the last event that touched it."""
@@ -337,11 +341,18 @@ class PodWatcher(WatchLoop):
         leader writes into its Lease for whoever leads next."""
         return dict(self._delivered)
 
-    def lead(self, delivered: dict[str, str] | None = None) -> None:
+    def delivered_held(self) -> str:
+        """The Instances whose progress was held back when `delivered()` was reached
+        (`planning.leadership.held_text`): the next leader sends them whatever the mark says."""
+        return self._delivered_held
+
+    def lead(self, delivered: dict[str, str] | None = None, held: set[InstanceKey] | None = None) -> None:
         """Start sending. With the previous leader's `delivered` mark, an Instance whose pods,
-        pods' nodes and slices all changed no later than the mark counts as already told;
-        every other Instance is signalled at the next pass."""
+        pods' nodes and slices all changed no later than the mark counts as already told,
+        unless the previous leader was holding its progress back (`held`); every other Instance
+        is signalled at the next pass."""
         mark = delivered or {}
+        held = held or set()
         # Summaries carry the newest resourceVersion seen, and workflows drop older ones: ours
         # must not fall below what the old leader sent when our streams lag behind its.
         for version in mark.values():
@@ -353,7 +364,7 @@ class PodWatcher(WatchLoop):
         self._held.clear()  # held while we led before: the hold starts again from now
         known = 0
         for key, summary in self.summaries(keys).items():
-            if already_delivered(self._instance_changes(key), mark):
+            if key not in held and already_delivered(self._instance_changes(key), mark):
                 self._dirty.discard(key)
                 known += 1
                 if summary.pods:
@@ -363,8 +374,8 @@ class PodWatcher(WatchLoop):
             if not summary.pods:
                 self._changed.pop(key, None)
         logger.info(
-            "leading cluster=%s instances=%d already_delivered=%d to_send=%d mark=%s",
-            self.cluster, len(keys), known, len(self._dirty), mark,
+            "leading cluster=%s instances=%d already_delivered=%d to_send=%d held=%d mark=%s",
+            self.cluster, len(keys), known, len(self._dirty), len(held), mark,
         )
         super().lead()
 
@@ -438,17 +449,19 @@ class PodWatcher(WatchLoop):
         self._dirty.update(failed)
         self._dirty.update(held)  # looked at again by the loop's next pass, within its retry interval
         if not failed and self.sending:
-            self._delivered = self._below_held(versions, held)
+            self._delivered_held, left_out = held_text(held)
+            self._delivered = self._below_held(versions, left_out)
         if not self._synced_event.is_set():
             logger.info("initial pass done cluster=%s instances=%d", self.cluster, len(self._last_sent))
         self._after_flush(bool(failed))
 
-    def _below_held(self, versions: dict[str, str], held: list[InstanceKey]) -> dict[str, str]:
-        """`versions` lowered below every pod and slice change of a held Instance: a new leader
-        then counts each held Instance as not yet told (it sends it), and every other one as
-        before. The nodes' mark stays: lowering it below a node's change would have the new
-        leader resend every Instance on every node changed since (held news is a pod's or a
-        slice's progress; a node's news that decisions read is never held)."""
+    def _below_held(self, versions: dict[str, str], held: Iterable[InstanceKey]) -> dict[str, str]:
+        """`versions` lowered below every pod and slice change of a held Instance the Lease has
+        no room to name (`held_text`): a new leader then counts each such Instance as not yet
+        told (it sends it, and any other changed since that change). The nodes' mark stays:
+        lowering it below a node's change would have the new leader resend every Instance on
+        every node changed since (held news is a pod's or a slice's progress; a node's news
+        that decisions read is never held)."""
         mark = dict(versions)
         for key in held:
             for kind, version in self._changed.get(key, {}).items():

@@ -11,6 +11,8 @@ from planning.leadership import (
     already_delivered,
     claimed,
     expires_at,
+    held_keys,
+    held_text,
     may_take,
     released,
     still_leading,
@@ -91,3 +93,39 @@ def test_still_leading_within_the_renew_deadline(last_renewed_at: float, now: fl
 )
 def test_already_delivered(case: str, changed: dict[str, str], delivered: dict[str, str], expected: bool) -> None:
     assert already_delivered(changed, delivered) is expected, case
+
+
+A = ("ns", "chat", "engine")
+
+
+@pytest.mark.parametrize(
+    ("case", "held", "text"),
+    [
+        ("nothing held", set(), ""),
+        ("one", {(*A, 7)}, "ns/chat/engine:7"),
+        ("a run and a single", {(*A, 0), (*A, 1), (*A, 2), (*A, 3), (*A, 7)}, "ns/chat/engine:0-3,7"),
+        ("two components, sorted", {(*A, 2), ("ns", "chat", "decoder", 0)}, "ns/chat/decoder:0;ns/chat/engine:2"),
+        ("a fleet update of one service", {(*A, i) for i in range(5000)}, "ns/chat/engine:0-4999"),
+    ],
+)
+def test_held_text_round_trips(case: str, held: set[tuple[str, str, str, int]], text: str) -> None:
+    written, left_out = held_text(held)
+    assert (written, left_out) == (text, set()), case
+    assert held_keys(written) == held, case
+
+
+def test_held_text_leaves_out_whole_components_past_its_limit() -> None:
+    held = {("ns", f"svc-{n:02d}", "engine", 0) for n in range(10)}
+    written, left_out = held_text(held, limit=60)
+    listed = held_keys(written)
+    assert listed | left_out == held and not listed & left_out
+    assert len(written) <= 60 and len(listed) == 3, written
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ns/chat:1", "ns/chat/engine:", "ns/chat/engine:x", "ns/chat/engine:5-2", "ns/chat/engine:-1", "ns/chat/engine:0-999999", ":1"],
+)
+def test_held_keys_refuses_text_it_did_not_write(text: str) -> None:
+    with pytest.raises(ValueError):
+        held_keys(text)
