@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PACKAGES := models planning workflows activities workers kubesim
 
-.PHONY: up test lint check-layers typecheck pytest prometheus clean
+.PHONY: up test lint check-layers typecheck pytest prometheus bytecode clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || { \
@@ -17,9 +18,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The SDK's workflow sandbox imports the workflow modules afresh for every workflow run it
+# starts: without their compiled bytecode (PYTHONDONTWRITEBYTECODE set, a read-only checkout)
+# that is a compile of each module every time, a third of the cost of starting a run. Compile
+# the product's packages once; compileall rewrites only what changed.
+bytecode: $(STAMP)
+	@$(BIN)/python -m compileall -q $(PACKAGES) >/dev/null
+
 # The local stack: Temporal dev server + UI, kubesim, worker, watcher. Ctrl-C stops it; state
 # stays in .data/ for the next run.
-up: $(STAMP)
+up: $(STAMP) bytecode
 	$(BIN)/python -m workers.stack
 
 test: $(STAMP) prometheus lint check-layers typecheck pytest
@@ -60,7 +68,7 @@ prometheus:
 # Two lanes on the two cores (tests/conftest.py): the real-time e2e tests one after another on one
 # xdist worker, everything else a module at a time on the other; the e2e lane is queued first.
 # Exit 5 means pytest collected nothing, which is a broken suite, never a pass.
-pytest: $(STAMP) prometheus
+pytest: $(STAMP) prometheus bytecode
 	@status=0; $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder --durations=20 || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is broken"; fi; \
 	exit $$status

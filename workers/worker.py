@@ -18,6 +18,7 @@ not finish on the next worker.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import os
 import signal
@@ -25,6 +26,7 @@ import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,6 +34,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+import workflows
 from activities.registry import build_activities
 from models.canary_analysis import CanarySettingsResult
 from models.migration import MigrationAudit
@@ -115,6 +118,18 @@ def build_worker(
         else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=graceful_shutdown_timeout,
     )
+
+
+def uncompiled_workflow_modules(root: Path | None = None) -> list[str]:
+    """Source files of the `workflows` package (or `root`) without bytecode as new as they are:
+    the sandbox re-imports those modules for every workflow run, compiling each that has none."""
+    root = root or Path(workflows.__file__).parent
+    stale = []
+    for source in sorted(root.rglob("*.py")):
+        compiled = Path(importlib.util.cache_from_source(str(source)))
+        if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+            stale.append(str(source.relative_to(root.parent)))
+    return stale
 
 
 def _workflow_name(cls: type[Any]) -> str | None:
@@ -226,6 +241,12 @@ async def _poll_until_stopped(
     async def after_pass(found: ClusterDirectory) -> None:
         await per_cluster.reconcile(found.clients())
 
+    if settings.worker.sandbox and (stale := uncompiled_workflow_modules()):
+        logger.warning(
+            "%d workflow modules have no up-to-date bytecode (e.g. %s): the sandbox compiles them "
+            "for every workflow run it starts; run `make bytecode` (python -m compileall workflows)",
+            len(stale), stale[0],
+        )
     with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity") as pool:
         worker = make(settings.temporal.task_queue, api_client, pool)
         async with worker:
