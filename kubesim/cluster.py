@@ -24,6 +24,7 @@ from kubesim.control import Control
 from kubesim.controllers.base import Controller
 from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.endpoints import EndpointsController
+from kubesim.controllers.event_ttl import EventExpiry
 from kubesim.controllers.gateways import GatewayController
 from kubesim.controllers.gc import GarbageCollector, NamespaceController
 from kubesim.controllers.kubelet import Kubelet
@@ -95,10 +96,11 @@ class Cluster:
         self.kubelet = Kubelet(self.api, self.timing)
         self.disruption = DisruptionController(self.api)
         self.node_lifecycle = NodeLifecycle(self.api, self.timing)
+        self.event_expiry = EventExpiry(self.api)
         self.controllers: list[Controller] = [
             Scheduling(self.api), self.kubelet, self.node_lifecycle, ReplicaSets(self.api), Deployments(self.api),
             EndpointsController(self.api), self.disruption, GarbageCollector(self.api), NamespaceController(self.api),
-            GatewayController(self.api),
+            GatewayController(self.api), self.event_expiry,
         ]
         self.api.eviction_check = self.disruption.sync
         self._runner: web.AppRunner | None = None

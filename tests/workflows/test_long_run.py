@@ -92,7 +92,8 @@ DRAIN_HOUR = 36
 DRAINS = os.environ.get("OME_LONG_RUN_DRAINS", "1") != "0"
 HISTORY_CAP = 10_000
 WATCH_HISTORY_SECONDS = 30.0
-"""kubesim's watch history in this test (real seconds): about a simulated day."""
+"""kubesim's watch history and Events' time to live in this test (real seconds): about a
+simulated day."""
 MEMORY_GROWTH_CAP_MIB = 96.0
 """How much the process may grow from the end of the first week to the end: a leak of a few KiB
 per pod failure, per image change or per continued run would pass it within the month."""
@@ -105,6 +106,8 @@ async def five_nodes() -> AsyncIterator[KubeSim]:
     # A simulated day takes about 25 s here: the API server's five minutes of watch history
     # would be twelve days of pods, and the memory the test watches would be kubesim's.
     sim.cluster.store.retention_seconds = WATCH_HISTORY_SECONDS
+    # Likewise its Events' hour to live (`--event-ttl`): without it kubesim kept a month's.
+    sim.cluster.event_expiry.ttl_seconds = WATCH_HISTORY_SECONDS
     try:
         yield sim
     finally:
