@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 from uuid import uuid4
@@ -28,7 +29,7 @@ from models.kube_ops import (
     SetServingInput,
 )
 from models.pods import InstancePods
-from planning.leadership import held_keys
+from planning.leadership import held_keys, held_text
 from tests.kubesim.activity_objects import WAIT_SECONDS, headless_service, instance_pod, namespace_manifest
 from workers.watch.pods import NODES, PODS, PodWatcher, TemporalSignalSink
 from workers.watch.stream import WatchItem
@@ -493,6 +494,21 @@ async def test_a_new_leader_resends_what_the_old_one_held_and_nothing_it_deliver
 
     new.lead(*delivered_mark(handover_annotations(old)))
     assert new._dirty == {("ns", "chat", "engine", 0)}, "not the held Instance alone"
+
+
+async def test_held_instances_the_lease_has_no_room_for_are_kept_below_the_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `HELD_TEXT_LIMIT` the Lease names fewer held Instances; the changes of those it
+    leaves out stay above the mark, so a new leader still sends them."""
+    monkeypatch.setattr("workers.watch.pods.held_text", functools.partial(held_text, limit=0))
+    watcher = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False, settle_seconds=30)
+    pod = instance_pod("ns")
+    pod["metadata"]["resourceVersion"] = "3"
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "2"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [], "2"))
+    watcher._apply(WatchItem(PODS, "ADDED", [pod], "3"))
+    await watcher._flush()
+    assert watcher.holding() == 1 and watcher.delivered_held() == ""
+    assert watcher.delivered() == {PODS: "2", NODES: "2"}, "the left-out Instance's change counted as delivered"
 
 
 async def test_a_mark_or_held_list_that_cannot_be_read_means_everything_is_sent_again() -> None:

@@ -200,9 +200,9 @@ class PodWatcher(WatchLoop):
         self._versions: dict[str, str] = {}
         """Per kind: the resourceVersion the view has reached."""
         self._delivered: dict[str, str] = {}
+        """`_versions` as of the last pass after which nothing was left to send."""
         self._delivered_held = ""
         """`held_text` of the Instances held back at that pass: not told what `_delivered` covers."""
-        """`_versions` as of the last pass after which nothing was left to send."""
         self._changed: dict[InstanceKey, dict[str, str]] = {}
         """Per Instance and kind (pods, slices): the version of the last event that touched it."""
         self._node_changed: dict[str, str] = {}
