@@ -35,7 +35,7 @@ for good (every later `env.sleep` answering "Timeout expired"):
 
 Since then 3-day runs passed 10 of 10 without drains and the month passed with them (720 pods
 lost, 29 image changes, 5 drains, largest history 4,134 events, RSS 314 MiB after the first week
-and 404 MiB at the end, within the 96 MiB cap). On a slower day the 3-day run stalled twice in
+and 404 MiB at the end, within the cap of 96 MiB then). On a slower day the 3-day run stalled twice in
 five: the InferenceReplica's task at 4,100 events (2.3 MB) timed out and each retry replayed
 the whole history in ~9.5 s, over the 10 s task timeout again. With `history_budget` (continue
 as new at 2,000 events or 1 MB) 3-day runs passed 3 of 3, largest history 2,008 events.
@@ -97,9 +97,11 @@ HISTORY_CAP = 10_000
 WATCH_HISTORY_SECONDS = 30.0
 """kubesim's watch history and Events' time to live in this test (real seconds): about a
 simulated day."""
-MEMORY_GROWTH_CAP_MIB = 96.0
+MEMORY_GROWTH_CAP_MIB = 64.0
 """How much the process may grow from the end of the first week to the end: a leak of a few KiB
-per pod failure, per image change or per continued run would pass it within the month."""
+per pod failure, per image change or per continued run would pass it within the month (the
+month measured +32 MiB; kubesim keeping every Event, +66; this test keeping every closed run's
+events, +153)."""
 
 
 @pytest_asyncio.fixture(loop_scope="session")
