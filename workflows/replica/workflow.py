@@ -164,6 +164,7 @@ class InferenceReplicaWorkflow:
 
     @workflow.run
     async def run(self, arg: ReplicaConfig | ReplicaState) -> InferenceReplicaStatus:
+        started_at_size = history_budget.start_size()
         config = self.state.config
         self.waits.keep = workflow.patched(KEPT_TIMER)
         workflow.upsert_search_attributes(
@@ -179,7 +180,7 @@ class InferenceReplicaWorkflow:
                 finished = await self.pass_once()
             if finished:
                 return build_status(self.state, workflow.now())[0]
-            if history_budget.hands_over(HANDS_OVER_EARLY):
+            if history_budget.hands_over(HANDS_OVER_EARLY, started_at_size):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state)
             await self.wait_for_news(seen)

@@ -419,6 +419,7 @@ class InferenceServiceWorkflow(ServiceSteering):
 
     @workflow.run
     async def run(self, arg: dict[str, Any]) -> ServiceStatusView:
+        started_at_size = history_budget.start_size()
         state = self.state
         self.waits.keep = workflow.patched(ISVC_KEPT_TIMER)
         if not state.observes_object and workflow.patched(OBSERVED_OBJECT_GENERATION):
@@ -442,7 +443,7 @@ class InferenceServiceWorkflow(ServiceSteering):
                 finished = await self.reconcile()
             if finished:
                 return self.status()
-            handing_over = history_budget.hands_over(ISVC_HANDS_OVER_EARLY)
+            handing_over = history_budget.hands_over(ISVC_HANDS_OVER_EARLY, started_at_size)
             if handing_over and (workflow.all_handlers_finished() or not workflow.patched(ISVC_SERVES_UNTIL_HANDED_OVER)):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new({CONTINUED_STATE_KEY: state.model_dump(mode="json")})
