@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import compileall
 import statistics
 import sys
 import tempfile
@@ -87,6 +86,7 @@ from bench.lifecycle_stack import (
     worker_processes,
 )
 from kubesim.handle import KubeSim
+from workers.bytecode import compile_packages
 from workers.client import DATA_CONVERTER
 from workers.config import ENV_PREFIX
 from workers.devserver import database_flags, temporal_binary
@@ -94,8 +94,6 @@ from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 SHARED_NOTE = "without Leases and the service's own objects (lifecycle_phases.SHARED_RESOURCES)"
 IDLE_SETTLE_SECONDS = 10.0
-PRODUCT_PACKAGES = ("models", "planning", "workflows", "activities", "workers", "kubesim", "bench")
-"""Compiled before a run, as `make bytecode` does (the Makefile's PACKAGES, and the floor's)."""
 """Quiet time before reading the worker's RSS, so it is the idle figure, not a peak."""
 
 
@@ -501,8 +499,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     # As `make up` leaves the checkout: the sandbox would otherwise compile the workflow modules
     # for every run it starts (PYTHONDONTWRITEBYTECODE); the floor's module gets the same.
-    for package in PRODUCT_PACKAGES:
-        compileall.compile_dir(Path(__file__).resolve().parent.parent / package, quiet=1)
+    compile_packages(extra=("bench",))
     with tempfile.TemporaryDirectory(prefix="lifecycle-bench-") as tmp:
         figures, goals = asyncio.run(run(args, Path(tmp)))
     workers = ", ".join(workers_label(count) for count in args.workers)

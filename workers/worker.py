@@ -18,7 +18,6 @@ not finish on the next worker.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import os
 import signal
@@ -26,7 +25,6 @@ import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -34,11 +32,11 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-import workflows
 from activities.registry import build_activities
 from models.canary_analysis import CanarySettingsResult
 from models.migration import MigrationAudit
 from models.routing_ops import RoutingSettingsResult
+from workers.bytecode import uncompiled_workflow_modules
 from workers.client import connect, exit_process, metrics_runtime
 from workers.clusters import ClusterDirectory, PerCluster
 from workers.config import Settings, SettingsError, WorkerSettings, kube_api_client
@@ -118,18 +116,6 @@ def build_worker(
         else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=graceful_shutdown_timeout,
     )
-
-
-def uncompiled_workflow_modules(root: Path | None = None) -> list[str]:
-    """Source files of the `workflows` package (or `root`) without bytecode as new as they are:
-    the sandbox re-imports those modules for every workflow run, compiling each that has none."""
-    root = root or Path(workflows.__file__).parent
-    stale = []
-    for source in sorted(root.rglob("*.py")):
-        compiled = Path(importlib.util.cache_from_source(str(source)))
-        if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-            stale.append(str(source.relative_to(root.parent)))
-    return stale
 
 
 def _workflow_name(cls: type[Any]) -> str | None:
@@ -244,7 +230,7 @@ async def _poll_until_stopped(
     if settings.worker.sandbox and (stale := uncompiled_workflow_modules()):
         logger.warning(
             "%d workflow modules have no up-to-date bytecode (e.g. %s): the sandbox compiles them "
-            "for every workflow run it starts; run `make bytecode` (python -m compileall workflows)",
+            "for every workflow run it starts; run `make bytecode` (python -m workers.bytecode)",
             len(stale), stale[0],
         )
     with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity") as pool:

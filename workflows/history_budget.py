@@ -29,7 +29,7 @@ def start_size() -> int:
     return workflow.info().get_current_history_size()
 
 
-def hands_over(patch: str, started_at_size: int = 0) -> bool:
+def hands_over(patch: str, started_at_size: int) -> bool:
     """Whether the run continues as new now (from `patch` on, also at the budget);
     `started_at_size` is `start_size()` of this run."""
     info = workflow.info()

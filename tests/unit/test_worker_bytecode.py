@@ -1,4 +1,4 @@
-"""`workers.worker.uncompiled_workflow_modules`: the worker warns at start when the sandbox would
+"""`workers.bytecode.uncompiled_workflow_modules`: the worker warns at start when the sandbox would
 compile workflow modules for every run (no bytecode, or bytecode older than the source)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import py_compile
 from pathlib import Path
 
-from workers.worker import uncompiled_workflow_modules
+from workers.bytecode import uncompiled_workflow_modules
 
 
 def test_modules_without_fresh_bytecode_are_named(tmp_path: Path) -> None:

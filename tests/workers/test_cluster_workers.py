@@ -18,7 +18,8 @@ from temporalio.client import Client
 from kubesim.handle import KubeSim
 from tests.fixtures.workload import Workload, eventually, register
 from tests.workers.cluster_workflows import ApplyConfigMapWorkflow
-from workers.config import ClustersSettings, KubeSettings, Settings, TemporalSettings
+from workers.config import KubeSettings, Settings, TemporalSettings
+from workers.feature_config import ClustersSettings
 from workers.watcher import cluster_watchers
 from workers.worker import _poll_until_stopped
 from workflows.names import cluster_task_queue

@@ -16,7 +16,8 @@ from temporalio.client import Client
 from kubesim.handle import KubeSim
 from planning.clusters.pool_import import CONTROLLER_NAME, EXPORT_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL
 from tests.fixtures.workload import Workload, eventually, register
-from workers.config import ClustersSettings, KubeSettings, Settings
+from workers.config import KubeSettings, Settings
+from workers.feature_config import ClustersSettings
 from workers.watcher import watch_clusters
 
 

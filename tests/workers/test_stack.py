@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from tests.e2e.running_stack import free_port_run, free_ports
-from workers.config import KubeSettings, PrometheusSettings, Settings, StackSettings, kube_api_client
+from workers.config import KubeSettings, Settings, StackSettings, kube_api_client
+from workers.feature_config import PrometheusSettings
 from workers.prometheus import ALERT_RULES
 from workers.stack import EXAMPLE_RUNTIME, EXAMPLE_SPEC, Stack, _scrape_address, run_stack
 
