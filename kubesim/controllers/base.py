@@ -1,10 +1,11 @@
 """The controller loop: woken by store changes of the kinds it watches and by its own timers,
 it runs a full, idempotent reconcile of what it owns.
 
-Full resyncs keep each controller short and obviously correct; kubesim clusters hold hundreds
-of objects, not millions, and a no-op write never reaches the store, so loops settle. A
-controller whose full pass would cost objects x objects per change (the endpoint controller)
-overrides `on_change` to record which keys changed and reconciles only those.
+Full resyncs keep each controller short and obviously correct, and a no-op write never reaches
+the store, so loops settle. A controller whose full pass would cost the whole store per change
+at fleet scale (thousands of pods: the endpoint controller, the garbage collector, the
+scheduler's per-node totals) keeps what it needs from `on_change` and reconciles only what
+changed.
 """
 
 from __future__ import annotations

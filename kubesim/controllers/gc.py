@@ -4,87 +4,210 @@ Background deletion removes dependents once their owners are gone; foreground de
 the owner (finalizer `foregroundDeletion`) until its dependents are gone; orphan deletion
 (finalizer `orphan`) strips the owner's references from its dependents and lets them live.
 A terminating namespace has its contents deleted before it goes itself.
+
+The garbage collector is incremental: a full pass over every object of every type per change
+would be quadratic over a fleet's bring-up. From the changes it sees (every change of every
+kind) it keeps two indexes:
+
+  - `_where`: uid -> (type key, namespace, name) of every stored object, which tells whether
+    an owner is alive;
+  - `_dependents`: owner uid -> keys of the stored objects whose ownerReferences name it (the
+    owner may be gone, or may never have existed);
+
+and two queues that the next reconcile empties:
+
+  - `_check`: objects that may have a dead owner: the dependents of an object just deleted,
+    and an object added, or whose references changed, naming a uid not stored;
+  - `_owners`: terminating owners with an `orphan` or `foregroundDeletion` finalizer, on
+    their own writes and whenever one of their dependents goes or gains or drops the reference.
+
+A reconcile looks at the queued objects only, so a quiet cluster costs nothing. Neither index
+is persisted: the first reconcile (the store may have been restored from a saved state, which
+announces no changes) and one after a failure rebuild both from the store and queue everything,
+which is the full pass.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
-from kubesim.store import Change, Object, TypeKey
+from kubesim.store import Change, Object, TypeKey, object_key
 from kubesim.timing import clone
 
+log = logging.getLogger("kubesim.controllers")
 NAMESPACES = ("", "namespaces")
 SERVICE_ACCOUNTS = ("", "serviceaccounts")
+Key = tuple[TypeKey, str, str]  # (type key, namespace or "", name)
+
+
+def _owner_uids(obj: Object | None) -> set[str]:
+    refs = obj["metadata"].get("ownerReferences") if obj is not None else None
+    return {ref.get("uid") or "" for ref in refs or ()}
+
+
+def _held(obj: Object | None) -> bool:
+    """Whether `obj` is terminating with a finalizer this collector removes."""
+    if obj is None or not obj["metadata"].get("deletionTimestamp"):
+        return False
+    finalizers = obj["metadata"].get("finalizers") or ()
+    return "orphan" in finalizers or "foregroundDeletion" in finalizers
 
 
 class GarbageCollector(Controller):
     name = "garbage-collector"
-    watches = ()  # every kind; see relevant()
+    watches = ()  # every kind; see on_change()
+
+    def __init__(self, api: Api) -> None:
+        super().__init__(api)
+        self._resync = True
+        self._where: dict[str, Key] = {}
+        self._dependents: dict[str, set[Key]] = {}
+        self._check: set[Key] = set()
+        self._owners: set[Key] = set()
+
+    # ---- change tracking -------------------------------------------------------------------
 
     def on_change(self, change: Change) -> None:
-        if self.relevant(change):
-            self._dirty.set()
+        if self._resync:
+            return  # the pending resync reads the store as it will be
+        meta, old = change.obj["metadata"], change.old
+        if change.type == "MODIFIED" and old is not None and not meta.get("deletionTimestamp") and (
+            meta.get("ownerReferences") == old["metadata"].get("ownerReferences")
+        ):
+            return  # the common case (a status write): nothing to index or queue
+        try:
+            self._track(change)
+        except Exception:  # a writer must not fail for our bookkeeping: rebuild it instead
+            log.exception("%s could not index a change", self.name)
+            self._resync = True
+        if self._resync or self._check or self._owners:
+            self.poke()
 
-    def relevant(self, change: Change) -> bool:
+    def _track(self, change: Change) -> None:
         meta = change.obj["metadata"]
+        key: Key = (change.type_key, meta.get("namespace") or "", meta["name"])
+        uid = meta.get("uid") or ""
         if change.type == "DELETED":
-            return True
-        if change.type == "ADDED":
-            return bool(meta.get("ownerReferences"))
-        finalizers = meta.get("finalizers") or []
-        return bool(meta.get("deletionTimestamp")) and ("orphan" in finalizers or "foregroundDeletion" in finalizers)
+            if self._where.get(uid) == key:
+                del self._where[uid]
+            self._check.update(self._dependents.get(uid, ()))
+            self._refile(key, _owner_uids(change.old), set())
+            return
+        if uid:
+            self._where[uid] = key
+        if meta.get("deletionTimestamp") and _held(change.obj):
+            self._owners.add(key)
+        old_meta = change.old["metadata"] if change.old is not None else {}
+        if meta.get("ownerReferences") == old_meta.get("ownerReferences"):
+            return  # no references, or the same ones
+        owners = _owner_uids(change.obj)
+        if not owners <= self._where.keys():
+            self._check.add(key)
+        self._refile(key, _owner_uids(change.old), owners)
 
-    def _all(self) -> list[tuple[TypeKey, Object]]:
-        return [(tk, obj) for tk in self.store.type_keys() for obj in self.store.list(tk)]
+    def _refile(self, key: Key, old: set[str], new: set[str]) -> None:
+        """File `key` under the owners it names now; a held owner it came to or left looks again."""
+        for owner in old - new:
+            dependents = self._dependents.get(owner)
+            if dependents is not None:
+                dependents.discard(key)
+                if not dependents:
+                    del self._dependents[owner]
+            self._owner_changed(owner)
+        for owner in new - old:
+            self._dependents.setdefault(owner, set()).add(key)
+            self._owner_changed(owner)
+
+    def _owner_changed(self, uid: str) -> None:
+        """A dependent of `uid` came, went or moved: a held owner has to look again."""
+        key = self._where.get(uid)
+        if key is not None and _held(self.store.get(*key)):
+            self._owners.add(key)
+
+    def _rebuild(self) -> None:
+        """Index the store afresh and queue every object a full pass would look at."""
+        self._where.clear()
+        self._dependents.clear()
+        for tk in self.store.type_keys():
+            for obj in self.store.list(tk):
+                key: Key = (tk, *object_key(obj))
+                if obj["metadata"].get("uid"):
+                    self._where[obj["metadata"]["uid"]] = key
+                for owner in _owner_uids(obj):
+                    self._dependents.setdefault(owner, set()).add(key)
+                    self._check.add(key)
+                if _held(obj):
+                    self._owners.add(key)
+        self._resync = False
+
+    # ---- reconcile -------------------------------------------------------------------------
 
     def reconcile(self) -> None:
-        everything = self._all()
-        by_uid = {obj["metadata"]["uid"]: (tk, obj) for tk, obj in everything}
-        dependents: dict[str, list[tuple[TypeKey, Object]]] = {}
-        for tk, obj in everything:
-            for ref in obj["metadata"].get("ownerReferences") or []:
-                dependents.setdefault(ref.get("uid", ""), []).append((tk, obj))
-        for tk, obj in everything:
-            meta = obj["metadata"]
-            finalizers = meta.get("finalizers") or []
-            if meta.get("deletionTimestamp") and "orphan" in finalizers:
-                self._orphan(obj, dependents.get(meta["uid"], []))
-                self._drop_finalizer(tk, obj, "orphan")
-            elif meta.get("deletionTimestamp") and "foregroundDeletion" in finalizers:
-                waiting = dependents.get(meta["uid"], [])
-                for dtk, dep in waiting:
-                    self._delete(dtk, dep, "Foreground")
-                if not [d for d in waiting if self.store.get(d[0], *self._key(d[1])) is not None]:
-                    self._drop_finalizer(tk, obj, "foregroundDeletion")
-            refs = meta.get("ownerReferences") or []
-            if refs and not meta.get("deletionTimestamp"):
-                alive = [r for r in refs if r.get("uid") in by_uid]
-                if not alive:
-                    self._delete(tk, obj, "Background")
-                elif len(alive) < len(refs):
-                    self._set_refs(tk, obj, alive)
+        if self._resync:
+            self._rebuild()
+        # What this reconcile's own writes queue waits for the next one (it pokes).
+        owners, self._owners = self._owners, set()
+        check, self._check = self._check, set()
+        try:
+            for key in sorted(owners):
+                self._settle_owner(key)
+            for key in sorted(check):
+                self._collect(key)
+        except Exception:
+            self._resync = True  # what was dequeued and not done is looked at again
+            raise
 
-    @staticmethod
-    def _key(obj: Object) -> tuple[str, str]:
-        return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
+    def _settle_owner(self, key: Key) -> None:
+        owner = self.store.get(*key)
+        if owner is None or not _held(owner):
+            return
+        uid = owner["metadata"].get("uid") or ""
+        if "orphan" in owner["metadata"].get("finalizers"):
+            for dep in sorted(self._dependents.get(uid, ())):
+                current = self.store.get(*dep)
+                if current is not None:
+                    self._set_refs(dep, [r for r in current["metadata"].get("ownerReferences") or []
+                                         if r.get("uid") != uid])
+            self._drop_finalizer(key, "orphan")
+        else:
+            for dep in sorted(self._dependents.get(uid, ())):
+                self._delete(dep, "Foreground")
+            if not self._dependents.get(uid):  # kept up to date by the deletions' changes
+                self._drop_finalizer(key, "foregroundDeletion")
+
+    def _collect(self, key: Key) -> None:
+        """Delete a dependent whose owners are all gone; drop its references to gone ones."""
+        obj = self.store.get(*key)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        refs = obj["metadata"].get("ownerReferences") or []
+        alive = [r for r in refs if r.get("uid") in self._where]
+        if refs and not alive:
+            self._delete(key, "Background")
+        elif len(alive) < len(refs):
+            self._set_refs(key, alive)
+
+    # ---- writes ----------------------------------------------------------------------------
 
     def _rt(self, tk: TypeKey) -> Any:
         return self.api.registry.get(*tk)
 
-    def _delete(self, tk: TypeKey, obj: Object, policy: str) -> None:
-        rt = self._rt(tk)
+    def _delete(self, key: Key, policy: str) -> None:
+        rt = self._rt(key[0])
         if rt is None:
             return
         try:
-            self.api.delete(rt, *self._key(obj), {"propagationPolicy": policy})
+            self.api.delete(rt, key[1], key[2], {"propagationPolicy": policy})
         except ApiError:
             return
 
-    def _set_refs(self, tk: TypeKey, obj: Object, refs: list[Object]) -> None:
-        rt = self._rt(tk)
-        current = self.store.get(tk, *self._key(obj))
+    def _set_refs(self, key: Key, refs: list[Object]) -> None:
+        rt = self._rt(key[0])
+        current = self.store.get(*key)
         if rt is None or current is None:
             return
         updated = clone(current)
@@ -94,17 +217,9 @@ class GarbageCollector(Controller):
             updated["metadata"].pop("ownerReferences", None)
         self.api.write(rt, updated, "garbage-collector")
 
-    def _orphan(self, owner: Object, deps: list[tuple[TypeKey, Object]]) -> None:
-        uid = owner["metadata"]["uid"]
-        for tk, dep in deps:
-            current = self.store.get(tk, *self._key(dep))
-            if current is not None:
-                self._set_refs(tk, current, [r for r in current["metadata"].get("ownerReferences") or []
-                                             if r.get("uid") != uid])
-
-    def _drop_finalizer(self, tk: TypeKey, obj: Object, finalizer: str) -> None:
-        rt = self._rt(tk)
-        current = self.store.get(tk, *self._key(obj))
+    def _drop_finalizer(self, key: Key, finalizer: str) -> None:
+        rt = self._rt(key[0])
+        current = self.store.get(*key)
         if rt is None or current is None:
             return
         updated = clone(current)
