@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from kubesim import defaults, errors
+from kubesim.allocation import ServiceAddresses
 from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
 from kubesim.patch import apply_patch
@@ -63,6 +64,8 @@ class Api:
         # Where each recorded Event lives, by (object uid, reason, message, type, component),
         # so a repeat bumps its count instead of creating another.
         self.event_index: dict[tuple[Any, ...], tuple[str, str]] = {}
+        # The clusterIPs and nodePorts stored Services hold, kept in step with their changes.
+        self.service_addresses = ServiceAddresses(store)
 
     # ---- lookups ---------------------------------------------------------------------------
 
@@ -155,10 +158,7 @@ class Api:
         if defaulter:
             defaulter(obj)
         elif rt.key == ("", "services"):
-            services = self.store.list(rt.key)
-            used_ips = {(s.get("spec") or {}).get("clusterIP", "") for s in services}
-            used_ports = {p.get("nodePort") for s in services for p in (s.get("spec") or {}).get("ports") or []}
-            defaults.default_service(obj, used_ips, {p for p in used_ports if isinstance(p, int)})
+            defaults.default_service(obj, self.service_addresses.current())
         if rt.key not in _NO_GENERATION:
             meta["generation"] = 1
         track_update(None, obj, manager or "unknown")

@@ -7,24 +7,16 @@ from __future__ import annotations
 
 import base64
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubesim.timing import timestamp
 from kubesim.webhook_config import default_configuration
 
+if TYPE_CHECKING:
+    from kubesim.allocation import ServiceAddresses
+
 Object = dict[str, Any]
 
-
-
-def next_free_address(prefix: str, start: int, used: set[str]) -> str:
-    """The first address prefix.X.Y (from `start`) not in `used`, which it joins."""
-    n = start
-    while True:
-        address = f"{prefix}.{n // 250}.{n % 250 + 1}"
-        if address not in used:
-            used.add(address)
-            return address
-        n += 1
 DEFAULT_TOLERATIONS = (
     ("node.kubernetes.io/not-ready", 300),
     ("node.kubernetes.io/unreachable", 300),
@@ -122,12 +114,13 @@ def default_replicaset(rs: Object) -> None:
     rs["status"] = {"replicas": 0}
 
 
-def default_service(svc: Object, used_ips: set[str], used_node_ports: set[int]) -> None:
+def default_service(svc: Object, taken: ServiceAddresses) -> None:
+    """Defaults of a new Service; a clusterIP and nodePorts not `taken` by stored Services."""
     spec = svc.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
     if not spec.get("clusterIP"):
-        spec["clusterIP"] = next_free_address("10.96", 10, used_ips)
+        spec["clusterIP"] = taken.cluster_ips.first_free()
     spec.setdefault("clusterIPs", [spec["clusterIP"]])
     spec.setdefault("ipFamilies", ["IPv4"])
     spec.setdefault("ipFamilyPolicy", "SingleStack")
@@ -137,13 +130,14 @@ def default_service(svc: Object, used_ips: set[str], used_node_ports: set[int]) 
         spec.setdefault("externalTrafficPolicy", "Cluster")
     if spec["type"] == "LoadBalancer":
         spec.setdefault("allocateLoadBalancerNodePorts", True)
+    chosen: set[int] = set()
     for port in spec.get("ports") or []:
         port.setdefault("protocol", "TCP")
         port.setdefault("targetPort", port.get("port"))
         if exposed and not port.get("nodePort"):
             # The default NodePort range is 30000-32767.
-            port["nodePort"] = next(n for n in range(30000, 32768) if n not in used_node_ports)
-            used_node_ports.add(port["nodePort"])
+            port["nodePort"] = taken.node_ports.first_free(skip=chosen)
+            chosen.add(port["nodePort"])
     svc["status"] = {"loadBalancer": {}}
 
 

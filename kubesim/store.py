@@ -63,6 +63,8 @@ class Store:
         # Every change with rv <= compacted_rv has left the history.
         self.compacted_rv = first_rv
         self._subscribers: list[Callable[[Change], None]] = []
+        # Bumped by every `restore`, which replaces the objects without announcing changes.
+        self.restores = 0
         # Secondary indexes, kept in step with every put/remove/restore, so a namespaced list
         # or a label-selected list reads the matching objects, not the whole type: a fleet of
         # Instances each listing its own pods by label would otherwise be quadratic.
@@ -236,6 +238,7 @@ class Store:
         }
 
     def restore(self, data: dict[str, Any]) -> None:
+        self.restores += 1
         self._objects.clear()
         self._by_namespace.clear()
         self._by_label.clear()

@@ -27,9 +27,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim.allocation import PodIPs
 from kubesim.api import Api
 from kubesim.controllers.base import Controller
-from kubesim.defaults import next_free_address
 from kubesim.events import record_event
 from kubesim.store import Change, Object
 from kubesim.timing import Timing, timestamp
@@ -83,6 +83,10 @@ class PodRun:
     terminating_since: float | None = None  # when the kubelet sent SIGTERM
     kill_at: float | None = None  # end of the grace period: SIGKILL for whatever still runs
     extra: dict[str, Any] = field(default_factory=dict)
+    # The pod as the last status write left it and the node it was computed against: while
+    # both are unchanged and no timer of the run is due, its status would come out the same.
+    written: Object | None = None
+    written_on: Object | None = None
 
 
 class Kubelet(Controller):
@@ -99,6 +103,8 @@ class Kubelet(Controller):
         # Per image: how long it takes to pull, start, get ready and stop; the factor scales
         # grace periods and back-offs. Shared with the cluster, which changes it at run time.
         self.timing = timing
+        # Pod IPs taken by stored pods and by the runs, so admitting a pod need not gather them.
+        self._ips = PodIPs(self.store)
 
     def relevant(self, change: Change) -> bool:
         if change.type_key == NODES:
@@ -146,20 +152,29 @@ class Kubelet(Controller):
             self.stalled_pods.discard(uid)
             if run is None:
                 run = self.runs[uid] = self._admit(pod, node, now)
+                self._ips.run_started(uid, run.pod_ip)
             if pod["metadata"].get("deletionTimestamp"):
                 self._terminate_pod(pod, run, now)
                 continue
-            for c in run.init + run.containers:
-                self._advance(pod, run, c, now)
-            status = self._status(pod, run)
-            self.api.write_status(pods_rt, pod, status, "kubelet")
+            if pod is not run.written or node is not run.written_on or any(
+                    self._due(c, now) for c in run.init + run.containers):
+                for c in run.init + run.containers:
+                    self._advance(pod, run, c, now)
+                run.written = self.api.write_status(pods_rt, pod, self._status(pod, run), "kubelet")
+                run.written_on = node
             pending = [c.next_at for c in run.init + run.containers if c.next_at is not None]
             if pending:
                 self.wake_in(min(pending) - now)
         for uid in list(self.runs):
             if uid not in alive:
                 del self.runs[uid]
+                self._ips.run_ended(uid)
         self.stalled_pods &= alive
+
+    @staticmethod
+    def _due(c: ContainerRun, now: float) -> bool:
+        """Whether `_advance` would change the container now (a timer due, or a restart to decide)."""
+        return (c.next_at is not None and c.next_at <= now) or (c.stage == "terminated" and c.next_at is None)
 
     def _stalled_pod(self, pod: Object, node: Object | None, now: float) -> None:
         """A pod on a stalled node: no sandbox, containers waiting in ContainerCreating."""
@@ -198,7 +213,7 @@ class Kubelet(Controller):
         if spec.get("hostNetwork"):
             pod_ip = self._host_ip(node)
         else:
-            pod_ip = status.get("podIP") or next_free_address("10.244", 1, self._used_ips())
+            pod_ip = status.get("podIP") or self._ips.first_free()
         run = PodRun(
             uid=pod["metadata"]["uid"],
             node=spec["nodeName"],
@@ -229,11 +244,6 @@ class Kubelet(Controller):
     def _host_ip(node: Object | None) -> str:
         return next((a["address"] for a in ((node or {}).get("status") or {}).get("addresses") or []
                      if a.get("type") == "InternalIP"), "10.0.0.1")
-
-    def _used_ips(self) -> set[str]:
-        used = {run.pod_ip for run in self.runs.values()}
-        used |= {ip for p in self.store.list(PODS) if (ip := (p.get("status") or {}).get("podIP"))}
-        return used
 
     def _schedule_first(self, run: PodRun, now: float) -> list[ContainerRun]:
         """Start the first pulls; returns the containers whose image pull began."""

@@ -14,8 +14,10 @@ from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
 from kubesim.events import record_event
-from kubesim.scheduler import ScheduleResult, live_pods_by_node, schedule_pod
-from kubesim.store import Change, Object
+from kubesim.follow import Follower
+from kubesim.scheduler import ScheduleResult, schedule_pod
+from kubesim.scheduler.node_pods import PodsByNode
+from kubesim.store import Change, Object, ObjectKey, object_key
 from kubesim.subresources import bind_pod
 from kubesim.timing import timestamp
 
@@ -37,6 +39,27 @@ class Scheduling(Controller):
         # Bumped by every change that can make room or add nodes: each is a new scheduling
         # attempt for the pods still pending, counted on their FailedScheduling event.
         self._epoch = 0
+        # Folded from pod changes: the pods counting on each node (a binding below lands in
+        # it as the store commits it) and the pods waiting for this scheduler, by key.
+        self._by_node = PodsByNode()
+        self._pending: dict[ObjectKey, Object] = {}
+        self._pods = Follower(self.store, PODS, self._fold, self._reset)
+
+    def _reset(self) -> None:
+        self._by_node.clear()
+        self._pending.clear()
+
+    def _fold(self, old: Object | None, new: Object | None) -> None:
+        key = object_key(new if new is not None else old)  # type: ignore[arg-type]
+        if new is None:
+            self._by_node.drop(key)
+            self._pending.pop(key, None)
+            return
+        self._by_node.put(key, new)
+        if self._wants_scheduling(new):
+            self._pending[key] = new
+        else:
+            self._pending.pop(key, None)
 
     def relevant(self, change: Change) -> bool:
         if change.type_key == NODES or change.type == "DELETED":
@@ -56,22 +79,23 @@ class Scheduling(Controller):
         return dict((ns or {}).get("metadata", {}).get("labels") or {})
 
     def reconcile(self) -> None:
-        pods = self.store.list(PODS)
-        pending = [p for p in pods if self._wants_scheduling(p)]
+        self._pods.sync()
+        pending = list(self._pending.values())
         if not pending:
             self._last.clear()
             return
+        # Ties fall to namespace last, the order of a list by key.
         pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0),
-                                    p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+                                    p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"],
+                                    p["metadata"].get("namespace", "")))
         nodes = self.store.list(NODES)
         pods_rt = self.api.type_of(*PODS)
         live = {p["metadata"]["uid"] for p in pending}
-        position = {p["metadata"]["uid"]: i for i, p in enumerate(pods)}
         self._last = {uid: v for uid, v in self._last.items() if uid in live}
-        # Pods per node, built once per pass and extended by each binding below.
-        by_node = live_pods_by_node(pods)
         for pod in pending:
-            result = self.schedule(pod, nodes, pods, namespace_labels=self._namespace_labels, by_node=by_node)
+            # Current again after any write of this pass (a binding is folded in as it is committed).
+            self._pods.sync()
+            result = self.schedule(pod, nodes, (), namespace_labels=self._namespace_labels, by_node=self._by_node)
             if result.node_name:
                 try:
                     bound = bind_pod(self.api, pod, result.node_name)
@@ -80,10 +104,6 @@ class Scheduling(Controller):
                 record_event(self.api, bound, "Normal", "Scheduled",
                              f"Successfully assigned {pod['metadata'].get('namespace')}/{pod['metadata']['name']} "
                              f"to {result.node_name}", "default-scheduler")
-                # The next pod must see this one's resources as taken.
-                # (store.list returned a fresh list: replacing one entry in place is safe.)
-                pods[position[bound["metadata"]["uid"]]] = bound
-                by_node.setdefault(result.node_name, []).append(bound)
                 self._last.pop(pod["metadata"]["uid"], None)
                 continue
             self._unschedulable(pods_rt, pod, result)

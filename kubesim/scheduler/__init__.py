@@ -7,6 +7,7 @@ pods and binds the result is `kubesim.controllers.scheduling`. Modules:
     match.py     selectors, node selector terms, taints and tolerations, resource quantities
     spread.py    the PodTopologySpread plugin
     affinity.py  the InterPodAffinity plugin
+    node_pods.py the pods counting on each node and their summed requests, kept per pod change
 """
 
 from kubesim.scheduler.core import (

@@ -121,8 +121,10 @@ class AffinityFilter:
         self.affinity_counts: dict[Pair, int] = {}
         self.anti_counts: dict[Pair, int] = {}
         self.existing_anti_counts: dict[Pair, int] = {}
+        # Without terms of its own, only existing pods with an affinity can count.
+        every_pod = bool(self.affinity_terms or self.anti_terms)
         for view in views:
-            for existing in view.pods:
+            for existing in view.pods if every_pod else view.on_node.with_affinity:
                 # Parse an existing pod's own terms only when it has an affinity at all.
                 own = _terms(existing, "podAntiAffinity", required=True) if mapping(
                     mapping(existing.get("spec")).get("affinity")) else []
@@ -177,10 +179,12 @@ def affinity_scores(
             if term.matches(target, namespace_labels):
                 _bump(topology_score, labels, term.topology_key, (term.weight if weight is None else weight) * multiplier)
 
+    # Without preferred terms of its own, only existing pods with an affinity can score.
+    every_pod = bool(preferred or preferred_anti)
     for view in views:
         if not view.labels:
             continue
-        for existing in view.pods:
+        for existing in view.pods if every_pod else view.on_node.with_affinity:
             process(preferred, existing, view.labels, 1)
             process(preferred_anti, existing, view.labels, -1)
             # Most pods have no affinity of their own: skip parsing three empty term lists

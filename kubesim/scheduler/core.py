@@ -50,7 +50,6 @@ from kubesim.scheduler.match import (
     labels_of,
     mapping,
     name_of,
-    namespace_of,
     natural_key,
     node_selector_term_matches,
     pod_matches_node_selector_and_affinity,
@@ -61,6 +60,7 @@ from kubesim.scheduler.match import (
     tolerates,
     toleration_tolerates,
 )
+from kubesim.scheduler.node_pods import PodsByNode, cached_requests
 from kubesim.scheduler.spread import MAX_NODE_SCORE, NodeView, SpreadFilter, spread_scores
 
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -79,7 +79,6 @@ WEIGHT_POD_TOPOLOGY_SPREAD = 2
 WEIGHT_INTER_POD_AFFINITY = 2
 WEIGHT_RESOURCES_FIT = 1
 WEIGHT_BALANCED_ALLOCATION = 1
-_TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -104,30 +103,14 @@ class Rejection:
     resolvable: bool
 
 
-def _live_pods(pod: Mapping[str, Any], pods: Sequence[JSON]) -> dict[str, list[JSON]]:
-    """Non-terminal pods per node name, without the pod being scheduled."""
-    own_uid = mapping(pod.get("metadata")).get("uid")
-    own_key = (namespace_of(pod), name_of(pod))
-    by_node: dict[str, list[JSON]] = {}
-    for other in pods:
-        node_name = mapping(other.get("spec")).get("nodeName")
-        if not node_name or mapping(other.get("status")).get("phase") in _TERMINAL_PHASES:
-            continue
-        other_uid = mapping(other.get("metadata")).get("uid")
-        if (own_uid and other_uid == own_uid) or (namespace_of(other), name_of(other)) == own_key:
-            continue
-        by_node.setdefault(str(node_name), []).append(other)
-    return by_node
-
-
-def live_pods_by_node(pods: Sequence[JSON]) -> dict[str, list[JSON]]:
+def live_pods_by_node(pods: Sequence[JSON]) -> PodsByNode:
     """Non-terminal pods per node name: what `schedule_pod` sees on each node."""
-    return _live_pods({}, pods)
+    return PodsByNode.of(pods, {})
 
 
-def _views(nodes: Sequence[JSON], by_node: Mapping[str, list[JSON]]) -> list[NodeView]:
+def _views(nodes: Sequence[JSON], by_node: PodsByNode) -> list[NodeView]:
     views = [
-        NodeView(node=node, name=name_of(node), labels=labels_of(node), pods=tuple(by_node.get(name_of(node), ())))
+        NodeView(node=node, name=name_of(node), labels=labels_of(node), on_node=by_node.get(name_of(node)))
         for node in nodes
     ]
     return sorted(views, key=lambda view: natural_key(view.name))
@@ -155,46 +138,32 @@ def _ports_conflict(wanted: Sequence[tuple[str, str, int]], view: NodeView) -> b
     return False
 
 
+# resource_list of a node's allocatable, by the identity of that dict (stored objects are never
+# mutated in place): parsed once per node version, not once per node per pod scheduled. Each
+# entry holds its dict, so an id is never reused while cached.
+_ALLOCATABLE_CACHE: dict[int, tuple[object, dict[str, int]]] = {}
+_ALLOCATABLE_CACHE_MAX = 10_000
+
+
 def _allocatable(view: NodeView) -> dict[str, int]:
-    return resource_list(mapping(view.node.get("status")).get("allocatable"))
-
-
-# pod_requests of placed pods, by the identity of their spec: stored objects are never mutated
-# in place and a status update shares the old spec dict, so a node's sum is not re-parsed from
-# every pod's quantities for every pod scheduled (quadratic in a fleet bring-up). Each entry
-# holds its spec, so an id is never reused while cached.
-_REQUESTS_CACHE: dict[tuple[int, bool], tuple[object, dict[str, int]]] = {}
-_REQUESTS_CACHE_MAX = 100_000
-
-
-def _cached_requests(pod: Mapping[str, Any], non_zero: bool) -> dict[str, int]:
-    spec = pod.get("spec")
-    key = (id(spec), non_zero)
-    hit = _REQUESTS_CACHE.get(key)
-    if hit is not None and hit[0] is spec:
+    raw = mapping(view.node.get("status")).get("allocatable")
+    hit = _ALLOCATABLE_CACHE.get(id(raw))
+    if hit is not None and hit[0] is raw:
         return hit[1]
-    if len(_REQUESTS_CACHE) >= _REQUESTS_CACHE_MAX:
-        _REQUESTS_CACHE.clear()
-    requests = pod_requests(pod, non_zero)
-    _REQUESTS_CACHE[key] = (spec, requests)
-    return requests
-
-
-def _requested_on(view: NodeView, non_zero: bool = False) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for other in view.pods:
-        for resource, amount in _cached_requests(other, non_zero).items():
-            total[resource] = total.get(resource, 0) + amount
-    return total
+    if len(_ALLOCATABLE_CACHE) >= _ALLOCATABLE_CACHE_MAX:
+        _ALLOCATABLE_CACHE.clear()
+    parsed = resource_list(raw)
+    _ALLOCATABLE_CACHE[id(raw)] = (raw, parsed)
+    return parsed
 
 
 def _resources_fit(request: Mapping[str, int], view: NodeView) -> list[str]:
     """NodeResourcesFit: every resource the pod requests against what is left on the node."""
     allocatable = _allocatable(view)
     reasons: list[str] = []
-    if len(view.pods) + 1 > allocatable.get("pods", 0):
+    if len(view.on_node) + 1 > allocatable.get("pods", 0):
         reasons.append(REASON_TOO_MANY_PODS)
-    requested = _requested_on(view)
+    requested = view.on_node.requested()
     ordered = ["cpu", "memory", "ephemeral-storage"] + sorted(
         r for r in request if r not in ("cpu", "memory", "ephemeral-storage", "pods")
     )
@@ -250,7 +219,7 @@ def explain(
     namespace_labels: NamespaceLabels = default_namespace_labels,
 ) -> dict[str, Rejection | None]:
     """Per node (natural name order): why the filters reject it, or None if it is feasible."""
-    views = _views(nodes, _live_pods(pod, pods))
+    views = _views(nodes, PodsByNode.of(pods, pod))
     filters = _Filters(pod, views, namespace_labels)
     return {view.name: filters.check(view) for view in views}
 
@@ -318,8 +287,8 @@ def _fractions(pod: Mapping[str, Any], view: NodeView, non_zero: bool) -> list[t
     Least-allocated counts request-less containers at the scheduler's defaults;
     balanced allocation uses the requests as written, as kube-scheduler does."""
     allocatable = _allocatable(view)
-    requested = _requested_on(view, non_zero=non_zero)
-    incoming = pod_requests(pod, non_zero=non_zero)
+    requested = view.on_node.requested(non_zero)
+    incoming = cached_requests(pod, non_zero)
     return [
         (requested.get(resource, 0) + incoming.get(resource, 0), allocatable.get(resource, 0))
         for resource in ("cpu", "memory")
@@ -367,17 +336,17 @@ def schedule_pod(
     nodes: Sequence[JSON],
     pods: Sequence[JSON],
     namespace_labels: Callable[[str], Mapping[str, str]] = default_namespace_labels,
-    by_node: Mapping[str, list[JSON]] | None = None,
+    by_node: PodsByNode | None = None,
 ) -> ScheduleResult:
     """Pick a node for `pod` among `nodes`, given every pod in the cluster (any namespace).
 
-    `by_node`, when given, is `live_pods_by_node(pods)` kept up to date by a caller placing
-    many unbound pods in a row, so each placement does not walk every pod again; it must
-    not hold `pod` itself (an unbound pod never is).
+    `by_node`, when given, stands in for `pods`: the pods per node (`live_pods_by_node`),
+    kept up to date by a caller placing many unbound pods in a row, so each placement does
+    not walk every pod again; it must not hold `pod` itself (an unbound pod never is).
     """
     if sequence(mapping(pod.get("spec")).get("schedulingGates")):
         return ScheduleResult(node_name=None, message=SCHEDULING_GATED_MESSAGE, reason="SchedulingGated")
-    views = _views(nodes, _live_pods(pod, pods) if by_node is None else by_node)
+    views = _views(nodes, PodsByNode.of(pods, pod) if by_node is None else by_node)
     try:
         filters = _Filters(pod, views, namespace_labels)
         rejections = {view.name: filters.check(view) for view in views}

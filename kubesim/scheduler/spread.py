@@ -40,6 +40,7 @@ from kubesim.scheduler.match import (
     sequence,
     with_label_keys,
 )
+from kubesim.scheduler.node_pods import NodePods
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
@@ -54,7 +55,11 @@ class NodeView:
     node: JSON
     name: str
     labels: dict[str, str]
-    pods: tuple[JSON, ...]
+    on_node: NodePods
+
+    @property
+    def pods(self) -> tuple[JSON, ...]:
+        return self.on_node.pods
 
 
 @dataclass(frozen=True)

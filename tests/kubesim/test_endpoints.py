@@ -256,4 +256,4 @@ def test_scheduler_pods_per_node_index_places_like_a_full_walk(
         if walked.node_name:
             bound = bind(pod, walked.node_name)
             placed.append(bound)
-            by_node.setdefault(walked.node_name, []).append(bound)
+            by_node.put(("placed", index), bound)
