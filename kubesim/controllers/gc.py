@@ -22,9 +22,10 @@ and two queues that the next reconcile empties:
     their own writes and whenever one of their dependents goes or gains or drops the reference.
 
 A reconcile looks at the queued objects only, so a quiet cluster costs nothing. Neither index
-is persisted: the first reconcile (the store may have been restored from a saved state, which
-announces no changes) and one after a failure rebuild both from the store and queue everything,
-which is the full pass.
+is persisted: the first reconcile, one after a store `restore` (which replaces the objects and
+announces no changes; `Store.restores` counts them, as `kubesim.follow` reads it: the next
+change wakes the rebuild) and one after
+a failure rebuild both from the store and queue everything, which is the full pass.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class GarbageCollector(Controller):
     def __init__(self, api: Api) -> None:
         super().__init__(api)
         self._resync = True
+        self._restores = self.store.restores  # a restore replaces the objects unannounced
         self._where: dict[str, Key] = {}
         self._dependents: dict[str, set[Key]] = {}
         self._check: set[Key] = set()
@@ -72,6 +74,9 @@ class GarbageCollector(Controller):
     # ---- change tracking -------------------------------------------------------------------
 
     def on_change(self, change: Change) -> None:
+        if self._restores != self.store.restores:
+            self._resync = True
+            self.poke()
         if self._resync:
             return  # the pending resync reads the store as it will be
         meta, old = change.obj["metadata"], change.old
@@ -142,7 +147,7 @@ class GarbageCollector(Controller):
                     self._check.add(key)
                 if _held(obj):
                     self._owners.add(key)
-        self._resync = False
+        self._resync, self._restores = False, self.store.restores
 
     # ---- reconcile -------------------------------------------------------------------------
 

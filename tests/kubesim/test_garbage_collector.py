@@ -281,3 +281,18 @@ async def test_random_histories_leave_the_indexes_exact_and_nothing_to_collect(c
     await settle(cluster)
     assert_fixpoint(cluster)
     assert rebuilds == 0, "a full pass ran outside the start"
+
+
+async def test_a_restore_while_running_is_indexed_afresh(cluster: Cluster) -> None:
+    """A restore replaces the objects without announcing changes: the next reconcile (woken by any
+    change) reads the store again, so a dependent restored without its owner is collected."""
+    owner = make(cluster, "owner")
+    make(cluster, "dependent", owner)
+    await settle(cluster)
+    saved = cluster.store.snapshot()
+    saved["objects"] = [o for o in saved["objects"] if o["object"]["metadata"]["name"] != "owner"]
+    cluster.store.restore(saved)
+    make(cluster, "wake")  # any change wakes the collector
+    await settle(cluster)
+    assert get(cluster, "dependent") is None
+    assert_fixpoint(cluster)

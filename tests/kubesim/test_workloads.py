@@ -108,11 +108,13 @@ def test_pdb_status_and_eviction_429(k8s: Clients) -> None:
     for name in ("a", "b"):
         k8s.core.create_namespaced_pod(ns, pod_body(name, labels={"app": "db"}))
     wait_for(lambda: all(is_ready(k8s.core.read_namespaced_pod(n, ns)) for n in ("a", "b")), what="ready")
+    # minAvailable, not maxUnavailable: for bare pods Kubernetes counts the pods it finds, so the
+    # budget still refuses once the evicted pod is gone (maxUnavailable needs an owner's scale).
     k8s.policy.create_namespaced_pod_disruption_budget(
         ns,
         {
             "metadata": {"name": "db"},
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
         },
     )
     pdb = wait_for(
