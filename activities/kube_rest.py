@@ -13,6 +13,7 @@ guesses it, with a table for irregular plurals.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ import urllib3.util
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from activities import kube_metrics
+from activities import keep_alive, kube_metrics
 from models.kube_ops import ObjectRef
 
 # A single request must not hang a worker thread: (connect, read) seconds.
@@ -120,10 +121,14 @@ def without_silent_status_retries(api_client: ApiClient) -> None:
 
 
 class KubeRest:
-    """JSON in, JSON out; non-2xx answers raise the client's `ApiException`."""
+    """JSON in, JSON out; non-2xx answers raise the client's `ApiException`.
 
-    def __init__(self, api_client: ApiClient) -> None:
+    In a thread-pool activity a request keeps the activity heartbeating while it waits
+    (`activities.keep_alive`); an async activity's client is made with `keep_alive=False`."""
+
+    def __init__(self, api_client: ApiClient, *, keep_alive: bool = True) -> None:
         self.api_client = api_client
+        self.keep_alive = keep_alive
         without_silent_status_retries(api_client)
 
     def _send(
@@ -149,7 +154,8 @@ class KubeRest:
         # The one place every request passes: counted and timed here (`activities.kube_metrics`).
         started, code = time.monotonic(), None
         try:
-            response = self.api_client.call_api(verb, url, headers, body, post, _request_timeout=timeout)
+            with keep_alive.waiting() if self.keep_alive else contextlib.nullcontext():
+                response = self.api_client.call_api(verb, url, headers, body, post, _request_timeout=timeout)
             code = response.status
             return response
         finally:

@@ -149,7 +149,7 @@ class PrometheusActivities:
     def __init__(
         self, kube_api_client: Any, max_concurrency: int = DEFAULT_MAX_CONCURRENCY, cache_ttl_seconds: float = 120.0
     ) -> None:
-        self.rest = KubeRest(kube_api_client) if kube_api_client is not None else None
+        self.rest = KubeRest(kube_api_client, keep_alive=False) if kube_api_client is not None else None
         self._slots = asyncio.Semaphore(max(1, max_concurrency))
         self._inflight = 0
         self._queued = 0

@@ -102,7 +102,11 @@ KUBE_RETRY = RetryPolicy(
 SINGLE_CALL_TIMEOUT = timedelta(seconds=60)
 # Batches loop over pods and heartbeat between them.
 BATCH_TIMEOUT = timedelta(minutes=5)
-BATCH_HEARTBEAT = timedelta(seconds=90)
+KUBE_HEARTBEAT = timedelta(seconds=15)
+"""Every regular Kubernetes activity heartbeats, between its requests and while one waits
+(`activities.keep_alive`): an attempt whose worker died is retried after this long, not after
+its start-to-close timeout. Histories from before scheduled batches with 90 s and single calls
+with none; a heartbeat timeout is not part of what a replay compares."""
 
 
 # A local attempt's backoff longer than this waits on a workflow timer instead of in the worker.
@@ -172,7 +176,7 @@ async def _call(
         arg,
         result_type=result_type,
         start_to_close_timeout=BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT,
-        heartbeat_timeout=BATCH_HEARTBEAT if batch else None,
+        heartbeat_timeout=KUBE_HEARTBEAT,
         schedule_to_close_timeout=schedule_to_close,
         retry_policy=KUBE_RETRY,
         summary=summary,

@@ -26,9 +26,10 @@ applied twice would skip one), and the failing verdicts in the history are exact
 
 As in `test_chaos_rollout.py` (whose `RolloutSampler` this reuses), the workers are real
 processes so a SIGKILL is a real crash, the watcher runs beside them and is never killed, and
-kubesim is sampled on its own loop. A kill that lands during a batch Kubernetes call costs the
-killed run that call's heartbeat timeout (90 s) before it is retried, so the test takes 1-3
-minutes depending on where the kills land.
+kubesim is sampled on its own loop. A kill that lands during a Kubernetes call costs the killed
+run that call's heartbeat timeout (`KUBE_HEARTBEAT`, 15 s) before it is retried elsewhere, and
+one that lands on a workflow task that task's timeout, so the test takes one to three minutes
+depending on where the kills land.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ KILL_AFTER_SECONDS = (0.3, 1.5)
 DOWN_SECONDS = (0.0, 0.5)
 SETTLE_WITHIN = 120.0
 END_WITHIN = 240.0
-"""The ends of the killed runs: several kills may each cost a 90 s heartbeat timeout."""
+"""The ends of the killed runs: several kills may each cost a heartbeat or workflow task timeout."""
 ANALYSIS = {
     "interval": "2s",
     "initialDelay": "3s",

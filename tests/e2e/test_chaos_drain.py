@@ -8,8 +8,9 @@ during the drain ends in the same state as a drain nobody disturbs.
 The worker and the watcher run as their own processes (`bench.lifecycle_stack`), so a SIGKILL
 is a real crash; kubesim runs in this process with instant readiness. The drain is started and
 released with the `temporal` binary, as an operator would. A kill that lands during a
-Kubernetes call costs that call's timeout (60-90 s) before Temporal retries it, so the test
-takes one to four minutes depending on where the kills land.
+Kubernetes call costs that call's heartbeat timeout (15 s) and one during the drain's own
+activities their start-to-close (30 s) before Temporal retries them, so the test takes one to
+three minutes depending on where the kills land.
 """
 
 from __future__ import annotations

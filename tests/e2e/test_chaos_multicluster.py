@@ -20,11 +20,11 @@ The story:
    (`ProbeFailedRetrying` inside the 2-minute connection grace); once the API is back the map
    is at 2:3 again and worker-b's member workflow still runs.
 
-A kill that lands during an activity costs that activity's start-to-close (60 s) or heartbeat
-(90 s) timeout before Temporal retries it elsewhere, and a kill that lands on a publication
-leaves the route at the previous map (honestly flagged: the map's observed generation stays
-behind) until then: the test takes two to three and a half minutes depending on where the kills
-land. Kills land at fixed-seed moments; the first one while the new factor is being published.
+A kill that lands during an activity costs that activity's heartbeat timeout (15 s for a
+Kubernetes call) or its start-to-close before Temporal retries it elsewhere, and a kill that
+lands on a publication leaves the route at the previous map (honestly flagged: the map's
+observed generation stays behind) until then: the test takes two to three and a half minutes
+depending on where the kills land. Kills land at fixed-seed moments; the first one while the new factor is being published.
 
 Throughout, a sampler reads the map, the route and its backend Services every 0.3 s: whenever
 the map says its publication is current (`status.observedTrafficMapGeneration` equals

@@ -20,8 +20,8 @@ An Instance "serves" when one of its live pods (no deletionTimestamp) is Ready w
 old pod of one Instance count once.
 
 N is `INSTANCES`, the full 200. Most of the update is not N but the activities in flight at
-the last kill: Temporal retries them only after their start-to-close (60 s) or heartbeat (90 s)
-timeout, which the product sets for a hung worker.
+the last kill: Temporal retries a Kubernetes call of the killed worker only after its heartbeat
+timeout (15 s, `workflows.kube_calls.KUBE_HEARTBEAT`), and a workflow task after its own.
 The bench (`bench/lifecycle_bench.py`) measures the same update without kills.
 """
 
@@ -201,9 +201,15 @@ async def test_two_workers_killed_one_at_a_time_during_update_keep_every_instanc
         assert [worker.starts for worker in workers] == [
             1 + len(range(index, KILLS, WORKERS)) for index in range(WORKERS)
         ], "each worker is killed and restarted in turn"
+        fewest_at = record.fewest_at or PodSnapshot(())
+        not_serving = sorted(set(range(INSTANCES)) - fewest_at.serving_indexes())
         assert record.fewest_serving == INSTANCES, (
             f"only {record.fewest_serving} of {INSTANCES} Instances served at one moment (kills at {kill_moments} s); "
-            f"not serving then: {sorted(set(range(INSTANCES)) - (record.fewest_at or PodSnapshot(())).serving_indexes())}"
+            f"not serving then: {not_serving}; their pods then (name, uid, image, Ready, serving, terminating): "
+            + "; ".join(
+                f"{pod.index}: {pod.name} {pod.uid[:8]} {pod.image} {pod.ready} {pod.serving} {pod.terminating}"
+                for pod in fewest_at.pods if pod.index in not_serving
+            )
         )
         assert record.samples > 10, "the sampler must have watched the update"
         assert record.most_live_per_instance <= 2, "an Instance had more than its pod and one surge pod"
