@@ -51,6 +51,7 @@ import kubernetes
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from bench.lifecycle_stack import (
@@ -72,7 +73,7 @@ from tests.fixtures.prometheus import RunningPrometheus
 from tests.workflows.rollout_examples import NAME, pd_manifest
 from tests.workflows.test_service_canary import ERROR_RATE
 from workers.config import ENV_PREFIX
-from workflows.names import rollout_workflow_id
+from workflows.names import irep_workflow_id, isvc_workflow_id, rollout_workflow_id
 from workflows.rollout.messages import QUERY_STATUS, RolloutView
 
 pytestmark = pytest.mark.e2e
@@ -288,12 +289,42 @@ async def run_is_open(client: Client, namespace: str) -> bool:
     return description.status == WorkflowExecutionStatus.RUNNING
 
 
+async def where_it_waits(client: Client, namespace: str) -> str:
+    """For a failure message: what each of the namespace's workflows waits on."""
+    ids = [
+        isvc_workflow_id(namespace, NAME),
+        rollout_workflow_id(namespace, NAME, 2),
+        *(irep_workflow_id(namespace, NAME, component) for component in DESIRED),
+    ]
+    lines = []
+    for workflow_id in ids:
+        try:
+            description = await client.get_workflow_handle(workflow_id).describe()
+        except RPCError as error:
+            lines.append(f"{workflow_id}: {error}")
+            continue
+        raw = description.raw_description
+        pending = [
+            f"{a.activity_type.name} attempt {a.attempt} {a.last_failure.message[:200]!r}" for a in raw.pending_activities
+        ]
+        children = [c.workflow_id for c in raw.pending_children]
+        lines.append(
+            f"{workflow_id}: {description.status.name if description.status else None}, "
+            f"{description.history_length} events, pending activities {pending}, children {children}"
+        )
+    return "\n".join(lines)
+
+
 async def outcome_of(client: Client, sim: KubeSim, namespace: str, variant: Variant) -> Outcome:
     """Wait for the canary's end and the Instances to settle on the variant's final image."""
     deadline = time.monotonic() + END_WITHIN
     while (phase := await asyncio.to_thread(canary_phase, sim, namespace)) != variant.phase:
         assert phase not in ("Stable", "RolledBack", "Failed"), f"{namespace}: the canary ended {phase}"
-        assert time.monotonic() < deadline, f"{namespace}: no {variant.phase} within {END_WITHIN:.0f} s ({phase})"
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"{namespace}: no {variant.phase} within {END_WITHIN:.0f} s ({phase})\n"
+                + await where_it_waits(client, namespace)
+            )
         await asyncio.sleep(0.5)
     ended_at = time.monotonic()
     run = client.get_workflow_handle(rollout_workflow_id(namespace, NAME, 2), result_type=RolloutView)

@@ -39,6 +39,13 @@ from workflows.service.messages import (
     ServiceState,
 )
 
+RUN_TRACKED_BEFORE_START = "rollout-run-tracked-before-start"
+"""`workflow.patched` id: a new run is tracked before its start is awaited. The run's first
+report can reach this workflow in the same task as the news that the run started (when that task
+was delayed: a worker died); signals are handled first in a task, so histories from before
+dropped that report as a stranger's, and the components held on `Plan` until the run reported
+again (its next report is due only when something changes or its backstop timer fires)."""
+
 COORDINATION_GROUP_REF = "coordination-group-ref"
 """`workflow.patched` id: the coordination an InferenceReplica receives names its group and the
 group's phase (its `status.coordinationGroupRef`)."""
@@ -130,6 +137,16 @@ async def open_run(
         annotations=dict(isvc.metadata.annotations or {}),
     )
     names = ", ".join(f"{p.name} -> {p.revision_name}" for p in moved)
+    opened = RolloutTracking(
+        pairing=tracking.pairing,
+        run=run,
+        targets=dict(run_input.targets),
+        target_names=dict(change.open),
+        forwarded={"pause": _fingerprint(run_input.paused), "respec": _fingerprint(run_input.rollout)},
+    )
+    tracked_early = workflow.patched(RUN_TRACKED_BEFORE_START)
+    if tracked_early:
+        state.rollout = opened
     try:
         await workflow.start_child_workflow(
             ROLLOUT,
@@ -141,13 +158,8 @@ async def open_run(
         )
     except WorkflowAlreadyStartedError:
         pass  # opened by an earlier run of this workflow: adopt it
-    state.rollout = RolloutTracking(
-        pairing=tracking.pairing,
-        run=run,
-        targets=dict(run_input.targets),
-        target_names=dict(change.open),
-        forwarded={"pause": _fingerprint(run_input.paused), "respec": _fingerprint(run_input.rollout)},
-    )
+    if not tracked_early:
+        state.rollout = opened
 
 
 def at_rest(state: ServiceState, isvc: InferenceService) -> None:
