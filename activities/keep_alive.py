@@ -8,9 +8,10 @@ timeout, a minute or more per Kubernetes call the worker held when it died.
 While any regular activity is inside a request (`waiting`), a daemon thread wakes every
 `BEAT_SECONDS` and has a heartbeat sent for each such activity; it sleeps while none waits. A
 heartbeat then says what the server needs to know, that the worker process holding the attempt
-is alive, and the workflows give Kubernetes calls a short heartbeat timeout (`workflows.kube_calls.KUBE_HEARTBEAT`): an attempt on a worker that died is retried
-elsewhere within seconds. A hung request still ends at the client's timeouts, and a hung attempt
-at its start-to-close timeout.
+is alive, and the workflows give Kubernetes calls a short heartbeat timeout
+(`workflows.kube_calls.KUBE_HEARTBEAT`): an attempt on a worker that died is retried elsewhere
+within seconds. A hung request still ends at the client's timeouts, and a hung attempt at its
+start-to-close timeout.
 
 Local activities cannot heartbeat (the workflow task bounds them) and are left out. Async
 activities must not use it: their heartbeat is called on the worker's event loop, so they run

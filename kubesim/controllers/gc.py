@@ -24,8 +24,8 @@ and two queues that the next reconcile empties:
 A reconcile looks at the queued objects only, so a quiet cluster costs nothing. Neither index
 is persisted: the first reconcile, one after a store `restore` (which replaces the objects and
 announces no changes; `Store.restores` counts them, as `kubesim.follow` reads it: the next
-change wakes the rebuild) and one after
-a failure rebuild both from the store and queue everything, which is the full pass.
+change wakes the rebuild) and one after a failure rebuild both from the store and queue
+everything, which is the full pass.
 """
 
 from __future__ import annotations
