@@ -15,9 +15,8 @@ import json
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHistory
 
-from tests.replay.test_replay import replayer
+from tests.replay.test_replay import history, replayer
 from workflows.registry import WORKFLOWS
 
 pytestmark = pytest.mark.workflows
@@ -26,14 +25,8 @@ CAPTURED = Path(__file__).parent / "captured"
 REPORT_WITH_START = CAPTURED / "rollout_report_with_its_start__InferenceService.json"
 
 
-def load(path: Path) -> tuple[WorkflowHistory, list[dict[str, object]]]:
-    document = json.loads(path.read_text())
-    workflow_id = document.pop("workflowId")
-    return WorkflowHistory.from_json(workflow_id, document), document["events"]
-
-
 def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -> None:
-    _, events = load(REPORT_WITH_START)
+    events = json.loads(REPORT_WITH_START.read_text())["events"]
     kinds = [str(event["eventType"]).removeprefix("EVENT_TYPE_") for event in events]
     report = next(i for i, event in enumerate(events) if "rollout_changed" in json.dumps(event))
     started = max(i for i in range(report) if kinds[i] == "CHILD_WORKFLOW_EXECUTION_STARTED")
@@ -43,6 +36,5 @@ def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -
 
 
 async def test_the_captured_history_replays_on_current_code() -> None:
-    history, _ = load(REPORT_WITH_START)
-    result = await replayer(list(WORKFLOWS)).replay_workflow(history, raise_on_replay_failure=False)
+    result = await replayer(list(WORKFLOWS)).replay_workflow(history(REPORT_WITH_START), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{REPORT_WITH_START.name}: {result.replay_failure}"

@@ -51,12 +51,8 @@ async def test_without_the_keep_alive_the_same_call_times_out(
     dev_server: WorkflowEnvironment, slow_kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The control: what the heartbeat timeout does to a call that waits in silence."""
-    monkeypatch.setattr(keep_alive, "waiting", _silent)
+    monkeypatch.setattr(keep_alive, "waiting", contextlib.nullcontext)
     with pytest.raises(WorkflowFailureError) as failure:
         await run_slow_call(dev_server, slow_kubesim)
     timeout = failure.value.cause.__cause__
     assert isinstance(timeout, TimeoutError) and timeout.type == TimeoutType.HEARTBEAT, repr(timeout)
-
-
-def _silent() -> contextlib.nullcontext[None]:
-    return contextlib.nullcontext()
