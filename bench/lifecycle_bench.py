@@ -17,7 +17,7 @@ on that one server, it measures and prints:
    serves on it with one pod, with the fewest serving Instances sampled every 100 ms;
 4. Kubernetes API requests per Instance created and per Instance updated (kubesim's
    counters, which count the worker's and the watcher's requests; the bench's own reads
-   bypass the API), in all and the Instances' own (without `SHARED_RESOURCES`);
+   bypass the API), in all and the Instances' own (the requests naming an Instance's pod or Service);
 5. pod failures: containers killed one at a time; the time from the kill to the first
    kubesim-visible step of the Instance's recreation (its pod taken out of rotation or
    deleted), and to serving again;
@@ -59,11 +59,13 @@ from bench.goals import (
 from bench.idle_cost import count_requests, idle_actions
 from bench.lifecycle_phases import (
     FAILURE_POLL_SECONDS,
+    IDLE_NAME,
     NAME,
     NAMESPACE,
     RECREATION_WITHIN,
     SAMPLE_SECONDS,
     bring_up,
+    coordinator_events,
     delete,
     events_at_serving,
     history_events,
@@ -92,7 +94,7 @@ from workers.config import ENV_PREFIX
 from workers.devserver import database_flags, temporal_binary
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
-SHARED_NOTE = "without Leases and the service's own objects (lifecycle_phases.SHARED_RESOURCES)"
+OWN_NOTE = "requests naming an Instance's pod or headless Service (lifecycle_phases.instance_objects)"
 IDLE_SETTLE_SECONDS = 10.0
 """Quiet time before reading the worker's RSS, so it is the idle figure, not a peak."""
 
@@ -298,9 +300,9 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
                 "update: fewest serving", f"{fewest}", f"of {n}, sampled every {SAMPLE_SECONDS * 1000:.0f} ms"
             )
             figures.add("API requests / Instance created", f"{created:.2f}", created_top)
-            figures.add("  the Instances' own", f"{created_own:.2f}", SHARED_NOTE)
+            figures.add("  the Instances' own", f"{created_own:.2f}", OWN_NOTE)
             figures.add("API requests / Instance updated", f"{updated:.2f}", updated_top)
-            figures.add("  the Instances' own", f"{updated_own:.2f}", SHARED_NOTE)
+            figures.add("  the Instances' own", f"{updated_own:.2f}", OWN_NOTE)
             goals.floor_ratio(f"update {n}, {label}", update_seconds, floor_seconds)
             goals.at_most("Kubernetes requests / Instance created, its own", created_own, REQUESTS_PER_CREATE)
             goals.at_most("Kubernetes requests / Instance updated, its own", updated_own, REQUESTS_PER_UPDATE)
@@ -380,6 +382,14 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
                     f"{idle_seconds / idle * 1000:.0f} ms per Instance",
                 )
                 goals.scale(n, up_serving, idle, idle_seconds)
+                # Whether an Instance costs more when it is one of many: its own events, and
+                # its share of the coordinators' (compare the N-Instance figures above).
+                at_scale = await events_at_serving(client, idle, name=IDLE_NAME, sample=200)
+                figures.add(f"history events / Instance at serving, {idle}", f"{at_scale:.1f}",
+                            "200 of them, evenly spread")  # fmt: skip
+                events, runs = await coordinator_events(client, IDLE_NAME)
+                figures.add(f"  + InferenceReplica/Service share, {idle}", f"{events / idle:.1f}",
+                            f"their events / N, {runs} runs")  # fmt: skip
             else:
                 figures.add(f"bring-up of {idle} (kubesim)", f"> {idle_seconds:.0f} s",
                             f"only {idle_ready} serving when the bench stopped waiting")  # fmt: skip

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -132,31 +133,30 @@ async def idle_bring_up(
     return time.monotonic() - started, serving
 
 
-SHARED_RESOURCES = (
-    "leases",
-    "inferenceservices",
-    "inferencereplicas",
-    "servingruntimes",
-    "poddisruptionbudgets",
-    "workloadclusters",
-    "inferencepoolimports",
-)
-"""Resources no one Instance touches: the leader Leases' renewals (by the clock), the service's
-and the InferenceReplica's own objects (their status writes paced per service) and what the
-service reads and makes once (its runtime, PDB, placement). What stays per service among the
-rest (the component Service, the InferenceReplica's list before its starts) is about 3
-requests, 0.015 per Instance at 200."""
+COMPONENT = "engine"
 
 
-def per_instance_requests(sim: KubeSim, instances: int) -> tuple[float, float, str]:
-    """Requests per Instance since the last reset: all of them, the Instances' own (without
-    `SHARED_RESOURCES`), and the five busiest (verb, resource)."""
+def instance_objects(isvc: str, namespace: str = NAMESPACE, component: str = COMPONENT) -> re.Pattern[str]:
+    """What one Instance of the component makes, as kubesim's `by_object` names it: its headless
+    Service `{isvc}-{component}-{index}` and its pods `{...}-{role}-{ordinal}`
+    (`models.instance.InstanceSpec.instance_name`, `planning.instance.pods.pod_name`)."""
+    return re.compile(rf"{re.escape(namespace)}/{re.escape(isvc)}-{re.escape(component)}-\d+(-[a-z]+-\d+)?")
+
+
+def per_instance_requests(sim: KubeSim, instances: int, isvc: str = NAME) -> tuple[float, float, str]:
+    """Requests per Instance since the last reset: all of them; the Instances' own, those that
+    name one Instance's pod or Service (`instance_objects`); and the five busiest (verb, resource).
+
+    The rest is no one Instance's: the leader Leases' renewals (by the clock), the service's
+    and the InferenceReplica's objects and their paced status writes, the component Service,
+    and the InferenceReplica's list of its pods before its starts."""
     counters = sim.counters()
     requests: dict[tuple[str, str], int] = counters["requests"]
     busiest = sorted(requests.items(), key=lambda item: -item[1])[:5]
     shown = ", ".join(f"{verb} {resource} {count / instances:.2f}" for (verb, resource), count in busiest)
-    shared = sum(count for (_verb, resource), count in requests.items() if resource.startswith(SHARED_RESOURCES))
-    return counters["total"] / instances, (counters["total"] - shared) / instances, shown
+    owned = instance_objects(isvc)
+    own = sum(count for (_verb, _resource, name), count in counters["by_object"].items() if owned.fullmatch(name))
+    return counters["total"] / instances, own / instances, shown
 
 
 async def pod_failures(
@@ -220,19 +220,34 @@ async def delete(client: Client, sim: KubeSim, within: float, namespace: str = N
     return time.monotonic() - started
 
 
-async def events_at_serving(client: Client, instances: int, namespace: str = NAMESPACE) -> float:
+async def events_at_serving(
+    client: Client, instances: int, namespace: str = NAMESPACE, name: str = NAME, sample: int | None = None
+) -> float:
     """Mean history events of the Instance workflows now (read from each one's mutable state:
-    the visibility store's count of a running workflow lags)."""
+    the visibility store's count of a running workflow lags); of `sample` of them, evenly
+    spread, where given."""
     limit = asyncio.Semaphore(20)
+    step = max(1, instances // sample) if sample else 1
 
     async def length(index: int) -> int:
         async with limit:
-            handle = client.get_workflow_handle(instance_workflow_id(namespace, NAME, "engine", index))
+            handle = client.get_workflow_handle(instance_workflow_id(namespace, name, "engine", index))
             described = await handle.describe()
             return int(described.raw_description.workflow_execution_info.history_length)
 
-    lengths = await asyncio.gather(*(length(index) for index in range(instances)))
+    lengths = await asyncio.gather(*(length(index) for index in range(0, instances, step)))
     return statistics.mean(lengths)
+
+
+async def coordinator_events(client: Client, name: str, namespace: str = NAMESPACE) -> tuple[int, int]:
+    """(events, runs) of the service's and its InferenceReplica's workflows, every run summed
+    (the running run's count as visibility last saw it)."""
+    ids = (isvc_workflow_id(namespace, name), f"irep/{namespace}/{name}-engine")
+    events = runs = 0
+    async for execution in client.list_workflows(f"WorkflowId IN ('{ids[0]}', '{ids[1]}')"):
+        events += execution.history_length
+        runs += 1
+    return events, runs
 
 
 async def history_events(client: Client, killed: set[int]) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """Request counters and API fault injection.
 
 Benchmarks read the counters to see what the product costs the API server (requests by verb
-and resource); tests turn on faults to prove the product survives a flaky API server: a rate of
+and resource, and by the object a request names or creates); tests turn on faults to prove the product survives a flaky API server: a rate of
 500/429/409 answers, added latency, and watch streams cut every N seconds.
 """
 
@@ -32,6 +32,9 @@ class Faults:
 
     settings: FaultSettings = field(default_factory=FaultSettings)
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)
+    by_object: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    """(verb, resource, "namespace/name") of every request that names one object: in its path,
+    or in the body it creates. Lists, watches and generated names are counted in `requests` only."""
     injected: Counter[int] = field(default_factory=Counter)
     watches_open: int = 0
     rng: random.Random = field(default_factory=random.Random)
@@ -68,9 +71,15 @@ class Faults:
         raise ApiError(code, f"an error on the server (\"injected by kubesim\") has prevented the request from "
                        f"succeeding ({verb} {resource})")
 
+    def named(self, verb: str, resource: str, namespace: str, name: str) -> None:
+        """Attribute a request `before` counted to the object it names."""
+        if name:
+            self.by_object[(verb, resource, f"{namespace}/{name}" if namespace else name)] += 1
+
     def counters(self) -> dict[str, Any]:
         return {
             "requests": dict(self.requests),
+            "by_object": dict(self.by_object),
             "total": sum(self.requests.values()),
             "faults_injected": {str(k): v for k, v in self.injected.items()},
             "watches_open": self.watches_open,
@@ -79,8 +88,11 @@ class Faults:
     def counters_json(self) -> dict[str, Any]:
         data = self.counters()
         data["requests"] = [{"verb": v, "resource": r, "count": n} for (v, r), n in sorted(self.requests.items())]
+        data["by_object"] = [{"verb": v, "resource": r, "object": o, "count": n}
+                             for (v, r, o), n in sorted(self.by_object.items())]
         return data
 
     def reset_counters(self) -> None:
         self.requests.clear()
+        self.by_object.clear()
         self.injected.clear()

@@ -212,7 +212,9 @@ class KubeSim:
         self.inject_faults()
 
     def counters(self) -> dict[str, Any]:
-        """{"requests": {(verb, resource): n}, "total": n, "faults_injected": {code: n}, "watches_open": n}."""
+        """{"requests": {(verb, resource): n}, "by_object": {(verb, resource, "ns/name"): n},
+        "total": n, "faults_injected": {code: n}, "watches_open": n}; `by_object` counts only the
+        requests that name one object (in the path, or the body of a create)."""
         return self.call(self.cluster.faults.counters)
 
     def reset_counters(self) -> None:

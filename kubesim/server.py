@@ -232,7 +232,9 @@ class Server:
         method = request.method
         is_watch = method == "GET" and not name and parse_bool(query.get("watch"), "watch")
         verb = self._verb(method, name, is_watch)
-        await self.faults.before(verb, f"{plural}/{sub}" if sub else plural)
+        resource = f"{plural}/{sub}" if sub else plural
+        await self.faults.before(verb, resource)
+        self.faults.named(verb, resource, namespace, name)
         if is_watch:
             return await self._watch(request, rt, namespace)
         try:
@@ -319,6 +321,8 @@ class Server:
             body = await self._body(request, rt)
             if not name:
                 self._check_fields(request, rt, body)
+                meta = body.get("metadata") if isinstance(body, dict) else None
+                self.faults.named(verb, rt.plural, namespace, str((meta or {}).get("name") or ""))
             if name and sub in ("eviction", "binding"):
                 api.get(rt, namespace, name)
                 await self.admission.create_subresource(request, rt, namespace, name, sub, body)

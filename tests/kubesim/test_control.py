@@ -33,9 +33,13 @@ def test_counters_count_requests_by_verb_and_resource(k8s: Clients) -> None:
     assert requests[("create", "configmaps")] == 1
     assert requests[("get", "configmaps")] == 2
     assert requests[("list", "pods")] == 1
+    # The create (its body names the object) and both reads, per object; a list names none.
+    by_object = k8s.sim.counters()["by_object"]
+    assert by_object == {("create", "configmaps", f"{k8s.namespace}/c"): 1, ("get", "configmaps", f"{k8s.namespace}/c"): 2}
     code, body = raw_request(k8s.sim, "GET", "/sim/counters")
     assert code == 200
     assert {"verb": "get", "resource": "configmaps", "count": 2} in body["requests"]
+    assert {"verb": "get", "resource": "configmaps", "object": f"{k8s.namespace}/c", "count": 2} in body["by_object"]
     json.dumps(body)  # the HTTP form is plain JSON
 
 
