@@ -1,8 +1,9 @@
 """Request counters and API fault injection.
 
 Benchmarks read the counters to see what the product costs the API server (requests by verb
-and resource, and by the object a request names or creates); tests turn on faults to prove the product survives a flaky API server: a rate of
-500/429/409 answers, added latency, and watch streams cut every N seconds.
+and resource, and by the object a request names or creates); tests turn on faults to prove the
+product survives a flaky API server: a rate of 500/429/409 answers, added latency, and watch
+streams cut every N seconds.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ class Faults:
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)
     by_object: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     """(verb, resource, "namespace/name") of every request that names one object: in its path,
-    or in the body it creates. Lists, watches and generated names are counted in `requests` only."""
+    or in the body it creates. Lists, watches, generated names and a create an injected fault
+    refused before its body was read are counted in `requests` only; `reset_counters` empties
+    both."""
     injected: Counter[int] = field(default_factory=Counter)
     watches_open: int = 0
     rng: random.Random = field(default_factory=random.Random)

@@ -233,8 +233,8 @@ class Server:
         is_watch = method == "GET" and not name and parse_bool(query.get("watch"), "watch")
         verb = self._verb(method, name, is_watch)
         resource = f"{plural}/{sub}" if sub else plural
-        await self.faults.before(verb, resource)
         self.faults.named(verb, resource, namespace, name)
+        await self.faults.before(verb, resource)
         if is_watch:
             return await self._watch(request, rt, namespace)
         try:
