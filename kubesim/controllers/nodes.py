@@ -12,7 +12,7 @@ from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
 from kubesim.events import record_event
-from kubesim.store import Object
+from kubesim.store import Change, Object
 from kubesim.subresources import evict
 from kubesim.timing import Timing, clone, parse_timestamp, timestamp
 
@@ -82,13 +82,36 @@ class NodeLifecycle(Controller):
         self.draining: set[str] = set()
         # Scales tolerationSeconds and kubectl drain's retry interval.
         self.timing = timing
+        # What changed since the last pass: a node (or nothing seen yet) means a full pass; else
+        # only the pods that changed need a look, unless a NoExecute window is running.
+        self._nodes_changed = True
+        self._changed_pods: set[tuple[str, str]] = set()
+
+    def on_change(self, change: Change) -> None:
+        if change.type_key == NODES:
+            self._nodes_changed = True
+        elif change.type_key == PODS and change.type != "DELETED":
+            meta = change.obj["metadata"]
+            self._changed_pods.add((meta.get("namespace", ""), meta["name"]))
+        super().on_change(change)
+
+    def _pods_to_check(self) -> list[Object]:
+        """Every pod, or only those changed since the last pass: a pod that did not change, on
+        a node that did not change, was seen as it is by the last pass (its NoExecute windows,
+        kept in `_seen`, need every pass while one runs)."""
+        changed, self._changed_pods = self._changed_pods, set()
+        if self._nodes_changed or self._seen:
+            self._nodes_changed = False
+            return self.store.list(PODS)
+        return [pod for ns, name in sorted(changed) if (pod := self.store.get(PODS, ns, name)) is not None]
 
     def reconcile(self) -> None:
         nodes_rt, pods_rt = self.api.type_of(*NODES), self.api.type_of(*PODS)
         nodes: dict[str, Object | None] = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
         for name, node in list(nodes.items()):
             nodes[name] = self._sync_node(nodes_rt, node)
-        for pod in self.store.list(PODS):
+        full = self._nodes_changed or bool(self._seen)
+        for pod in self._pods_to_check():
             node_name = (pod.get("spec") or {}).get("nodeName")
             if not node_name:
                 continue
@@ -101,6 +124,8 @@ class NodeLifecycle(Controller):
                 self._mark_not_ready(pods_rt, pod)
             self._taint_evict(pods_rt, pod, node)
         self._continue_drains(nodes)
+        if not full:
+            return
         live = {(p["metadata"]["uid"], t.get("key")) for p in self.store.list(PODS)
                 for t in (nodes.get((p.get("spec") or {}).get("nodeName", "")) or {}).get("spec", {}).get("taints", [])}
         self._seen = {k: v for k, v in self._seen.items() if k in live}

@@ -126,19 +126,23 @@ def test_cordon_keeps_new_pods_off_and_drain_respects_budgets(kubesim: KubeSim) 
     )
 
 
+def _gone(core: kubernetes.client.CoreV1Api, name: str) -> bool:
+    try:
+        core.read_namespaced_pod(name, "default")
+    except ApiException as exc:
+        return exc.status == 404
+    return False
+
+
 def test_deleted_node_takes_its_pods(kubesim: KubeSim) -> None:
     core = kubernetes.client.CoreV1Api(kubesim.api_client())
     _ready_pod_on(core, "orphan", "gpu-node-4")
     core.delete_node("gpu-node-4")
-
-    def gone() -> bool:
-        try:
-            core.read_namespaced_pod("orphan", "default")
-        except ApiException as exc:
-            return exc.status == 404
-        return False
-
-    wait_for(gone, what="pod garbage-collected with its node")
+    wait_for(lambda: _gone(core, "orphan"), what="pod garbage-collected with its node")
+    # Later, with no node changing since, a pod bound to the gone node: the node controller
+    # looks at the pods that changed, not only at every pod when a node changes.
+    core.create_namespaced_pod("default", pod_body("late-orphan", nodeName="gpu-node-4"))
+    wait_for(lambda: _gone(core, "late-orphan"), what="a pod bound to a node that is gone garbage-collected")
 
 
 def test_a_stalled_node_stays_ready_but_its_new_pods_wait_in_container_creating(kubesim: KubeSim) -> None:
