@@ -111,6 +111,19 @@ class NodeLifecycle(Controller):
         for name, node in list(nodes.items()):
             nodes[name] = self._sync_node(nodes_rt, node)
         full = self._nodes_changed or bool(self._seen)
+        try:
+            self._check_pods(nodes, pods_rt)
+        except Exception:
+            self._nodes_changed = True  # the pods this pass took are looked at again, all of them
+            raise
+        self._continue_drains(nodes)
+        if not full:
+            return
+        live = {(p["metadata"]["uid"], t.get("key")) for p in self.store.list(PODS)
+                for t in (nodes.get((p.get("spec") or {}).get("nodeName", "")) or {}).get("spec", {}).get("taints", [])}
+        self._seen = {k: v for k, v in self._seen.items() if k in live}
+
+    def _check_pods(self, nodes: dict[str, Object | None], pods_rt: Any) -> None:
         for pod in self._pods_to_check():
             node_name = (pod.get("spec") or {}).get("nodeName")
             if not node_name:
@@ -123,12 +136,6 @@ class NodeLifecycle(Controller):
             if ready_status(node) != "True":
                 self._mark_not_ready(pods_rt, pod)
             self._taint_evict(pods_rt, pod, node)
-        self._continue_drains(nodes)
-        if not full:
-            return
-        live = {(p["metadata"]["uid"], t.get("key")) for p in self.store.list(PODS)
-                for t in (nodes.get((p.get("spec") or {}).get("nodeName", "")) or {}).get("spec", {}).get("taints", [])}
-        self._seen = {k: v for k, v in self._seen.items() if k in live}
 
     def _continue_drains(self, nodes: dict[str, Object | None]) -> None:
         for name in sorted(self.draining):
