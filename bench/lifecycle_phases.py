@@ -29,12 +29,13 @@ from bench.lifecycle_stack import (
     poll_until,
 )
 from kubesim.handle import KubeSim
-from workflows.names import instance_workflow_id, isvc_workflow_id
+from workflows.names import instance_workflow_id, irep_workflow_id, isvc_workflow_id
 from workflows.service.workflow import InferenceServiceWorkflow
 
 NAMESPACE = "bench"
 NAME = "lifecycle"
 IDLE_NAME = "idle"
+COMPONENT = "engine"
 SAMPLE_SECONDS = 0.1
 """How often the update is sampled for the fewest serving Instances."""
 FAILURE_POLL_SECONDS = 0.01
@@ -63,7 +64,7 @@ async def isvc_ready(client: Client, name: str, instances: int, namespace: str =
         InferenceServiceWorkflow.status
     )
     ready = view.status.condition("Ready")
-    engine = view.status.components.get("engine")
+    engine = view.status.components.get(COMPONENT)
     lifecycle = engine.lifecycle if engine is not None else None
     return (
         ready is not None
@@ -131,9 +132,6 @@ async def idle_bring_up(
         serving = len(seen.serving_indexes())
         await asyncio.sleep(1.0)
     return time.monotonic() - started, serving
-
-
-COMPONENT = "engine"
 
 
 def instance_objects(isvc: str, namespace: str = NAMESPACE, component: str = COMPONENT) -> re.Pattern[str]:
@@ -231,7 +229,7 @@ async def events_at_serving(
 
     async def length(index: int) -> int:
         async with limit:
-            handle = client.get_workflow_handle(instance_workflow_id(namespace, name, "engine", index))
+            handle = client.get_workflow_handle(instance_workflow_id(namespace, name, COMPONENT, index))
             described = await handle.describe()
             return int(described.raw_description.workflow_execution_info.history_length)
 
@@ -242,7 +240,7 @@ async def events_at_serving(
 async def coordinator_events(client: Client, name: str, namespace: str = NAMESPACE) -> tuple[int, int]:
     """(events, runs) of the service's and its InferenceReplica's workflows, every run summed
     (the running run's count as visibility last saw it)."""
-    ids = (isvc_workflow_id(namespace, name), f"irep/{namespace}/{name}-engine")
+    ids = (isvc_workflow_id(namespace, name), irep_workflow_id(namespace, name, COMPONENT))
     events = runs = 0
     async for execution in client.list_workflows(f"WorkflowId IN ('{ids[0]}', '{ids[1]}')"):
         events += execution.history_length
@@ -261,14 +259,14 @@ async def history_events(client: Client, killed: set[int]) -> dict[str, float]:
         if execution.id.startswith(instance_prefix):
             index = int(execution.id.removeprefix(instance_prefix))
             per_instance[index] = per_instance.get(index, 0) + execution.history_length
-        elif execution.id in (isvc_workflow_id(NAMESPACE, NAME), f"irep/{NAMESPACE}/{NAME}-engine"):
+        elif execution.id in (isvc_workflow_id(NAMESPACE, NAME), irep_workflow_id(NAMESPACE, NAME, COMPONENT)):
             coordinators += execution.history_length
     plain = [events for index, events in per_instance.items() if index not in killed]
     dump = os.environ.get("OME_BENCH_DUMP_HISTORY")
     if dump and plain:
         # One plain Instance's whole history, to read where its events go.
         index = next(index for index in per_instance if index not in killed)
-        handle = client.get_workflow_handle(instance_workflow_id(NAMESPACE, NAME, "engine", index))
+        handle = client.get_workflow_handle(instance_workflow_id(NAMESPACE, NAME, COMPONENT, index))
         history = (await handle.fetch_history()).to_json()
         await asyncio.to_thread(Path(dump).write_text, history)
     restarted = [events for index, events in per_instance.items() if index in killed]

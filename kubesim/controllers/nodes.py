@@ -83,9 +83,11 @@ class NodeLifecycle(Controller):
         # Scales tolerationSeconds and kubectl drain's retry interval.
         self.timing = timing
         # What changed since the last pass: a node (or nothing seen yet) means a full pass; else
-        # only the pods that changed need a look, unless a NoExecute window is running.
+        # only the pods that changed need a look, unless a NoExecute window is running. A store
+        # restore replaces the objects unannounced (`Store.restores`, as the GC reads it).
         self._nodes_changed = True
         self._changed_pods: set[tuple[str, str]] = set()
+        self._restores = self.store.restores
 
     def on_change(self, change: Change) -> None:
         if change.type_key == NODES:
@@ -95,24 +97,20 @@ class NodeLifecycle(Controller):
             self._changed_pods.add((meta.get("namespace", ""), meta["name"]))
         super().on_change(change)
 
-    def _pods_to_check(self) -> list[Object]:
-        """Every pod, or only those changed since the last pass: a pod that did not change, on
-        a node that did not change, was seen as it is by the last pass (its NoExecute windows,
-        kept in `_seen`, need every pass while one runs)."""
-        changed, self._changed_pods = self._changed_pods, set()
-        if self._nodes_changed or self._seen:
-            self._nodes_changed = False
-            return self.store.list(PODS)
-        return [pod for ns, name in sorted(changed) if (pod := self.store.get(PODS, ns, name)) is not None]
-
     def reconcile(self) -> None:
         nodes_rt, pods_rt = self.api.type_of(*NODES), self.api.type_of(*PODS)
         nodes: dict[str, Object | None] = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
         for name, node in list(nodes.items()):
             nodes[name] = self._sync_node(nodes_rt, node)
-        full = self._nodes_changed or bool(self._seen)
+        # A pod that did not change, on a node that did not change, was seen as it is by the last
+        # pass; NoExecute windows (`_seen`) need every pass while one runs.
+        full = self._nodes_changed or bool(self._seen) or self._restores != self.store.restores
+        changed, self._changed_pods = self._changed_pods, set()
+        self._nodes_changed, self._restores = False, self.store.restores
+        pods = self.store.list(PODS) if full else [
+            pod for ns, name in sorted(changed) if (pod := self.store.get(PODS, ns, name)) is not None]
         try:
-            self._check_pods(nodes, pods_rt)
+            self._check_pods(pods, nodes, pods_rt)
         except Exception:
             self._nodes_changed = True  # the pods this pass took are looked at again, all of them
             raise
@@ -123,8 +121,8 @@ class NodeLifecycle(Controller):
                 for t in (nodes.get((p.get("spec") or {}).get("nodeName", "")) or {}).get("spec", {}).get("taints", [])}
         self._seen = {k: v for k, v in self._seen.items() if k in live}
 
-    def _check_pods(self, nodes: dict[str, Object | None], pods_rt: Any) -> None:
-        for pod in self._pods_to_check():
+    def _check_pods(self, pods: list[Object], nodes: dict[str, Object | None], pods_rt: Any) -> None:
+        for pod in pods:
             node_name = (pod.get("spec") or {}).get("nodeName")
             if not node_name:
                 continue
