@@ -3,7 +3,7 @@
 Each Instance is what the product makes: a headless Service selecting its own pod, a pod
 with the `ome.io/serving` readiness gate, a `list pods` by the Instance's labels after the
 create, and the serving condition set once the containers are ready. One component Service
-selects every serving pod. The bench runs kubesim in-process (a fresh interpreter per N),
+selects every serving pod, and one PodDisruptionBudget counts them (as the product's). The bench runs kubesim in-process (a fresh interpreter per N),
 drives it through the same `Api` calls the HTTP server makes, and waits until the component
 Service's EndpointSlices list all N pods ready. It prints, per N:
 
@@ -81,6 +81,8 @@ async def bring_up(pods: int) -> dict[str, Any]:
     selector = {"app": "model", "component": "engine"}
     api.create(services_rt, NS, {"metadata": {"name": "model-engine"}, "spec": {
         "selector": selector, "ports": [{"name": "http", "port": 8080}]}}, "bench")
+    api.create(api.type_of("policy", "poddisruptionbudgets"), NS, {"metadata": {"name": "model-engine"}, "spec": {
+        "maxUnavailable": 1, "selector": {"matchLabels": selector}}}, "bench")
     started = time.perf_counter()
     cpu_started = time.process_time()
     for index in range(pods):

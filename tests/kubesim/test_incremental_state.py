@@ -1,6 +1,6 @@
 """The state kubesim keeps in step with store changes instead of gathering it per operation:
 the pods counting on each node (scheduler), the pod IPs taken (kubelet), the clusterIPs and
-nodePorts taken (API server). Each must answer what a walk over the store would: after
+nodePorts taken (API server), the pods each disruption budget counts. Each must answer what a walk over the store would: after
 deletes, pods going terminal, updates moving a pod, a missed change, a restart from a
 persisted store."""
 
@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kubesim.allocation import address, address_pool
@@ -19,11 +19,12 @@ from kubesim.cluster import Cluster
 from kubesim.controllers.scheduling import Scheduling
 from kubesim.follow import Follower
 from kubesim.scheduler.node_pods import PodsByNode
+from kubesim.selectors import selector_matches
 from kubesim.store import Store
 from kubesim.timing import Timing
 
 NS = "t"
-PODS, SERVICES = ("", "pods"), ("", "services")
+PODS, SERVICES, PDBS = ("", "pods"), ("", "services"), ("policy", "poddisruptionbudgets")
 
 
 def _cluster(topology: str = "zones=1,nodes-per-zone=1,gpus=8", state_file: Any = None) -> Cluster:
@@ -253,3 +254,85 @@ def test_follower_folds_changes_in_order_and_rebuilds_after_a_gap() -> None:
     store.put(PODS, {"metadata": {"name": "c"}, "value": 4})
     follower.sync()
     assert seen == {"b": 3, "c": 4} and len(rebuilds) == 2
+
+
+def _budget_by_walking(cluster: Cluster, name: str) -> tuple[int, int]:
+    """(expectedPods, currentHealthy) of budget `name` by a walk over every pod, as before."""
+    pdb = cluster.store.get(PDBS, NS, name)
+    assert pdb is not None
+    selector = pdb["spec"]["selector"]
+    pods = [p for p in cluster.store.list(PODS, NS) if selector_matches(selector, p["metadata"].get("labels"))
+            and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
+    healthy = [p for p in pods if not p["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", []))]
+    return len(pods), len(healthy)
+
+
+_POD_OPS = st.sampled_from(["create", "ready", "unready", "relabel", "finish", "terminate", "delete"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(["pod"] * 8 + ["selector", "gap", "restore", "sync", "sync"]),
+                                _POD_OPS, st.integers(0, 5), st.sampled_from(["a", "b"])), max_size=40))
+@example(steps=[("sync", "create", 0, "a"), ("selector", "create", 0, "b")])
+@example(steps=[("sync", "create", 0, "a"), ("pod", "relabel", 0, "b"), ("pod", "finish", 2, "a")])
+def test_disruption_budget_counts_answer_like_a_walk(steps: list[tuple[str, str, int, str]]) -> None:
+    """Every pod change, a budget's selector changing, a missed change and a restore: after each
+    reconcile each budget's status counts what a walk over the store counts."""
+    cluster = _cluster()
+    api, disruption = cluster.api, cluster.disruption
+    pods_rt, pdbs_rt = api.type_of(*PODS), api.type_of(*PDBS)
+    for budget, app in (("one", "a"), ("two", "b")):
+        api.create(pdbs_rt, NS, {"metadata": {"name": budget}, "spec": {
+            "minAvailable": 1, "selector": {"matchLabels": {"app": app}}}}, "test")
+    # Another namespace's pods with the same labels are not counted.
+    api.create(api.type_of("", "namespaces"), "", {"metadata": {"name": "other"}}, "test")
+    api.create(pods_rt, "other", {"metadata": {"name": "p0", "labels": {"app": "a"}}, "spec": {
+        "containers": [{"name": "c", "image": "i:1"}]}}, "test")
+
+    def create(name: str, app: str) -> None:
+        api.create(pods_rt, NS, {"metadata": {"name": name, "labels": {"app": app}}, "spec": {
+            "containers": [{"name": "c", "image": "i:1"}]}}, "test")
+
+    def status(pod: dict[str, Any], **changes: Any) -> None:
+        api.write_status(pods_rt, pod, {**(pod.get("status") or {}), **changes}, "test")
+
+    for number in range(5):  # three "a" and two "b": a selector changing changes the counts
+        create(f"p{number}", "ab"[number % 2])
+        status(_get(cluster, f"p{number}"), phase="Running", conditions=[{"type": "Ready", "status": "True"}])
+    disruption.reconcile()
+    snapshot = cluster.store.snapshot()
+
+    for kind, op, number, app in steps:
+        name = f"p{number}"
+        pod = cluster.store.get(PODS, NS, name)
+        if kind == "selector":
+            pdb = cluster.store.get(PDBS, NS, "one")
+            assert pdb is not None
+            api.write(pdbs_rt, {**pdb, "spec": {**pdb["spec"], "selector": {"matchLabels": {"app": app}}}}, "test")
+        elif kind == "gap":
+            cluster.store.rv += 1  # a change never announced
+        elif kind == "restore":
+            cluster.store.restore(snapshot)
+        elif kind == "sync":
+            disruption.reconcile()
+        elif op == "create" and pod is None:
+            create(name, app)
+        elif pod is None:
+            continue
+        elif op in ("ready", "unready"):
+            status(pod, phase="Running", conditions=[{"type": "Ready", "status": str(op == "ready")}])
+        elif op == "relabel":
+            api.write(pods_rt, {**pod, "metadata": {**pod["metadata"], "labels": {"app": app}}}, "test")
+        elif op == "finish":
+            status(pod, phase="Succeeded")
+        elif op == "terminate":
+            api.write(pods_rt, {**pod, "metadata": {**pod["metadata"], "finalizers": ["test/hold"]}}, "test")
+            api.delete(pods_rt, NS, name, {"gracePeriodSeconds": 0})
+        else:
+            api.force_remove(pods_rt, pod)
+    disruption.reconcile()
+    for budget in ("one", "two"):
+        pdb = cluster.store.get(PDBS, NS, budget)
+        assert pdb is not None
+        assert (pdb["status"]["expectedPods"], pdb["status"]["currentHealthy"]) == _budget_by_walking(cluster, budget)
