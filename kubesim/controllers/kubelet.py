@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from kubesim.allocation import PodIPs
 from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.events import record_event
-from kubesim.store import Change, Object
+from kubesim.store import Change, Object, ObjectKey, object_key
 from kubesim.timing import Timing, timestamp
 
 PODS = ("", "pods")
@@ -105,6 +106,15 @@ class Kubelet(Controller):
         self.timing = timing
         # Pod IPs taken by stored pods and by the runs, so admitting a pod need not gather them.
         self._ips = PodIPs(self.store)
+        # A pass looks only at the pods that changed (and forgets the runs of those deleted)
+        # and at those whose timer is due; a node change, a poke (a stall, a kill, new timing),
+        # a store restore or a failed pass make the next one look at every pod.
+        self._full = True
+        self._changed: set[ObjectKey] = set()
+        self._gone: set[str] = set()
+        self._restores = self.store.restores
+        self._timers: list[tuple[float, ObjectKey]] = []  # heap of (loop time, pod)
+        self._timer_of: dict[ObjectKey, float] = {}
 
     def relevant(self, change: Change) -> bool:
         if change.type_key == NODES:
@@ -131,45 +141,105 @@ class Kubelet(Controller):
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
 
+    def on_change(self, change: Change) -> None:
+        if change.type_key == NODES:
+            self._full = True
+        elif change.type_key == PODS and (change.obj.get("spec") or {}).get("nodeName"):
+            if change.type == "DELETED":
+                self._gone.add(change.obj["metadata"]["uid"])
+            else:
+                self._changed.add(object_key(change.obj))
+        super().on_change(change)
+
+    def poke(self) -> None:
+        self._full = True  # what changed is outside the store (a stall, a kill, the timing)
+        super().poke()
+
     def reconcile(self) -> None:
         now = self._now()
         nodes = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
-        pods_rt = self.api.type_of(*PODS)
+        full = self._full or self._restores != self.store.restores
+        changed, gone = self._changed, self._gone
+        self._changed, self._gone, self._full, self._restores = set(), set(), False, self.store.restores
+        try:
+            if full:
+                self._full_pass(nodes, now)
+            else:
+                self._pass(changed | self._timers_due(now), gone, nodes, now)
+        except Exception:
+            self._full = True  # the changes this pass took are looked at again, with every pod
+            raise
+
+    def _full_pass(self, nodes: dict[str, Object], now: float) -> None:
+        self._timers.clear()
+        self._timer_of.clear()
         alive: set[str] = set()
         for pod in self.store.list(PODS):
-            node_name = (pod.get("spec") or {}).get("nodeName")
-            if not node_name:
-                continue
-            uid = pod["metadata"]["uid"]
-            alive.add(uid)
-            node = nodes.get(node_name)
-            if not node_ready(node):
-                continue  # no kubelet answers for this node
-            run = self.runs.get(uid)
-            if run is None and node_name in self.stalled:
-                self._stalled_pod(pod, node, now)
-                continue
-            self.stalled_pods.discard(uid)
-            if run is None:
-                run = self.runs[uid] = self._admit(pod, node, now)
-                self._ips.run_started(uid, run.pod_ip)
-            if pod["metadata"].get("deletionTimestamp"):
-                self._terminate_pod(pod, run, now)
-                continue
-            if pod is not run.written or node is not run.written_on or any(
-                    self._due(c, now) for c in run.init + run.containers):
-                for c in run.init + run.containers:
-                    self._advance(pod, run, c, now)
-                run.written = self.api.write_status(pods_rt, pod, self._status(pod, run), "kubelet")
-                run.written_on = node
-            pending = [c.next_at for c in run.init + run.containers if c.next_at is not None]
-            if pending:
-                self.wake_in(min(pending) - now)
+            if (pod.get("spec") or {}).get("nodeName"):
+                alive.add(pod["metadata"]["uid"])
+                self._visit(pod, nodes, now)
         for uid in list(self.runs):
             if uid not in alive:
-                del self.runs[uid]
-                self._ips.run_ended(uid)
+                self._forget(uid)
         self.stalled_pods &= alive
+
+    def _pass(self, keys: set[ObjectKey], gone: set[str], nodes: dict[str, Object], now: float) -> None:
+        """Only the pods that changed or have a timer due: the others would come out the same."""
+        for uid in gone:
+            self._forget(uid)
+            self.stalled_pods.discard(uid)
+        for namespace, name in sorted(keys):
+            pod = self.store.get(PODS, namespace, name)
+            if pod is not None and (pod.get("spec") or {}).get("nodeName"):
+                self._visit(pod, nodes, now)
+
+    def _visit(self, pod: Object, nodes: dict[str, Object], now: float) -> None:
+        uid = pod["metadata"]["uid"]
+        node_name = pod["spec"]["nodeName"]
+        node = nodes.get(node_name)
+        if not node_ready(node):
+            return  # no kubelet answers for this node
+        run = self.runs.get(uid)
+        if run is None and node_name in self.stalled:
+            self._stalled_pod(pod, node, now)
+            return
+        self.stalled_pods.discard(uid)
+        if run is None:
+            run = self.runs[uid] = self._admit(pod, node, now)
+            self._ips.run_started(uid, run.pod_ip)
+        if pod["metadata"].get("deletionTimestamp"):
+            self._terminate_pod(pod, run, now)
+            return
+        if pod is not run.written or node is not run.written_on or any(
+                self._due(c, now) for c in run.init + run.containers):
+            for c in run.init + run.containers:
+                self._advance(pod, run, c, now)
+            run.written = self.api.write_status(self.api.type_of(*PODS), pod, self._status(pod, run), "kubelet")
+            run.written_on = node
+        pending = [c.next_at for c in run.init + run.containers if c.next_at is not None]
+        if pending:
+            self._wake_for(pod, min(pending), now)
+
+    def _forget(self, uid: str) -> None:
+        if self.runs.pop(uid, None) is not None:
+            self._ips.run_ended(uid)
+
+    def _wake_for(self, pod: Object, at: float, now: float) -> None:
+        """Look at `pod` again at `at` (loop time)."""
+        key = object_key(pod)
+        if self._timer_of.get(key) != at:
+            self._timer_of[key] = at
+            heapq.heappush(self._timers, (at, key))
+        self.wake_in(at - now)
+
+    def _timers_due(self, now: float) -> set[ObjectKey]:
+        due = set()
+        while self._timers and self._timers[0][0] <= now:
+            at, key = heapq.heappop(self._timers)
+            if self._timer_of.get(key) == at:  # else a later (or earlier) timer replaced it
+                del self._timer_of[key]
+                due.add(key)
+        return due
 
     @staticmethod
     def _due(c: ContainerRun, now: float) -> bool:
@@ -377,7 +447,7 @@ class Kubelet(Controller):
             if changed:
                 self.api.write_status(pods_rt, pod, self._status(pod, run), "kubelet")
             wake = min([run.kill_at] + [c.exits_at for c in running if c.exits_at is not None])
-            self.wake_in(max(0.0, wake - now))
+            self._wake_for(pod, wake, now)
             return
         current = self.api.write_status(pods_rt, pod, self._status(pod, run), "kubelet")
         self.api.force_remove(pods_rt, current)

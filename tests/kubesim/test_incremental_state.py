@@ -31,6 +31,8 @@ def _cluster(topology: str = "zones=1,nodes-per-zone=1,gpus=8", state_file: Any 
     cluster = Cluster(topology, Timing(pull_seconds=0, start_seconds=0, ready_seconds=0, factor=0.001),
                       state_file=state_file)
     cluster.bootstrap()
+    for controller in cluster.controllers:  # told of each change, as `Cluster.start` does, not run
+        cluster.store.subscribe(controller.on_change)
     if cluster.store.get(("", "namespaces"), "", NS) is None:
         cluster.api.create(cluster.api.type_of("", "namespaces"), "", {"metadata": {"name": NS}}, "test")
     return cluster
