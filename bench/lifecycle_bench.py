@@ -22,7 +22,9 @@ on that one server, it measures and prints:
    kubesim-visible step of the Instance's recreation (its pod taken out of rotation or
    deleted), and to serving again;
 6. deletion, then Temporal history events per Instance lifecycle (create, update, delete);
-7. worker RSS with M idle Ready Instances of a second InferenceService.
+7. worker RSS with M idle Ready Instances of a second InferenceService, their bring-up time
+   and the floor's with M children (whether the server itself is linear; `--no-floor-at-scale`
+   skips it).
 
 Figures are printed, never asserted: the bench is for reading, the tests are for failing.
 """
@@ -390,6 +392,14 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
                 events, runs = await coordinator_events(client, IDLE_NAME)
                 figures.add(f"  + InferenceReplica/Service share, {idle}", f"{events / idle:.1f}",
                             f"their events / N, {runs} runs")  # fmt: skip
+                if args.floor_at_scale:
+                    # Whether the server itself is linear: the floor's design at the large size.
+                    log(f"floor: one parent starting {idle} children, each one no-op activity")
+                    large_floor, _ = await measure_floor(client, address, idle, root, worker_env(args))
+                    figures.add(f"floor: parent + {idle} children", f"{large_floor:.1f} s",
+                                f"{large_floor / floor_seconds:.1f}x the floor of {n}")  # fmt: skip
+                    figures.add(f"  bring-up of {idle} vs this floor", f"{idle_seconds / large_floor:.2f}x",
+                                f"the bring-up of {n} was {up_serving / floor_seconds:.2f}x its floor")  # fmt: skip
             else:
                 figures.add(f"bring-up of {idle} (kubesim)", f"> {idle_seconds:.0f} s",
                             f"only {idle_ready} serving when the bench stopped waiting")  # fmt: skip
@@ -496,6 +506,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--unsandboxed", action="store_true",
         help="run the workers' (and the floor's) workflows without the SDK sandbox (OME_WORKER__SANDBOX=false)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--floor-at-scale", action=argparse.BooleanOptionalAction, default=True,
+        help="also measure the floor with as many children as idle Instances (about 0.1 s each)",
     )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="20 Instances, 100 idle, 5 failures")
     args = parser.parse_args(argv)

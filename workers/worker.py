@@ -18,6 +18,7 @@ not finish on the next worker.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -141,6 +142,7 @@ async def run(
     loop with a workflow of its own.
     """
     settings = settings or Settings()
+    tune_gc(settings.worker.gc_young_threshold)
     stop = asyncio.Event()
     _stop_on_signals(stop)
     # Local settings first: a wrong kubeconfig path should not wait behind a network timeout.
@@ -158,6 +160,16 @@ async def run(
         # keeps the exit clean when the worker gives up early.
         api_client.close()  # type: ignore[no-untyped-call]
     logger.info("worker stopped")
+
+
+def tune_gc(young_threshold: int) -> None:
+    """Collect the young generation every `young_threshold` allocations (0: the interpreter's
+    default), and leave what the worker imported out of the old generation's walks."""
+    if young_threshold > 0:
+        _, middle, old = gc.get_threshold()
+        gc.set_threshold(young_threshold, middle, old)
+    gc.collect()
+    gc.freeze()
 
 
 def cluster_workers(task_queue: str, make: Callable[[str, Any, Executor], Worker]) -> PerCluster[Worker]:
