@@ -163,11 +163,12 @@ async def run(
 
 
 def tune_gc(young_threshold: int) -> None:
-    """Collect the young generation every `young_threshold` allocations (0: the interpreter's
-    default), and leave what the worker imported out of the old generation's walks."""
-    if young_threshold > 0:
-        _, middle, old = gc.get_threshold()
-        gc.set_threshold(young_threshold, middle, old)
+    """Collect the young generation every `young_threshold` allocations, and leave what the
+    worker holds at start out of the old generation's walks; 0 leaves the collector as it is."""
+    if young_threshold <= 0:
+        return
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(young_threshold, middle, old)
     gc.collect()
     gc.freeze()
 

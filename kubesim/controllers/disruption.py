@@ -47,8 +47,14 @@ class DisruptionController(Controller):
         live = {object_key(pdb) for pdb in pdbs}
         for key in [k for k in self._counted if k not in live]:
             self._forget(key)
+        unreadable: list[Exception] = []
         for pdb in pdbs:
-            self.sync(pdb)
+            try:
+                self.sync(pdb)
+            except _UNREADABLE as exc:  # one budget's selector must not stop the others'
+                unreadable.append(exc)
+        if unreadable:
+            raise unreadable[0]
 
     def sync(self, pdb: Object) -> None:
         """Write the budget's status from the pods it selects now (evictions call this too)."""
@@ -90,9 +96,11 @@ class DisruptionController(Controller):
         key = object_key(pdb)
         selector = (pdb.get("spec") or {}).get("selector")
         if key not in self._counted or self._selectors.get(key[0], {}).get(key[1]) != selector:
-            self._selectors.setdefault(key[0], {})[key[1]] = selector
+            self._forget(key)
+            # A selector that cannot be read raises here: that budget stays uncounted.
             self._counted[key] = {p["metadata"]["name"]: healthy for p in self.store.list(PODS, key[0])
                                   if (healthy := _counts_as(selector, p)) is not None}
+            self._selectors.setdefault(key[0], {})[key[1]] = selector
         return self._counted[key]
 
     def _forget(self, key: ObjectKey) -> None:
@@ -109,13 +117,21 @@ class DisruptionController(Controller):
     def _fold(self, old: Object | None, new: Object | None) -> None:
         meta = (new or old or {})["metadata"]
         namespace, name = meta.get("namespace") or "", meta["name"]
-        for pdb_name, selector in self._selectors.get(namespace, {}).items():
+        for pdb_name, selector in list(self._selectors.get(namespace, {}).items()):
             counted = self._counted[(namespace, pdb_name)]
-            healthy = None if new is None else _counts_as(selector, new)
+            try:
+                healthy = None if new is None else _counts_as(selector, new)
+            except _UNREADABLE:
+                self._forget((namespace, pdb_name))  # counted again, and refused, at its next sync
+                continue
             if healthy is None:
                 counted.pop(name, None)
             else:
                 counted[name] = healthy
+
+
+# What reading a malformed selector raises (a matchExpressions entry without its key ...).
+_UNREADABLE = (KeyError, TypeError, ValueError)
 
 
 def _counts_as(selector: Any, pod: Object) -> bool | None:

@@ -169,6 +169,9 @@ class Kubelet(Controller):
         except Exception:
             self._full = True  # the changes this pass took are looked at again, with every pod
             raise
+        if self._timers:
+            # Each pass starts with no wake-up asked for: the pods it did not visit keep theirs.
+            self.wake_in(self._timers[0][0] - now)
 
     def _full_pass(self, nodes: dict[str, Object], now: float) -> None:
         self._timers.clear()

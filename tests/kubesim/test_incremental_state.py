@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -338,3 +339,34 @@ def test_disruption_budget_counts_answer_like_a_walk(steps: list[tuple[str, str,
         pdb = cluster.store.get(PDBS, NS, budget)
         assert pdb is not None
         assert (pdb["status"]["expectedPods"], pdb["status"]["currentHealthy"]) == _budget_by_walking(cluster, budget)
+
+
+def test_a_budget_whose_selector_cannot_be_read_leaves_the_others_counted() -> None:
+    """A matchExpressions entry without its key cannot be read: that budget's sync fails (the
+    loop logs it and tries again), the other budgets of its namespace are still counted, and
+    once its selector is fixed it is counted too."""
+    cluster = _cluster()
+    api, disruption = cluster.api, cluster.disruption
+    pods_rt, pdbs_rt = api.type_of(*PODS), api.type_of(*PDBS)
+    api.create(pdbs_rt, NS, {"metadata": {"name": "broken"}, "spec": {
+        "minAvailable": 1, "selector": {"matchExpressions": [{"operator": "Exists"}]}}}, "test")
+    api.create(pdbs_rt, NS, {"metadata": {"name": "good"}, "spec": {
+        "minAvailable": 1, "selector": {"matchLabels": {"app": "a"}}}}, "test")
+    disruption.reconcile()  # no pod to read the selector against yet
+    pod = api.create(pods_rt, NS, {"metadata": {"name": "p", "labels": {"app": "a"}}, "spec": {
+        "containers": [{"name": "c", "image": "i:1"}]}}, "test")
+    api.write_status(pods_rt, pod, {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}, "test")
+    with pytest.raises(KeyError):
+        disruption.reconcile()
+    assert _budget_status(cluster, "good") == (1, 1)
+    broken = cluster.store.get(PDBS, NS, "broken")
+    assert broken is not None
+    api.write(pdbs_rt, {**broken, "spec": {**broken["spec"], "selector": {"matchLabels": {"app": "a"}}}}, "test")
+    disruption.reconcile()
+    assert _budget_status(cluster, "broken") == _budget_status(cluster, "good") == (1, 1)
+
+
+def _budget_status(cluster: Cluster, name: str) -> tuple[int, int]:
+    pdb = cluster.store.get(PDBS, NS, name)
+    assert pdb is not None
+    return pdb["status"]["expectedPods"], pdb["status"]["currentHealthy"]

@@ -169,3 +169,16 @@ def test_binding_subresource_places_a_pod(k8s: Clients) -> None:
                                            _preload_content=False)
     pod = wait_pod(k8s, "b", lambda p: is_ready(p), what="bound pod ready")
     assert pod.spec.node_name == "gpu-node-3"
+
+
+def test_a_pass_for_one_pod_keeps_the_wake_up_of_another(k8s: Clients) -> None:
+    """The kubelet looks only at the pods that changed or whose timer is due: a pass for one
+    pod (here a label written on a Ready pod) must not drop the wake-up of a pod still pulling."""
+    k8s.sim.set_image_behavior("late:1", pull_seconds=3.0)
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("late", image="late:1"))
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("early"))
+    wait_for(lambda: is_ready(_pod(k8s, "early")), what="the quick pod ready")
+    assert not is_ready(_pod(k8s, "late"))
+    k8s.core.patch_namespaced_pod("early", k8s.namespace, {"metadata": {"labels": {"touched": "yes"}}})
+    pod = wait_pod(k8s, "late", lambda p: is_ready(p), what="the slow pod ready once its pull ends")
+    assert pod.status.container_statuses[0].state.running is not None

@@ -30,9 +30,11 @@ def test_the_young_threshold_is_raised_and_the_others_kept(gc_as_it_was: tuple[i
     assert gc.get_freeze_count() > 0
 
 
-def test_zero_keeps_the_interpreters_thresholds(gc_as_it_was: tuple[int, int, int]) -> None:
+def test_zero_leaves_the_collector_as_it_is(gc_as_it_was: tuple[int, int, int]) -> None:
+    frozen = gc.get_freeze_count()
     tune_gc(0)
     assert gc.get_threshold() == gc_as_it_was
+    assert gc.get_freeze_count() == frozen
 
 
 def test_the_setting_defaults_to_50000_and_refuses_a_negative(monkeypatch: pytest.MonkeyPatch) -> None:
