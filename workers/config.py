@@ -108,8 +108,8 @@ class WorkerSettings(SettingsGroup):
     value of Python's `gc.set_threshold`; the interpreter's default is 700). At 700, objects that
     live only through one workflow task (its activation, payloads, sandbox proxies) are caught
     alive and moved to the old generation, whose collections then walk the whole heap of cached
-    workflow runs: a cost that grows with the square of the fleet a worker holds (13% of the
-    worker's CPU while 2,000 Instances came up, issue 17's bench). 0 leaves the collector as
+    workflow runs: a cost that grows faster than the fleet a worker holds (13% of the worker's
+    CPU while 2,000 Instances came up, issue 17's bench). 0 leaves the collector as
     Python sets it (no freeze either)."""
 
     sandbox: bool = True
