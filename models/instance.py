@@ -20,7 +20,9 @@ Messages (all signals, because a parent workflow can only signal its children):
 
 Query `status` returns `InstanceStatus`. Whenever the phase, the pod counts or the revisions
 change, the Instance signals `instance_changed` (payload `InstanceStatus`) to its parent
-InferenceReplica workflow (`irep/{ns}/{isvc}-{component}`).
+InferenceReplica workflow (`irep/{ns}/{isvc}-{component}`). A single-pod Instance the parent
+started skips the first one, `Creating` with no pods, which the parent's launch record already
+says (`InstanceState.launched_by_parent`).
 """
 
 from __future__ import annotations

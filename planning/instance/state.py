@@ -74,6 +74,12 @@ class InstanceState(BaseModel):
     that is taken after all answers the create with 409, which the create reads). Cleared
     once that create has begun."""
 
+    launched_by_parent: bool = False
+    """The InferenceReplica that started this Instance counts it `Creating` from the start it
+    recorded (`ReplicaState.launched`), so the run's first report, which would say only that,
+    is not sent (one signal and one workflow task less in the parent per Instance). Set by the
+    parent for single-pod Instances; cleared once the run has started."""
+
     pause_mode: InstancePauseMode | None = None
     """The component's pause as last told (`set_pause`, or the spec at start); None: not paused."""
     paused_update: InstanceSpec | None = None

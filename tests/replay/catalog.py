@@ -154,4 +154,11 @@ SCENARIOS = [
         "one engine Instance whose pod dies while the watcher is down: the InferenceReplica's component "
         "re-list finds it gone and sends the Instance a fresh summary; recreated, Ready; delete",
     ),
+    Scenario(
+        "service_launched_rows",
+        service_versioned_instances,
+        "service_versioned_instances with single-pod Instances started `launched_by_parent` (no first report: the "
+        "InferenceReplica on `replica-launched-rows` shows them Creating until their report): apply, image "
+        "change, delete",
+    ),
 ]

@@ -12,6 +12,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from models.instance import InstancePhase, InstanceSpec, InstanceStatus
+from planning.instance.state import InstanceState
 from tests.workflows.instance_fake_cluster import FakeCluster
 from workflows.names import instance_workflow_id
 
@@ -36,12 +37,13 @@ def make_spec(image: str = "engine:1", workers: int = 0, **overrides: Any) -> In
 
 
 async def start_instance(
-    env: WorkflowEnvironment, spec: InstanceSpec, task_queue: str
+    env: WorkflowEnvironment, spec: InstanceSpec, task_queue: str, first: InstanceState | None = None
 ) -> WorkflowHandle[Any, InstanceStatus]:
-    """Start the Instance workflow of `spec` under its own workflow ID, as its parent would."""
+    """Start the Instance workflow of `spec` under its own workflow ID, as its parent would;
+    with `first` (an `InstanceState` of `spec`) as its input where given."""
     return await env.client.start_workflow(
         "Instance",
-        spec,
+        first if first is not None else spec,
         id=instance_workflow_id(spec.namespace, spec.isvc, spec.component, spec.index),
         task_queue=task_queue,
         result_type=InstanceStatus,
@@ -59,8 +61,10 @@ class Harness:
     def spec(self, image: str = "engine:1", workers: int = 0, **overrides: Any) -> InstanceSpec:
         return make_spec(image, workers, namespace=self.namespace, **overrides)
 
-    async def start(self, spec: InstanceSpec) -> WorkflowHandle[Any, InstanceStatus]:
-        return await start_instance(self.env, spec, self.task_queue)
+    async def start(
+        self, spec: InstanceSpec, first: InstanceState | None = None
+    ) -> WorkflowHandle[Any, InstanceStatus]:
+        return await start_instance(self.env, spec, self.task_queue, first)
 
     async def until(
         self,

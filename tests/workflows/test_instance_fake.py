@@ -24,9 +24,10 @@ from models.instance import (
 )
 from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
-from tests.workflows.instance_harness import Harness, ready_at
+from tests.workflows.instance_harness import Harness, make_spec, ready_at
 from tests.workflows.instance_parent import FakeParent
 from workers.worker import build_worker
+from workflows.replica.children import first_input
 
 pytestmark = pytest.mark.workflows
 
@@ -302,7 +303,13 @@ async def test_gang_surge_failure_is_abandoned(harness: Harness) -> None:
     assert harness.cluster.pods == {}
 
 
-async def test_parent_receives_reports(workflow_env: WorkflowEnvironment, task_queue: str) -> None:
+@pytest.mark.parametrize("launched_by_parent", [False, True], ids=["reports-creating", "launched-by-parent"])
+async def test_parent_receives_reports(
+    workflow_env: WorkflowEnvironment, task_queue: str, launched_by_parent: bool
+) -> None:
+    """The parent hears each phase; an Instance its parent recorded as launched (single-pod, from
+    `workflows.replica.children.first_input`) leaves out the first report, `Creating`, which
+    would tell the parent only what its launch record says."""
     await register_search_attributes(workflow_env)
     cluster = FakeCluster(client=workflow_env.client)
     client: Client = workflow_env.client
@@ -313,9 +320,21 @@ async def test_parent_receives_reports(workflow_env: WorkflowEnvironment, task_q
             "FakeParent", id=f"irep/prod/chat-engine-{task_queue}", task_queue=task_queue
         )
         harness = Harness(workflow_env, cluster, task_queue)
-        handle = await harness.start(harness.spec(parent_workflow_id=parent.id))
+        spec = harness.spec(parent_workflow_id=parent.id)
+        first = first_input(spec) if launched_by_parent else None
+        assert first is None or first.launched_by_parent
+        handle = await harness.start(spec, first)
         await harness.until(handle, ready_at())
         await handle.signal("delete", DeleteRequest())
         await parent.result()
         phases = await parent.query("phases", result_type=list[str])
-        assert phases[0] == "Creating" and "Ready" in phases and phases[-1] == "Deleting"
+        assert phases[0] == ("Ready" if launched_by_parent else "Creating")
+        assert "Ready" in phases and phases[-1] == "Deleting"
+        assert "Creating" not in phases or not launched_by_parent
+
+
+def test_a_gang_is_not_launched_by_parent() -> None:
+    """A leader-and-workers Instance reports `Creating` as before: its parent's launch record
+    counts one pod, its report how many it holds (`planning.replica.overlay.replica_facts`)."""
+    assert first_input(make_spec()).launched_by_parent
+    assert not first_input(make_spec(workers=1)).launched_by_parent

@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.pods import InstancePods
     from planning.instance.pause import hold_update
-    from planning.instance.state import InstanceState, build_status, newer_observation
+    from planning.instance.state import InstanceState, build_status, newer_observation, report_fingerprint
     from planning.instance.steps import next_step, next_wake
     from workflows import search_attributes, tracing, waiting
     from workflows.instance.lifecycle import InstanceLifecycle
@@ -165,7 +165,9 @@ class InstanceWorkflow(InstanceLifecycle):
         # The Instance's Service, its first report to the parent, and (for a create) the pod
         # list the create starts from (unless the parent found its index clean) go out in one
         # workflow task.
-        first = [self.prepare(), self.report()]
+        first = [self.prepare()]
+        if not self.first_report_implied():
+            first.append(self.report())
         if self.state.phase in (P.CREATING, P.PENDING) and not self.state.started_clean:
             first.append(self.list_ahead())
         await asyncio.gather(*first)
@@ -179,6 +181,16 @@ class InstanceWorkflow(InstanceLifecycle):
                 # The next run has no history to replay: it starts under the newest version.
                 self.state.workflow_version = INSTANCE_WORKFLOW_VERSION
                 workflow.continue_as_new(self.state)
+
+    def first_report_implied(self) -> bool:
+        """Whether the parent already counts this run as it is now (`launched_by_parent`): then
+        the report it would get is taken as sent. Read once, at the run's start."""
+        implied, self.state.launched_by_parent = self.state.launched_by_parent, False
+        status = build_status(self.state, workflow.now())
+        if not implied or status.phase != P.CREATING or status.total_pods:
+            return False
+        self.last_report = report_fingerprint(status)
+        return True
 
     def resting(self) -> bool:
         return self.state.phase in (P.READY, P.FAILED, P.PENDING)

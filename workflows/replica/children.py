@@ -128,9 +128,16 @@ class StartListing:
 def first_input(spec: InstanceSpec, clean: bool = False) -> InstanceState:
     """A new Instance's input: its spec and the workflow version it starts under
     (`workflows.instance.versions`: it takes that version's changes without history markers);
-    `clean`: its parent found no pod at its index just before the start."""
+    `clean`: its parent found no pod at its index just before the start. The caller records it
+    in `ReplicaState.launched` first."""
     return InstanceState(
-        spec=spec, pause_mode=spec.pause_mode, workflow_version=INSTANCE_WORKFLOW_VERSION, started_clean=clean
+        spec=spec,
+        pause_mode=spec.pause_mode,
+        workflow_version=INSTANCE_WORKFLOW_VERSION,
+        started_clean=clean,
+        # The launch record stands for a single-pod Instance's first report (`replica_facts`
+        # counts it as one pod); a gang's report says how many pods it holds.
+        launched_by_parent=spec.pod_count == 1,
     )
 
 

@@ -130,7 +130,11 @@ class ReplicaState(MessageModel):
     launched: dict[int, str] = Field(default_factory=dict)
     """Instances started whose first report has not arrived: index -> revision hash. Written
     by `children.start_instance` before the start; cleared by the Instance's first report, or
-    by the start itself when it found the index's ended Instance still closing."""
+    by the start itself when it found the index's ended Instance still closing. A single-pod
+    Instance's first report is the one that says it left `Creating` (`launched_by_parent`)."""
+    shows_launched: bool = False
+    """Whether this run's status lists the `launched` Instances as `Creating` rows
+    (`projection.launched_rows`). Asked at each run's start (`workflow.LAUNCHED_ROWS`)."""
     requested_updates: dict[int, str] = Field(default_factory=dict)
     """Updates signalled whose report does not show the target yet: index -> revision hash.
     Written when the plan's updates are sent (`instances.requests`); cleared by the report

@@ -17,7 +17,7 @@ from typing import Any
 from temporalio import workflow
 
 from models.inferencereplica import CoordinationGroupRefRow, InferenceReplicaStatus
-from models.instance import InstancePhase
+from models.instance import InstancePhase, InstanceStatus
 from models.kube_ops import PatchStatusInput
 from planning.replica.budget import minimum_serving
 from planning.replica.conditions import (
@@ -43,6 +43,7 @@ from workflows import kube_calls, metrics, search_attributes
 from workflows.names import rollout_workflow_id
 from workflows.parent import deliver
 from workflows.replica import view
+from workflows.replica.batches import pods_per_instance
 from workflows.replica.children import send_all
 from workflows.replica.messages import SIGNAL_REPLICA_CHANGED, ReplicaReport, ReplicaState
 from workflows.replica.object import ir_ref
@@ -80,6 +81,29 @@ def drain_deadlines(state: ReplicaState) -> list[tuple[int, datetime]]:
     ]
 
 
+def launched_rows(state: ReplicaState) -> list[InstanceStatus]:
+    """The Instances started and not heard from yet, as their first report would show them
+    (a single-pod Instance sends none: `InstanceState.launched_by_parent`); none in runs that
+    did not take `shows_launched`."""
+    if not state.shows_launched:
+        return []
+    config = state.config
+    return [
+        InstanceStatus(
+            namespace=config.namespace,
+            isvc=config.isvc,
+            component=config.component,
+            index=index,
+            phase=InstancePhase.CREATING,
+            incarnation=1,
+            target_revision=revision,
+            desired_pods=pods_per_instance(state, revision),
+        )
+        for index, revision in state.launched.items()
+        if index not in state.instances
+    ]
+
+
 def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaStatus, PlannedCondition]:
     """The InferenceReplica status, and the InferenceService's `<Component>Ready` condition."""
     config = state.config
@@ -107,7 +131,7 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         isvc=config.isvc,
         component=config.component,
         generation=config.generation,
-        instances=list(state.instances.values()),
+        instances=[*state.instances.values(), *launched_rows(state)],
         counts=counts,
         revisions=view.shown_revisions(state),
         retry_blocks=[view.named(block, names) for block in view.retry_blocks(state)],

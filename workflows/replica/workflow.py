@@ -76,6 +76,12 @@ KEPT_TIMER = "replica-kept-timer"
 wait that set it (`waiting.Waits`), so the re-list's deadline is one timer however many
 Instance reports come before it; histories from before cancelled and restarted it per wake."""
 
+LAUNCHED_ROWS = "replica-launched-rows"
+"""`workflow.patched` id, asked once at the start of each run: the status shows each Instance
+started and not heard from yet as a `Creating` row, as its first report would have; single-pod
+Instances started from then on send no such report (`InstanceState.launched_by_parent`).
+Histories from before listed reported Instances only."""
+
 SAFETY_RECHECK = timedelta(minutes=5)
 """Everything reaches this workflow as a message; the timer only covers a lost one. Runs
 without the pod net (`runs_pod_net`) only; with it, the cluster's `pod_relist_seconds`."""
@@ -167,6 +173,7 @@ class InferenceReplicaWorkflow:
         started_at_size = history_budget.start_size()
         config = self.state.config
         self.waits.keep = workflow.patched(KEPT_TIMER)
+        self.state.shows_launched = workflow.patched(LAUNCHED_ROWS)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(config.isvc),

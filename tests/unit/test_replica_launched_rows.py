@@ -1,0 +1,70 @@
+"""The InferenceReplica's status lists an Instance it started and has not heard from as a
+`Creating` row (`workflows.replica.projection.launched_rows`), in runs that took the change:
+a single-pod Instance sends no report while it is only `Creating` (`launched_by_parent`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from models.inferencereplica import InferenceReplicaSpec
+from models.instance import InstancePhase, InstanceStatus
+from workflows.replica.messages import ReplicaConfig, ReplicaState
+from workflows.replica.projection import build_status
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+REVISION = "bbbbbbbb"
+
+
+def state(shows_launched: bool) -> ReplicaState:
+    config = ReplicaConfig(
+        namespace="ns",
+        isvc="chat",
+        component="engine",
+        generation=1,
+        component_spec={},
+        ir_spec=InferenceReplicaSpec(inference_service="chat", component="engine", revision=f"chat-engine-rev-{REVISION}"),
+        revision_hash=REVISION,
+        revision_name=f"chat-engine-rev-{REVISION}",
+    )
+    ready = InstanceStatus(
+        namespace="ns", isvc="chat", component="engine", index=0, phase=InstancePhase.READY, incarnation=1,
+        running_revision=REVISION, target_revision=REVISION, desired_pods=1, total_pods=1, ready_pods=1,
+        serving_pods=1, available_pods=1, ready=True, serving=True, available=True, ready_since=NOW,
+    )  # fmt: skip
+    # Instance 0 reported Ready; 1 and 2 were started and have not reported; 0 also has an
+    # older launch record left (a report always wins over it).
+    return ReplicaState(
+        config=config,
+        instances={0: ready},
+        launched={0: REVISION, 2: REVISION, 1: REVISION},
+        shows_launched=shows_launched,
+        last_desired=3,
+    )
+
+
+def rows(replica: ReplicaState) -> list[tuple[int, str, int, str]]:
+    status, _ = build_status(replica, NOW)
+    return [(row.index, row.phase, row.pods.total, row.target_revision or "") for row in status.instance_statuses]
+
+
+def test_instances_started_and_not_heard_from_are_creating_rows() -> None:
+    assert rows(state(shows_launched=True)) == [
+        (0, "Ready", 1, REVISION),
+        (1, "Creating", 0, REVISION),
+        (2, "Creating", 0, REVISION),
+    ]
+
+
+def test_a_run_from_before_the_change_lists_reported_instances_only() -> None:
+    assert rows(state(shows_launched=False)) == [(0, "Ready", 1, REVISION)]
+
+
+def test_the_rows_do_not_change_the_counts() -> None:
+    """The counts always came from the launch records (`planning.replica.overlay.replica_facts`)."""
+    with_rows, _ = build_status(state(shows_launched=True), NOW)
+    without, _ = build_status(state(shows_launched=False), NOW)
+    assert (with_rows.replicas, with_rows.ready_replicas) == (without.replicas, without.ready_replicas) == (3, 1)
