@@ -155,6 +155,11 @@ SCENARIOS = [
         "re-list finds it gone and sends the Instance a fresh summary; recreated, Ready; delete",
     ),
     Scenario(
+        "trafficmap_kept_timer",
+        trafficmap_weights_drain_delete,
+        "trafficmap_weights_drain_delete with the loop's timer kept across its waits (`trafficmap-kept-timer`)",
+    ),
+    Scenario(
         "service_launched_rows",
         service_versioned_instances,
         "service_versioned_instances with single-pod Instances started `launched_by_parent` (no first report: the "

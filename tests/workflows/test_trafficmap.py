@@ -10,6 +10,7 @@ spec resuming it; `Withdrawn` without a gateway; and a worker restart mid-run.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -375,5 +377,36 @@ async def test_a_worker_restart_keeps_the_state_and_publishes_only_the_current_m
         tm = harness.trafficmap()
         assert tm is not None and tm["status"]["observedTrafficMapGeneration"] == tm["metadata"]["generation"]
         assert tm["spec"]["observedISVCGeneration"] == 2
+        await handle.signal(SIGNAL_DELETE)
+        await handle.result()
+
+
+async def loop_timer_events(handle: Any, signals: int) -> list[str]:
+    """The timer events of the map's history once `signals` signals are in it and no workflow
+    task is pending (each signal's wake has run)."""
+    for _ in range(200):
+        events = [EventType.Name(e.event_type) for e in (await handle.fetch_history()).events]
+        idle = events[-1] in ("EVENT_TYPE_WORKFLOW_TASK_COMPLETED", "EVENT_TYPE_TIMER_STARTED",
+                              "EVENT_TYPE_TIMER_CANCELED", "EVENT_TYPE_MARKER_RECORDED")
+        if events.count("EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED") >= signals and idle:
+            return [e for e in events if e.startswith("EVENT_TYPE_TIMER_")]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the map never took its {signals} signals")
+
+
+async def test_a_message_that_moves_no_deadline_keeps_the_loops_timer(harness: TrafficMapHarness) -> None:
+    """`trafficmap-kept-timer`: a wake by a message that leaves the next probe, poll and resync
+    where they were neither cancels nor restarts the loop's timer (nor can it cancel one in the
+    instant it fires, which the time-skipping server rejects)."""
+    async with worker(harness, routing_settings(probe=PROBE)):
+        handle = await harness.start()
+        report = harness.report({A: (2, 2), B: (2, 2)})
+        await handle.signal(SIGNAL_HOMES_CHANGED, report)
+        await harness.until(handle, weights_are({A: 1, B: 1}))
+        before = await loop_timer_events(handle, 1)
+        for _ in range(3):
+            await handle.signal(SIGNAL_HOMES_CHANGED, report)
+        after = await loop_timer_events(handle, 4)
+        assert after[len(before):] == [], f"the wakes touched the timer: {after[len(before):]}"
         await handle.signal(SIGNAL_DELETE)
         await handle.result()

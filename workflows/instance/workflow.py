@@ -162,9 +162,9 @@ class InstanceWorkflow(InstanceLifecycle):
             found_by = search_attributes.missing(found_by, workflow.info().typed_search_attributes)
         if found_by:
             workflow.upsert_search_attributes(found_by)
-        # The Instance's Service, its first report to the parent, and (for a create) the pod
-        # list the create starts from (unless the parent found its index clean) go out in one
-        # workflow task.
+        # The Instance's Service, its first report to the parent (unless the parent's launch
+        # record says it already), and (for a create) the pod list the create starts from
+        # (unless the parent found its index clean) go out in one workflow task.
         first = [self.prepare()]
         if not self.first_report_implied():
             first.append(self.report())

@@ -49,6 +49,11 @@ with workflow.unsafe.imports_passed_through():
 
 SAFETY_RECHECK = timedelta(minutes=10)
 """With nothing scheduled, the map is rebuilt and rewritten at least this often (reverts hand edits)."""
+KEPT_TIMER = "trafficmap-kept-timer"
+"""`workflow.patched` id, asked once at the start of each run: the loop's timer outlives the
+wait that set it (`waiting.Waits`), so a message no longer cancels and restarts it, nor cancels
+a probe's timer in the instant it fires (which the time-skipping test server rejects, stalling
+the workflow). Histories from before cancelled and restarted it on every wake."""
 PUBLISH_BUDGET = timedelta(minutes=2)
 """A publication write that keeps failing this long is reported `ApplyFailed` and retried at the
 next resync, rather than parking the workflow on an unreachable API server."""
@@ -66,6 +71,8 @@ class TrafficMapWorkflow:
         else:
             self.state = TrafficMapState(namespace=arg.namespace, isvc=arg.isvc, isvc_uid=arg.isvc_uid)
         self.seq = 0
+        self.waits = waiting.Waits(keep=False)
+        """The loop's timer; kept across waits from `KEPT_TIMER` on (decided in `run`)."""
         self.settings = RoutingSettingsResult()
         self.refusals: list[str] = []
 
@@ -177,6 +184,7 @@ class TrafficMapWorkflow:
 
     @workflow.run
     async def run(self, arg: TrafficMapInput | TrafficMapState) -> None:
+        self.waits.keep = workflow.patched(KEPT_TIMER)
         self.settings = await routing_calls.routing_settings()
         self.show()
         await workflow.wait_condition(lambda: self.state.report is not None or self.state.deleting,
@@ -194,8 +202,8 @@ class TrafficMapWorkflow:
         await self.finish()
 
     async def wait_for_news(self, seen: int, until: datetime | None) -> None:
-        await waiting.wait_for_news(lambda: self.seq != seen, until, SAFETY_RECHECK,
-                                    "next probe, capacity poll or publisher resync")
+        await self.waits.wait_for_news(lambda: self.seq != seen, until, SAFETY_RECHECK,
+                                       "next probe, capacity poll or publisher resync")
 
     async def reconcile(self) -> None:
         report = self.state.report
