@@ -166,4 +166,10 @@ SCENARIOS = [
         "InferenceReplica on `replica-launched-rows` shows them Creating until their report): apply, image "
         "change, delete",
     ),
+    Scenario(
+        "service_report_beside",
+        service_lifecycle_change,
+        "service_lifecycle_change with Instances of version 5: the loop's report goes out beside the next step "
+        "(`instance-report-beside-next-step`), so the killed container's recreation does not wait on it",
+    ),
 ]

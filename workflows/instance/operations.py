@@ -17,7 +17,6 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from models.instance import (
-        PARENT_SIGNAL_INSTANCE_CHANGED,
         InstanceFailure,
         InstanceOperation,
         InstancePhase,
@@ -37,15 +36,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.events import EventType, isvc_ref, record_event
     from workflows.instance import gang as instance_gang
     from workflows.instance import versions
-    from workflows.parent import deliver, deliver_local
+    from workflows.instance.reports import InstanceReports
 
 P = InstancePhase
 
-class InstanceOperations:
+class InstanceOperations(InstanceReports):
     state: InstanceState
     pods_seq: int
     inbox_seq: int
-    last_report: tuple[object, ...] | None
     ready_counts: tuple[dict[str, str], dict[str, int]] | None = None
     """The members `bring_up` last saw ready and their restart counts at that moment.
     `commit_ready` starts the restart baseline from them: a container that restarts later in
@@ -59,8 +57,6 @@ class InstanceOperations:
     """Uids of the pods this run created with their serving gate written: `start_serving`
     waits to see the gate on them instead of writing it again (not carried over
     continue-as-new, where it only costs that write)."""
-    local_report: bool = False
-    """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
     waits: waiting.Waits
     """How the loop waits (`InstanceWorkflow.__init__`; its timer kept from `KEPT_TIMER` on)."""
     listed_at: tuple[int, int] | None = None
@@ -214,29 +210,6 @@ class InstanceOperations:
         return self.state.pending_delete is not None or (
             pending is not None and pending.revision != target_revision
         )
-
-    async def report(self, held_drain: bool = False) -> None:
-        """Tell the parent InferenceReplica when something it counts has changed, or (with
-        `held_drain`) that a rollout run now holds this Instance's drain: the run counts its
-        serving surge pod as the new revision's, which the counts alone would not show."""
-        status = build_status(self.state, workflow.now())
-        fingerprint = report_fingerprint(status) + (("held_drain",) if held_drain else ())
-        if fingerprint == self.last_report:
-            return
-        parent = self.state.spec.parent_workflow_id
-        info_parent = workflow.info().parent
-        if parent is None and info_parent is not None:
-            parent = info_parent.workflow_id
-        if parent is None:
-            self.last_report = fingerprint
-            return
-        if self.local_report:
-            summary = f"report {status.phase.value} to {parent}"
-            delivered = await deliver_local(parent, PARENT_SIGNAL_INSTANCE_CHANGED, status, summary)
-        else:
-            delivered = await deliver(parent, PARENT_SIGNAL_INSTANCE_CHANGED, status)
-        if delivered:
-            self.last_report = fingerprint
 
     # --- setup ----------------------------------------------------------------------
 

@@ -55,6 +55,13 @@ SERVING_AT_CREATE = "instance-serving-at-create"
 its pod with the `ome.io/serving` gate True (`planning.instance.serving`) and writes no gate
 once it sees it ready. Histories from before wrote the gate after seeing the pod ready."""
 
+REPORT_BESIDE_NEXT_STEP = "instance-report-beside-next-step"
+"""Decided once at the start of each run: the report the loop sends after a step goes out beside
+the next step instead of before it (`workflows.instance.reports`), so a pod failure's
+recreation does not wait on the report's delivery. On the bench, a parent InferenceReplica
+between two runs of a continue-as-new took such a signal 0.5-3 s late. Histories from before
+awaited each report."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -65,6 +72,7 @@ CHANGES: dict[int, frozenset[str]] = {
     2: frozenset({KEPT_TIMER}),
     3: frozenset({SERVING_AT_CREATE}),
     4: frozenset({PARK_SAFETY_TIMER, LEAVE_NEAR_TIMER}),
+    5: frozenset({REPORT_BESIDE_NEXT_STEP}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.instance.versions import (
         KEPT_TIMER,
         LOCAL_KUBE_CALLS,
+        REPORT_BESIDE_NEXT_STEP,
         REPORT_BY_LOCAL_ACTIVITY,
         SERVING_AT_CREATE,
     )
@@ -151,6 +152,7 @@ class InstanceWorkflow(InstanceLifecycle):
         # Decided once, before the run's first command: runs recorded before keep their activities.
         self.local_kube = self.takes(LOCAL_KUBE_CALLS)
         self.local_report = self.takes(REPORT_BY_LOCAL_ACTIVITY)
+        self.reports_beside = self.takes(REPORT_BESIDE_NEXT_STEP)
         self.waits.keep = self.takes(KEPT_TIMER)
         self.serving_at_create = self.local_kube and self.takes(SERVING_AT_CREATE)
         # Each operation (create, update, restart, delete) is its own trace; between them, the
@@ -173,10 +175,14 @@ class InstanceWorkflow(InstanceLifecycle):
         await asyncio.gather(*first)
         while True:
             finished = await self.step()
-            await self.report()
+            if finished or not self.reports_beside:
+                await self.report()
+            else:
+                self.report_beside()
             if finished:
                 return build_status(self.state, workflow.now())
             if self.resting() and workflow.info().is_continue_as_new_suggested():
+                await self.reports_sent()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 # The next run has no history to replay: it starts under the newest version.
                 self.state.workflow_version = INSTANCE_WORKFLOW_VERSION

@@ -1,0 +1,102 @@
+"""The Instance's reports to its parent InferenceReplica (`instance_changed`).
+
+A report is the whole status at the moment it is composed, sent when its fingerprint differs
+from the last one delivered. `report` sends and waits. The loop's report after each step goes
+out beside the next step (`report_beside`, `versions.REPORT_BESIDE_NEXT_STEP`): composed at
+once, delivered in order after any still on their way, while the next step's Kubernetes calls
+run. Every `report` and the run's end wait for those first, so the parent hears the same
+reports in the same order, only no longer ahead of the step that follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
+    from planning.instance.state import InstanceState, build_status, report_fingerprint
+    from workflows.parent import deliver, deliver_local
+
+
+@dataclass(frozen=True)
+class Report:
+    parent: str
+    status: InstanceStatus
+    fingerprint: tuple[object, ...]
+
+
+class InstanceReports:
+    state: InstanceState
+    last_report: tuple[object, ...] | None
+    """The fingerprint of the last report the parent took (or that needs no sending)."""
+    local_report: bool = False
+    """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
+    reports_beside: bool = False
+    """Whether the loop's reports go out beside the next step (`REPORT_BESIDE_NEXT_STEP`)."""
+    sending: asyncio.Task[None] | None = None
+    """The last report sent beside a step, until it has been delivered (or refused)."""
+
+    async def report(self, held_drain: bool = False) -> None:
+        """Tell the parent InferenceReplica when something it counts has changed, or (with
+        `held_drain`) that a rollout run now holds this Instance's drain: the run counts its
+        serving surge pod as the new revision's, which the counts alone would not show."""
+        await self.reports_sent()
+        composed = self.compose_report(held_drain)
+        if composed is not None:
+            await self.send_report(composed)
+
+    def report_beside(self) -> None:
+        """The loop's report: composed now, delivered while the next step runs."""
+        if not self.reports_beside:
+            raise RuntimeError("report_beside needs REPORT_BESIDE_NEXT_STEP; use report")
+        composed = self.compose_report(held_drain=False)
+        if composed is None:
+            return
+        before = self.sending
+
+        async def send() -> None:
+            if before is not None:
+                await before
+            await self.send_report(composed)
+
+        self.sending = asyncio.create_task(send())
+
+    async def reports_sent(self) -> None:
+        """Wait until every report sent beside a step has been delivered or refused."""
+        while self.sending is not None:
+            sending = self.sending
+            await sending
+            if self.sending is sending:
+                self.sending = None
+
+    def compose_report(self, held_drain: bool) -> Report | None:
+        """The report of the status now; None when it is the one last delivered, or when the
+        Instance has no parent (then it counts as delivered)."""
+        status = build_status(self.state, workflow.now())
+        fingerprint = report_fingerprint(status) + (("held_drain",) if held_drain else ())
+        if fingerprint == self.last_report:
+            return None
+        parent = self.state.spec.parent_workflow_id
+        info_parent = workflow.info().parent
+        if parent is None and info_parent is not None:
+            parent = info_parent.workflow_id
+        if parent is None:
+            self.last_report = fingerprint
+            return None
+        return Report(parent, status, fingerprint)
+
+    async def send_report(self, report: Report) -> None:
+        # Compared again: one composed beside a step that brought no change since the last
+        # delivered is not sent twice.
+        if report.fingerprint == self.last_report:
+            return
+        if self.local_report:
+            summary = f"report {report.status.phase.value} to {report.parent}"
+            delivered = await deliver_local(report.parent, PARENT_SIGNAL_INSTANCE_CHANGED, report.status, summary)
+        else:
+            delivered = await deliver(report.parent, PARENT_SIGNAL_INSTANCE_CHANGED, report.status)
+        if delivered:
+            self.last_report = report.fingerprint
