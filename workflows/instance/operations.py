@@ -170,16 +170,10 @@ class InstanceOperations(InstanceReports):
         the safety re-list. `since` is the mark taken before the caller looked, so news that
         came in while it was busy (during an activity, say) wakes it at once instead of being
         waited for a second time. The parent hears the latest first, unless the wait is a
-        moment's (`report=False`) and the caller reports right after it anyway. Beside the
-        next step (`reports_beside`), news that comes while the report is on its way ends the
-        wait at once; the report goes on."""
-        pods_seq, inbox_seq = since
-        if report and self.reports_beside:
-            self.report_beside()
-            if await self.news_before_reports_sent(lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq):
-                return
-        elif report:
+        moment's (`report=False`) and the caller reports right after it anyway."""
+        if report:
             await self.report()
+        pods_seq, inbox_seq = since
         safety = timedelta(seconds=self.spec.safety_recheck_seconds)
         if self.rests_on_parent_net():
             safety = PARENT_NET_BACKSTOP  # the parent's component re-list is the net (planning.instance.resting)

@@ -2,18 +2,16 @@
 
 A report is the whole status at the moment it is composed, sent when its fingerprint differs
 from the last one delivered. `report` sends and waits. Under `versions.REPORT_BESIDE_NEXT_STEP`
-the loop's report after each step, and the one before a wait, go out beside what follows
-(`report_beside`): composed at once, delivered in order after any still on their way, while
-the next step's Kubernetes calls run or the wait already listens for news. Every `report`, a
-wait's choice of its safety timer, a continue-as-new and the run's end wait for them first, so
-the parent hears the same reports in the same order, only no longer ahead of the step that
-follows.
+the loop's report after each step goes out beside the next step (`report_beside`): composed at
+once, delivered in order after any still on their way, while the next step's Kubernetes calls
+run. Every `report` (a wait's included, before it picks its safety timer), a continue-as-new
+and the run's end wait for those first, so the parent hears the same reports in the same
+order, only no longer ahead of the step that follows.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporalio import workflow
@@ -74,18 +72,6 @@ class InstanceReports:
             await sending
             if self.sending is sending:
                 self.sending = None
-
-    async def news_before_reports_sent(self, news: Callable[[], bool]) -> bool:
-        """Wait until the reports on their way are delivered or `news` holds; whether `news`
-        came first (the reports then go on beside what the news calls for)."""
-        sending = self.sending
-        if sending is None:
-            return news()
-        await workflow.wait_condition(lambda: news() or sending.done())
-        if news():
-            return True
-        await self.reports_sent()
-        return False
 
     def compose_report(self, held_drain: bool) -> Report | None:
         """The report of the status now; None when it is the one last delivered, or when the
