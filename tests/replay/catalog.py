@@ -170,6 +170,7 @@ SCENARIOS = [
         "service_report_beside",
         service_lifecycle_change,
         "service_lifecycle_change with Instances of version 5: the loop's report goes out beside the next step "
-        "(`instance-report-beside-next-step`), so the killed container's recreation does not wait on it",
+        "(`instance-report-beside-next-step`), so the killed container's recreation does not wait on it; the "
+        "InferenceReplica writes its status with a local activity (`replica-local-status-write`)",
     ),
 ]

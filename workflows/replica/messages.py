@@ -135,6 +135,9 @@ class ReplicaState(MessageModel):
     shows_launched: bool = False
     """Whether this run's status lists the `launched` Instances as `Creating` rows
     (`projection.launched_rows`). Asked at each run's start (`workflow.LAUNCHED_ROWS`)."""
+    writes_status_locally: bool = False
+    """Whether this run writes the object's status through a local activity
+    (`projection.write_status`). Asked at each run's start (`workflow.LOCAL_STATUS_WRITE`)."""
     requested_updates: dict[int, str] = Field(default_factory=dict)
     """Updates signalled whose report does not show the target yet: index -> revision hash.
     Written when the plan's updates are sent (`instances.requests`); cleared by the report

@@ -231,6 +231,7 @@ async def write_status(state: ReplicaState, status: InferenceReplicaStatus, body
         summary=f"status of {state.config.ir_name}: {status.ready_replicas}/{state.last_desired} Ready"
         + (f", {ready.reason}" if ready is not None else "")
         + (f", hold {hold.gate}: {hold.reason}" if hold is not None else ""),
+        local=state.writes_status_locally,
     )
 
 

@@ -76,6 +76,15 @@ KEPT_TIMER = "replica-kept-timer"
 wait that set it (`waiting.Waits`), so the re-list's deadline is one timer however many
 Instance reports come before it; histories from before cancelled and restarted it per wake."""
 
+LOCAL_STATUS_WRITE = "replica-local-status-write"
+"""`workflow.patched` id, asked once at the start of each run: the status write is a local
+activity, one marker with the write's small answer, where an activity recorded the whole
+status it wrote (about 60 KB at 200 Instances) and cost a workflow task. At 200 Instances,
+pod failures one after another brought the run to its 1 MB budget every few seconds; each
+continue-as-new task carrying the state was failed by the server for the reports that came
+meanwhile (`UnhandledCommand`) and replayed, and Instances' reports waited up to 3 s to be
+taken. Histories from before wrote it with an activity."""
+
 LAUNCHED_ROWS = "replica-launched-rows"
 """`workflow.patched` id, asked once at the start of each run: the status shows each Instance
 started and not heard from yet as a `Creating` row, as its first report would have; single-pod
@@ -174,6 +183,7 @@ class InferenceReplicaWorkflow:
         config = self.state.config
         self.waits.keep = workflow.patched(KEPT_TIMER)
         self.state.shows_launched = workflow.patched(LAUNCHED_ROWS)
+        self.state.writes_status_locally = workflow.patched(LOCAL_STATUS_WRITE)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(config.isvc),
