@@ -52,11 +52,11 @@ class SlowParentLine:
         return [signal_workflow]
 
 
-@pytest.mark.parametrize("acts_first", [True, False], ids=["report-beside", "report-first"])
+@pytest.mark.parametrize("beside", [True, False], ids=["report-beside", "report-first"])
 async def test_a_killed_pods_recreation_does_not_wait_on_a_slow_report(
-    workflow_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch, acts_first: bool
+    workflow_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch, beside: bool
 ) -> None:
-    if not acts_first:  # the path of runs recorded before the change
+    if not beside:  # the path of runs recorded before the change
         takes = versions.takes
         monkeypatch.setattr(
             versions, "takes", lambda version, change: change != versions.REPORT_BESIDE_NEXT_STEP and takes(version, change)
@@ -83,7 +83,7 @@ async def test_a_killed_pods_recreation_does_not_wait_on_a_slow_report(
         await handle.signal("delete", DeleteRequest())
         await parent.result()
     _phase, created_by_then = line.delivered[0]
-    if acts_first:
+    if beside:
         # The first report after the kill went out once the new pod was made.
         assert created_by_then == 2, line.delivered
     else:
