@@ -91,10 +91,11 @@ async def serve(address: str, task_queue: str) -> None:
     # Imported here so that the bench, which imports this module for the names and the
     # workflow input, does not need the product's worker wiring to be importable first.
     from temporalio.worker import UnsandboxedWorkflowRunner
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+    from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
     from workers.client import connect
     from workers.config import Settings, TemporalSettings
+    from workers.sandbox_runner import ContextCachingSandboxRunner
     from workers.worker import MAX_CONCURRENT_ACTIVITIES
 
     client = await connect(TemporalSettings(address=address, task_queue=task_queue))
@@ -110,7 +111,7 @@ async def serve(address: str, task_queue: str) -> None:
             activities=[noop],
             activity_executor=pool,
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
-            workflow_runner=SandboxedWorkflowRunner(
+            workflow_runner=ContextCachingSandboxRunner(
                 restrictions=SandboxRestrictions.default.with_passthrough_modules("bench", "pydantic")
             )
             if Settings().worker.sandbox

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from activities.registry import build_activities
 from models.canary_analysis import CanarySettingsResult
@@ -41,6 +41,7 @@ from workers.bytecode import uncompiled_workflow_modules
 from workers.client import connect, exit_process, metrics_runtime
 from workers.clusters import ClusterDirectory, PerCluster
 from workers.config import Settings, SettingsError, WorkerSettings, kube_api_client
+from workers.sandbox_runner import ContextCachingSandboxRunner
 from workflows.names import cluster_task_queue
 from workflows.registry import WORKFLOWS
 
@@ -110,7 +111,7 @@ def build_worker(
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
         max_concurrent_local_activities=MAX_CONCURRENT_LOCAL_ACTIVITIES,
         max_cached_workflows=max_cached_workflows,
-        workflow_runner=SandboxedWorkflowRunner(
+        workflow_runner=ContextCachingSandboxRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*_SANDBOX_PASSTHROUGH)
         )
         if sandbox

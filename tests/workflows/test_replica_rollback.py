@@ -128,7 +128,8 @@ async def test_a_canary_rollback_returns_every_instance_to_the_stable_image_serv
         surged = False
         shown_updates: set[str | None] = set()
 
-        async def sample() -> None:
+        async def sample_pods() -> None:
+            # Apart from the status queries, so that a slow query does not hide a short surge.
             nonlocal lowest, surged
             while True:
                 lowest = min(lowest, len(s.serving_pods()))
@@ -138,10 +139,14 @@ async def test_a_canary_rollback_returns_every_instance_to_the_stable_image_serv
                     for p in s.pods()
                     if p.metadata.labels[LABEL_INSTANCE_INDEX] == "1" and p.metadata.deletion_timestamp is None
                 }
+                await asyncio.sleep(0.01)
+
+        async def sample_status() -> None:
+            while True:
                 shown_updates.add((await status(handle)).update_revision)
                 await asyncio.sleep(0.05)
 
-        sampler = asyncio.create_task(sample())
+        sampler = asyncio.gather(sample_pods(), sample_status())
         back = Coordination(run=2, target=b, limit=0, stable=a, rollback_to=a)
         await handle.signal(SIGNAL_CONFIGURE, canary_config.model_copy(update={"coordination": back}))
 
