@@ -82,12 +82,15 @@ def _entries(obj: Object) -> list[Object]:
 
 
 def _set_entry(entries: list[Object], manager: str, operation: str, api_version: str,
-               subresource: str, paths: set[Path]) -> list[Object]:
+               subresource: str, paths: set[Path], fields: dict[str, Any] | None = None) -> list[Object]:
+    """`entries` with the manager's entry for (operation, subresource) set to `paths`, last;
+    `fields` is their FieldsV1 when the caller already has it (the entry's own, unchanged)."""
     kept = [e for e in entries if not (e.get("manager") == manager and e.get("operation") == operation
                                        and e.get("subresource", "") == subresource)]
     if paths:
         entry: Object = {"manager": manager, "operation": operation, "apiVersion": api_version,
-                         "time": timestamp(), "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(paths)}
+                         "time": timestamp(), "fieldsType": "FieldsV1",
+                         "fieldsV1": fields if fields is not None else to_fields_v1(paths)}
         if subresource:
             entry["subresource"] = subresource
         kept.append(entry)
@@ -100,8 +103,11 @@ def _strip(entries: list[Object], paths: set[Path], keep_manager: tuple[str, str
         if keep_manager and (e.get("manager"), e.get("operation")) == keep_manager:
             out.append(e)
             continue
-        owned = from_fields_v1(e.get("fieldsV1") or {}) - paths
-        if owned:
+        had = from_fields_v1(e.get("fieldsV1") or {})
+        owned = had - paths
+        if owned == had:
+            out.append(e)  # nothing taken from it: its fieldsV1 stands as it is
+        elif owned:
             out.append({**e, "fieldsV1": to_fields_v1(owned)})
     return out
 
@@ -116,8 +122,10 @@ def track_update(old: Object | None, new: Object, manager: str, subresource: str
     entries = _strip(entries, changed | removed)
     mine = next((e for e in entries if e.get("manager") == manager and e.get("operation") == "Update"
                  and e.get("subresource", "") == subresource), None)
-    owned = (from_fields_v1(mine.get("fieldsV1") or {}) if mine else set()) | changed
-    entries = _set_entry(entries, manager, "Update", new.get("apiVersion", ""), subresource, owned & set(new_values))
+    had = from_fields_v1(mine.get("fieldsV1") or {}) if mine else set()
+    owned = (had | changed) & set(new_values)
+    same = mine.get("fieldsV1") if mine is not None and owned == had else None
+    entries = _set_entry(entries, manager, "Update", new.get("apiVersion", ""), subresource, owned, same)
     new["metadata"]["managedFields"] = entries
 
 
