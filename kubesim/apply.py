@@ -105,10 +105,9 @@ def _strip(entries: list[Object], paths: set[Path], keep_manager: tuple[str, str
             continue
         had = from_fields_v1(e.get("fieldsV1") or {})
         owned = had - paths
-        if owned == had:
-            out.append(e)  # nothing taken from it: its fieldsV1 stands as it is
-        elif owned:
-            out.append({**e, "fieldsV1": to_fields_v1(owned)})
+        if not owned:
+            continue  # it owns nothing any more: the entry goes
+        out.append(e if owned == had else {**e, "fieldsV1": to_fields_v1(owned)})
     return out
 
 
