@@ -8,6 +8,8 @@ parent counts it from its launch record. The InferenceReplica's status (and with
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from temporalio.client import Client
 
@@ -18,6 +20,12 @@ pytestmark = pytest.mark.workflows
 
 PULL_SECONDS = 6.0
 """Long enough to read the status while both Instances pull their image."""
+
+
+async def counting_its_pod(s: Story, index: int) -> Any:
+    """The Instance's own status once it counts its one pod, else None."""
+    instance = await s.instance(index)
+    return instance if instance.total_pods == 1 else None
 
 
 async def rows(s: Story) -> list[tuple[int, str, int]]:
@@ -41,8 +49,12 @@ async def test_instances_not_heard_from_are_listed_creating_until_their_report(
         status = await s.replica_status()
         assert status.ready_replicas == 0
         for index in (0, 1):
-            instance = await s.instance(index)
-            assert instance.phase.value == "Creating" and instance.total_pods == 1
+            # The pod exists once the create's request returns; the Instance takes the answer
+            # at its next activation, and a query can come first.
+            instance = await eventually(
+                lambda index=index: counting_its_pod(s, index), f"Instance {index} to count its pod", PULL_SECONDS / 2
+            )
+            assert instance.phase.value == "Creating"
 
         await eventually(lambda: engine_ready(s), "two Ready engine Instances", within=PULL_SECONDS + 60)
         assert await rows(s) == [(0, "Ready", 1), (1, "Ready", 1)]
