@@ -13,18 +13,38 @@ The answer for a command does not change during a run: it names the command's ow
 activity, the child workflow, the signalled workflow), set when the workflow issued the
 command, and a command's sequence number is never reused within a run. The payloads of no
 command (`None`) always get the workflow's own context. So `ContextCachingSandboxRunner`
-keeps each instance's answers, per command, for the life of the instance (one per cached
-run; an evicted run gets a new instance and starts afresh). Everything else goes to the
-sandboxed instance unchanged: the workflow code still runs in the sandbox.
+keeps each instance's newest answers, per command (`KEPT_PER_RUN`; an evicted run gets a new
+instance and starts afresh). Everything else goes to the sandboxed instance unchanged: the
+workflow code still runs in the sandbox.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+KEPT_PER_RUN = 32
+"""Answers an instance keeps per kind, the most recently used: a command's payloads are visited when the
+workflow issues it and when its result comes back, mostly in the same or the next few workflow
+tasks. Older answers are asked again if ever needed (the same answer, one `exec` more), so a run
+that issues thousands of commands before it continues as new holds 32, not thousands, for each
+of the (by default 5,000) cached runs."""
+
+
+def _kept(answers: dict[Any, Any], command_info: Any, ask: Callable[[Any], Any]) -> Any:
+    """The answer for `command_info`, asked of `ask` unless kept; the least recently used goes."""
+    try:
+        answer = answers.pop(command_info)
+    except KeyError:
+        answer = ask(command_info)
+        if len(answers) >= KEPT_PER_RUN:
+            del answers[next(iter(answers))]
+    answers[command_info] = answer
+    return answer
 
 
 class _ContextCachingInstance(WorkflowInstance):
@@ -39,20 +59,10 @@ class _ContextCachingInstance(WorkflowInstance):
         return self.sandboxed.activate(act)
 
     def get_serialization_context(self, command_info: Any) -> Any:
-        try:
-            return self.contexts[command_info]
-        except KeyError:
-            context = self.contexts[command_info] = self.sandboxed.get_serialization_context(command_info)
-            return context
+        return _kept(self.contexts, command_info, self.sandboxed.get_serialization_context)
 
     def get_external_store_context(self, command_info: Any) -> Any:
-        try:
-            return self.store_contexts[command_info]
-        except KeyError:
-            context = self.store_contexts[command_info] = self.sandboxed.get_external_store_context(
-                command_info
-            )
-            return context
+        return _kept(self.store_contexts, command_info, self.sandboxed.get_external_store_context)
 
     def get_info(self) -> Any:
         return self.sandboxed.get_info()
