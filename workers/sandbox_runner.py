@@ -13,9 +13,9 @@ The answer for a command does not change during a run: it names the command's ow
 activity, the child workflow, the signalled workflow), set when the workflow issued the
 command, and a command's sequence number is never reused within a run. The payloads of no
 command (`None`) always get the workflow's own context. So `ContextCachingSandboxRunner`
-keeps each instance's newest answers, per command (`KEPT_PER_RUN`; an evicted run gets a new
-instance and starts afresh). Everything else goes to the sandboxed instance unchanged: the
-workflow code still runs in the sandbox.
+keeps each instance's most recently used answers, per command (`KEPT_PER_RUN`; an evicted run
+gets a new instance and starts afresh). Everything else goes to the sandboxed instance
+unchanged: the workflow code still runs in the sandbox.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 KEPT_PER_RUN = 32
-"""Answers an instance keeps per kind, the most recently used: a command's payloads are visited when the
-workflow issues it and when its result comes back, mostly in the same or the next few workflow
-tasks. Older answers are asked again if ever needed (the same answer, one `exec` more), so a run
-that issues thousands of commands before it continues as new holds 32, not thousands, for each
-of the (by default 5,000) cached runs."""
+"""Answers an instance keeps of each kind (serialization, external store), the most recently
+used: a command's payloads are visited when the workflow issues it and when its result comes
+back, mostly in the same or the next few workflow tasks. An answer let go is asked again if ever
+needed (the same answer, one `exec` more), so a run that issues thousands of commands before it
+continues as new holds 32, not thousands, in each of the (by default 5,000) cached runs."""
 
 
 def _kept(answers: dict[Any, Any], command_info: Any, ask: Callable[[Any], Any]) -> Any:
