@@ -174,7 +174,10 @@ class FakeCluster:
 
     # --- activities -------------------------------------------------------------------------
 
-    def activities(self) -> list[Callable[..., Any]]:
+    def activities(self, signals: list[Callable[..., Any]] | None = None) -> list[Callable[..., Any]]:
+        """The fake Kubernetes activities, and `signals` for the activity that signals other
+        workflows (default: the real one, which reports to a parent with the worker's client)."""
+
         @activity.defn(name=KUBE_CREATE_PODS)
         async def create_pods(arg: CreatePodsInput) -> CreatePodsResult:
             out = []
@@ -315,8 +318,7 @@ class FakeCluster:
             patch_object,
             record_event,
             crd_exists,
-            # The real one: it signals the parent with the worker's client (reports to a parent).
-            *SignalActivities().activities(),
+            *(SignalActivities().activities() if signals is None else signals),
         ]
 
     def reasons(self) -> list[str]:

@@ -64,9 +64,8 @@ async def test_a_killed_pods_recreation_does_not_wait_on_a_slow_report(
     await register_search_attributes(workflow_env)
     cluster = FakeCluster(client=workflow_env.client)
     line = SlowParentLine(cluster)
-    activities = [a for a in cluster.activities() if activity._Definition.must_from_callable(a).name != SIGNAL_WORKFLOW]
     async with build_worker(
-        workflow_env.client, task_queue, None, activities=[*activities, *line.activities()],
+        workflow_env.client, task_queue, None, activities=cluster.activities(signals=line.activities()),
         extra_workflows=[FakeParent],
     ):  # fmt: skip
         parent = await workflow_env.client.start_workflow(
