@@ -202,7 +202,25 @@ class PodSnapshot:
         )
 
 
+VIEWS_KEPT = 20_000
+"""Pod views `observe_pods` keeps by (uid, resourceVersion); past this many it starts again."""
+_views: dict[tuple[str, str], PodView] = {}
+
+
 def _view(pod: dict[str, Any]) -> PodView:
+    """The pod as the bench reads it; a pod unchanged since the last look is not read again
+    (the sampler looks every 100 ms, inside kubesim's loop, while the product runs beside it)."""
+    metadata = pod.get("metadata") or {}
+    key = (str(metadata.get("uid")), str(metadata.get("resourceVersion")))
+    view = _views.get(key)
+    if view is None:
+        if len(_views) >= VIEWS_KEPT:
+            _views.clear()
+        view = _views[key] = _read_view(pod)
+    return view
+
+
+def _read_view(pod: dict[str, Any]) -> PodView:
     metadata = pod.get("metadata") or {}
     labels = metadata.get("labels") or {}
     conditions = {c.get("type"): c.get("status") for c in (pod.get("status") or {}).get("conditions") or []}

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from kubesim import defaults, errors
+from kubesim import defaults, errors, fastjson
 from kubesim.allocation import ServiceAddresses
 from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
@@ -219,7 +219,7 @@ class Api:
         if media == "application/apply-patch+yaml":
             return self._apply(rt, namespace, name, raw, manager, force, subresource, dry_run)
         try:
-            body = json.loads(raw or b"null")
+            body = fastjson.loads(raw or b"null")
         except ValueError as exc:
             raise ApiError(400, f"the patch body is not valid JSON: {exc}") from exc
         old = self.get(rt, namespace, name)

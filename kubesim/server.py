@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
-import json
 import logging
 import time
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from kubesim import protobuf, subresources
+from kubesim import fastjson, protobuf, subresources
 from kubesim.admitted_writes import WARNINGS, AdmittedWrites, add_warnings, warning_header
 from kubesim.api import Api
 from kubesim.control import Control
@@ -77,13 +76,13 @@ def _patch_body(raw: bytes, content_type: str) -> Any:
     try:
         if "apply-patch" in content_type:
             return yaml.safe_load(raw.decode()) if raw else None
-        return json.loads(raw) if raw else None
+        return fastjson.loads(raw) if raw else None
     except (ValueError, yaml.YAMLError, UnicodeDecodeError):
         return None  # the patch itself reports the malformed body
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return fastjson.dumps(obj)
 
 
 def respond(obj: Any, status: int = 200) -> web.Response:
@@ -279,7 +278,7 @@ class Server:
             except (yaml.YAMLError, UnicodeDecodeError) as exc:
                 raise ApiError(400, f"the request body is not valid YAML: {exc}") from exc
         try:
-            return json.loads(raw)
+            return fastjson.loads(raw)
         except ValueError as exc:
             if media not in ("", "application/json", "*/*"):
                 raise ApiError(415, f"the body of the request was in an unknown format ({media}) - accepted media "
