@@ -25,6 +25,7 @@ from temporalio import activity
 from activities.kube_errors import api_errors, cap, is_already_exists, is_conflict, translate
 from activities.kube_rest import CONTENT_TYPES, KubeRest, collection_path, object_path, plural_for, ref_of
 from models.kube_ops import (
+    EVENT_OCCURRENCE_ANNOTATION,
     FIELD_MANAGER,
     KUBE_APPLY_OBJECT,
     KUBE_CRD_EXISTS,
@@ -470,17 +471,20 @@ class ObjectActivities:
                             body=self._event(request, involved, name, namespace, message, stamp),
                         )
                         return RecordEventResult(name=name, count=1)
+                    metadata = existing.get("metadata") or {}
+                    if request.occurrence and (metadata.get("annotations") or {}).get(
+                        EVENT_OCCURRENCE_ANNOTATION
+                    ) == request.occurrence:
+                        # This recording wrote it already (an attempt repeated): counted once.
+                        return RecordEventResult(name=name, count=int(existing.get("count") or 1))
                     count = int(existing.get("count") or 1) + 1
+                    patched: dict[str, Any] = {"resourceVersion": metadata.get("resourceVersion")}
+                    if request.occurrence:
+                        patched["annotations"] = {EVENT_OCCURRENCE_ANNOTATION: request.occurrence}
                     self.rest.request(
                         "PATCH",
                         object_path(ref),
-                        body={
-                            "metadata": {
-                                "resourceVersion": (existing.get("metadata") or {}).get("resourceVersion")
-                            },
-                            "count": count,
-                            "lastTimestamp": stamp,
-                        },
+                        body={"metadata": patched, "count": count, "lastTimestamp": stamp},
                         content_type=CONTENT_TYPES["merge"],
                     )
                     return RecordEventResult(name=name, count=count)
@@ -507,10 +511,13 @@ class ObjectActivities:
         }
         if involved.uid:
             involved_object["uid"] = involved.uid
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if request.occurrence:
+            metadata["annotations"] = {EVENT_OCCURRENCE_ANNOTATION: request.occurrence}
         return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": metadata,
             "involvedObject": involved_object,
             "reason": request.reason,
             "message": message,

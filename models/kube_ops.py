@@ -336,6 +336,13 @@ class RecordEventInput(_Op):
     message: str
     type: Literal["Normal", "Warning"] = "Normal"
     action: str = ""
+    occurrence: str | None = None
+    """Which recording this is (`workflows.events.occurrence`): the same again (an attempt
+    repeated after a worker died, or a retried activity) finds it on the Event and counts once."""
+
+
+EVENT_OCCURRENCE_ANNOTATION = "ome.io/event-occurrence"
+"""On an Event: the `occurrence` of the recording that last wrote it."""
 
 
 class RecordEventResult(_Op):

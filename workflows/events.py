@@ -2,7 +2,9 @@
 
 An Event is a projection: losing one (the API down, RBAC missing) must not stop the
 workflow that records it, so a failed write is logged and the workflow goes on. Every
-workflow records its Events through `record_event`.
+workflow records its Events through `record_event`. A repeat (same object, reason and
+message) bumps the Event's count; an attempt repeated (a retried activity, a workflow task run
+again after its worker died) carries the same `occurrence` and is counted once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import kube_calls
 
 EventType = Literal["Normal", "Warning"]
+RECORDED = "_events_recorded"
+"""The attribute on the workflow object that counts its run's recordings (`occurrence`)."""
 MESSAGE_LIMIT = 1000
 """Longer messages are cut here; the activity caps them again at the API's own limit."""
 
@@ -32,6 +36,17 @@ def isvc_ref(name: str, namespace: str, uid: str | None) -> ObjectRef:
         plural="inferenceservices",
         uid=uid,
     )
+
+
+def occurrence() -> str:
+    """This recording's id: the run, and how many recordings came before it in the run. The
+    same when the workflow task that records it is attempted again (after a worker died, the
+    new attempt replays the run to this point with a new workflow object), so the activity can
+    tell a repeated attempt from a repeated Event."""
+    instance = workflow.instance()
+    recorded = getattr(instance, RECORDED, 0)
+    setattr(instance, RECORDED, recorded + 1)
+    return f"{workflow.info().run_id}/{recorded}"
 
 
 async def record_event(
@@ -52,7 +67,12 @@ async def record_event(
     try:
         await kube_calls.record_event(
             RecordEventInput(
-                involved=involved, reason=reason, message=message[:MESSAGE_LIMIT], type=kind, action=action
+                involved=involved,
+                reason=reason,
+                message=message[:MESSAGE_LIMIT],
+                type=kind,
+                action=action,
+                occurrence=occurrence(),
             ),
             summary=summary or f"event {reason}: {message[:160]}",
             local=local,

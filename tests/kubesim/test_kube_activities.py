@@ -467,6 +467,23 @@ def test_events_aggregate_repeats(kube: KubeActivities, namespace: str) -> None:
     assert event["involvedObject"]["uid"] == "u-1" and event["source"]["component"] == "ome-lifecycle"
 
 
+def test_a_repeated_attempt_of_one_recording_counts_once(kube: KubeActivities, namespace: str) -> None:
+    """The same `occurrence` again (a retried activity, a workflow task attempted again after
+    its worker died) finds itself on the Event; another recording of the same Event counts."""
+    target = ObjectRef(api_version="v1", kind="Pod", name="p", namespace=namespace, uid="u-2")
+
+    def record(occurrence: str | None) -> int:
+        request = RecordEventInput(
+            involved=target, reason="GangSurgeAbandoned", message="gave up", type="Warning", occurrence=occurrence
+        )
+        return int(run(kube.record_event, request).count)
+
+    counts = [record("run-1/0"), record("run-1/0"), record("run-1/1"), record("run-1/1"), record("run-2/0")]
+    assert counts == [1, 1, 2, 2, 3]
+    # Recordings without an occurrence (callers from before it) count every time.
+    assert [record(None), record(None)] == [4, 5]
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 
