@@ -19,11 +19,12 @@ from kubesim import defaults, errors, fastjson
 from kubesim.allocation import ServiceAddresses
 from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
+from kubesim.fastjson import clone
 from kubesim.patch import apply_patch
 from kubesim.resources import Registry, ResourceType, resource_type_from_crd
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.store import Object, Store
-from kubesim.timing import Timing, clone, now, random_suffix, timestamp
+from kubesim.timing import Timing, now, random_suffix, timestamp
 from kubesim.validation import validate, validate_update
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")

@@ -33,12 +33,13 @@ from kubesim.controllers.scheduling import Scheduling
 from kubesim.controllers.workloads import Deployments, ReplicaSets
 from kubesim.engines.traffic import PODS, Traffic
 from kubesim.errors import ApiError
+from kubesim.fastjson import clone
 from kubesim.faults import Faults
 from kubesim.gateway import GATEWAY_NAMESPACE, GatewayEndpoint, GatewayFault, gateway_objects
 from kubesim.resources import Registry
 from kubesim.server import Server
 from kubesim.store import Object, Store
-from kubesim.timing import ImageBehavior, Timing, clone, timestamp
+from kubesim.timing import ImageBehavior, Timing, timestamp
 from kubesim.tls import Credentials, make_credentials
 from kubesim.topology import Topology, build_nodes
 

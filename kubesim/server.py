@@ -30,6 +30,7 @@ from kubesim.control import Control
 from kubesim.engines import exposition
 from kubesim.engines.traffic import Traffic
 from kubesim.errors import ApiError, status_object
+from kubesim.fastjson import dumps
 from kubesim.faults import Faults
 from kubesim.openapi import OpenApi, schema_version
 from kubesim.resources import ResourceType
@@ -79,10 +80,6 @@ def _patch_body(raw: bytes, content_type: str) -> Any:
         return fastjson.loads(raw) if raw else None
     except (ValueError, yaml.YAMLError, UnicodeDecodeError):
         return None  # the patch itself reports the malformed body
-
-
-def dumps(obj: Any) -> bytes:
-    return fastjson.dumps(obj)
 
 
 def respond(obj: Any, status: int = 200) -> web.Response:

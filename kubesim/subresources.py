@@ -11,11 +11,12 @@ from typing import Any
 from kubesim import errors
 from kubesim.api import Api, dig
 from kubesim.errors import ApiError
+from kubesim.fastjson import clone
 from kubesim.patch import apply_patch
 from kubesim.resources import ResourceType
 from kubesim.selectors import selector_matches, selector_to_string
 from kubesim.store import Object
-from kubesim.timing import clone, timestamp
+from kubesim.timing import timestamp
 
 PODS = ("", "pods")
 

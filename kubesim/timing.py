@@ -8,9 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import random
 from dataclasses import dataclass, field
-from typing import Any
-
-from kubesim import fastjson
 
 
 @dataclass(frozen=True)
@@ -90,8 +87,3 @@ _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName
 
 def random_suffix(length: int = 5) -> str:
     return "".join(random.choices(_SUFFIX_ALPHABET, k=length))
-
-
-def clone(obj: Any) -> Any:
-    """A deep copy of JSON data (`kubesim.fastjson.clone`)."""
-    return fastjson.clone(obj)

@@ -36,8 +36,8 @@ from typing import Any
 from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
+from kubesim.fastjson import clone
 from kubesim.store import Change, Object, TypeKey, object_key
-from kubesim.timing import clone
 
 log = logging.getLogger("kubesim.controllers")
 NAMESPACES = ("", "namespaces")

@@ -12,9 +12,10 @@ from kubesim.api import Api
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
 from kubesim.events import record_event
+from kubesim.fastjson import clone
 from kubesim.store import Change, Object
 from kubesim.subresources import evict
-from kubesim.timing import Timing, clone, parse_timestamp, timestamp
+from kubesim.timing import Timing, parse_timestamp, timestamp
 
 PODS = ("", "pods")
 NODES = ("", "nodes")

@@ -15,9 +15,10 @@ from typing import Any
 from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
 from kubesim.events import record_event
+from kubesim.fastjson import clone
 from kubesim.store import Object
 from kubesim.subresources import pod_is_ready
-from kubesim.timing import clone, random_suffix, timestamp
+from kubesim.timing import random_suffix, timestamp
 
 PODS = ("", "pods")
 DEPLOYMENTS = ("apps", "deployments")

@@ -16,8 +16,9 @@ import pytest
 from kubesim.cluster import Cluster
 from kubesim.controllers.gc import GarbageCollector
 from kubesim.errors import ApiError
+from kubesim.fastjson import clone
 from kubesim.store import Object
-from kubesim.timing import Timing, clone
+from kubesim.timing import Timing
 
 pytestmark = pytest.mark.kubesim
 
