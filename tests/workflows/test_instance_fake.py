@@ -154,7 +154,9 @@ async def test_readiness_deadline_fails_after_thirty_minutes(harness: Harness) -
 
     harness.cluster.on_change = never_ready
     handle = await harness.start(harness.spec(workers=1))
-    first = await handle.query("status", result_type=InstanceStatus)
+    # The Create begins after the first task's local activities (the Service); a query answered
+    # while they run (a loaded machine) sees no operation yet, so wait for it to begin.
+    first = await harness.until(handle, lambda s: s.operation is not None, step=1)
     assert first.operation is not None
     started = first.operation.started_at
     status = await harness.until(handle, lambda s: s.phase == P.FAILED, step=60)
