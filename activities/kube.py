@@ -232,6 +232,8 @@ class KubeActivities(ObjectActivities):
 
     @activity.defn(name=KUBE_DELETE_PODS)
     def delete_pods(self, request: DeletePodsInput) -> DeletePodsResult:
+        if request.out_of_rotation is not None:
+            self.set_serving_condition(request.out_of_rotation)
         return self._delete_pods(request.namespace, request.names, request.uids, request.grace_period_seconds)
 
     @activity.defn(name=KUBE_FORCE_DELETE_POD)

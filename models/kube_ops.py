@@ -170,6 +170,10 @@ class DeletePodsInput(_Op):
     names: list[str]
     uids: dict[str, str] = Field(default_factory=dict)
     grace_period_seconds: int | None = Field(default=None, ge=0)
+    out_of_rotation: SetServingInput | None = None
+    """When given (its `serving` False): its pods are taken out of rotation first, in the same
+    call, then `names` are deleted. A teardown with no drain pause between the two makes one
+    call of them instead of two."""
 
 
 class DeletePodsResult(_Op):

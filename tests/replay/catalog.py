@@ -13,6 +13,7 @@ from tests.replay.scenarios import (
     service_apply_update_delete,
     service_clean_starts,
     service_held_release,
+    service_retire_in_one_call,
     service_scale_pause_resume,
     service_versioned_instances,
 )
@@ -172,5 +173,11 @@ SCENARIOS = [
         "service_lifecycle_change with Instances of version 5: the loop's report goes out beside the next step "
         "(`instance-report-beside-next-step`), so the killed container's recreation does not wait on it; the "
         "InferenceReplica writes its status with a local activity (`replica-local-status-write`)",
+    ),
+    Scenario(
+        "service_retire_in_one_call",
+        service_retire_in_one_call,
+        "service_versioned_instances with no drain pause and Instances of version 6: each old pod out of rotation "
+        "and deleted in one local activity (`instance-retire-in-one-call`): apply, image change, delete",
     ),
 ]

@@ -239,6 +239,13 @@ async def service_versioned_instances(env: WorkflowEnvironment, sim: KubeSim, ta
         await up_new_image_delete(s)
 
 
+async def service_retire_in_one_call(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """The `service_versioned_instances` story with no drain pause (`drain_seconds` 0): each old
+    pod is taken out of rotation and deleted by one `kube.delete_pods` local activity."""
+    async with service_story(env, sim, task_queue, {**FAST_CLUSTER, "drain_seconds": 0.0}) as s:
+        await up_new_image_delete(s)
+
+
 async def service_clean_starts(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     """A stray pod of Instance 1 from an earlier life before the apply: the InferenceReplica's
     list before its starts finds it, so Instance 1 lists and clears it while Instance 0, clean,

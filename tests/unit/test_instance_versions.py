@@ -24,6 +24,9 @@ INSTANCE_PACKAGE = Path(versions.__file__).parent
         (1, versions.REPORT_BY_LOCAL_ACTIVITY, True),
         (1, "a-change-made-after-version-1", False),
         (2, versions.LOCAL_KUBE_CALLS, True),
+        (5, versions.RETIRE_IN_ONE_CALL, False),
+        (6, versions.RETIRE_IN_ONE_CALL, True),
+        (6, versions.REPORT_BACK_TO_DELIVERED, True),
     ],
 )
 def test_a_version_takes_its_changes_and_those_of_the_versions_before(version: int, change: str, included: bool) -> None:

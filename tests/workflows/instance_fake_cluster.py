@@ -93,6 +93,8 @@ class FakeCluster:
     created: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     serving_log: list[tuple[str, bool]] = field(default_factory=list)
+    delete_calls: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)
+    """Each `kube.delete_pods` call: its pod names, and whether it took them out of rotation first."""
     on_change: Callable[[FakeCluster], None] | None = None
     lose_gone_signals: bool = False
     """Deleted pods vanish without the watcher's signal (a lost 'gone'): only a list sees it."""
@@ -208,6 +210,9 @@ class FakeCluster:
 
         @activity.defn(name=KUBE_DELETE_PODS)
         async def delete_pods(arg: DeletePodsInput) -> DeletePodsResult:
+            self.delete_calls.append((tuple(arg.names), arg.out_of_rotation is not None))
+            if arg.out_of_rotation is not None:
+                await set_serving(arg.out_of_rotation)
             result = DeletePodsResult()
             manifest = None
             for name in arg.names:

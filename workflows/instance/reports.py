@@ -19,6 +19,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
     from planning.instance.state import InstanceState, build_status, report_fingerprint
+    from workflows.instance.versions import REPORT_BACK_TO_DELIVERED
     from workflows.parent import deliver, deliver_local
 
 
@@ -39,6 +40,9 @@ class InstanceReports:
     """Whether the loop's reports go out beside the next step (`REPORT_BESIDE_NEXT_STEP`)."""
     sending: asyncio.Task[None] | None = None
     """The last report sent beside a step, until it has been delivered (or refused)."""
+
+    def takes(self, change: str) -> bool:
+        raise NotImplementedError  # `InstanceOperations.takes`
 
     async def report(self, held_drain: bool = False) -> None:
         """Tell the parent InferenceReplica when something it counts has changed, or (with
@@ -74,11 +78,14 @@ class InstanceReports:
                 self.sending = None
 
     def compose_report(self, held_drain: bool) -> Report | None:
-        """The report of the status now; None when it is the one last delivered, or when the
-        Instance has no parent (then it counts as delivered)."""
+        """The report of the status now; None when it is the one last delivered and none is on
+        its way, or when the Instance has no parent (then it counts as delivered). A status back
+        to the one last delivered while another is on its way is composed all the same: that
+        other one would otherwise leave the parent holding a status already gone (`send_report`
+        compares again once it is the report's turn)."""
         status = build_status(self.state, workflow.now())
         fingerprint = report_fingerprint(status) + (("held_drain",) if held_drain else ())
-        if fingerprint == self.last_report:
+        if fingerprint == self.last_report and (self.sending is None or not self.takes(REPORT_BACK_TO_DELIVERED)):
             return None
         parent = self.state.spec.parent_workflow_id
         info_parent = workflow.info().parent

@@ -27,16 +27,23 @@ class InstanceTeardown(InstanceOperations):
     blocked_by_finalizer: set[str]
     """Uids of pods reported `PodDeleteBlockedByFinalizer` in this run (the workflow's __init__)."""
 
-    async def delete_pods(self, targets: dict[str, str], why: str) -> list[str]:
-        """Delete `targets` (name -> uid); the ones deleted now (the rest were gone already)."""
+    async def delete_pods(
+        self, targets: dict[str, str], why: str, out_of_rotation: SetServingInput | None = None
+    ) -> list[str]:
+        """Delete `targets` (name -> uid), after taking `out_of_rotation`'s pods out of rotation
+        in the same call when given; the ones deleted now (the rest were gone already)."""
         if not targets:
             return []
         spec = self.spec
+        first = "take out of rotation and " if out_of_rotation is not None else ""
         result = await kube_calls.delete_pods(
             DeletePodsInput(
-                namespace=spec.namespace, names=sorted(targets), uids={n: u for n, u in targets.items() if u}
+                namespace=spec.namespace,
+                names=sorted(targets),
+                uids={n: u for n, u in targets.items() if u},
+                out_of_rotation=out_of_rotation,
             ),
-            summary=f"delete {len(targets)} pods of {spec.instance_name} ({why})",
+            summary=f"{first}delete {len(targets)} pods of {spec.instance_name} ({why})",
             local=self.local_kube,
         )
         return result.deleted
@@ -48,19 +55,23 @@ class InstanceTeardown(InstanceOperations):
             self.state.draining = True
         if not pods:
             return
-        self.gated_at_create -= set(pods.values())  # back into rotation means a write again
         await kube_calls.set_serving(
-            SetServingInput(
-                namespace=spec.namespace,
-                pods=sorted(pods),
-                serving=False,
-                reason=reason,
-                uids=pods,
-                write_only=self.local_kube,
-                current=self.serving_now(pods) if self.local_kube else {},
-            ),
+            self.out_of_rotation(reason, pods),
             summary=f"take {spec.instance_name} out of rotation ({len(pods)} pods, {reason})",
             local=self.local_kube,
+        )
+
+    def out_of_rotation(self, reason: str, pods: dict[str, str]) -> SetServingInput:
+        """The write that takes `pods` (name -> uid) out of rotation."""
+        self.gated_at_create -= set(pods.values())  # back into rotation means a write again
+        return SetServingInput(
+            namespace=self.spec.namespace,
+            pods=sorted(pods),
+            serving=False,
+            reason=reason,
+            uids=pods,
+            write_only=self.local_kube,
+            current=self.serving_now(pods) if self.local_kube else {},
         )
 
     async def teardown(
@@ -76,14 +87,18 @@ class InstanceTeardown(InstanceOperations):
         spec = self.spec
         if not targets:
             return []
-        await self.take_out_of_rotation(reason, targets)
+        # With no drain pause, out of rotation and delete are one call (RETIRE_IN_ONE_CALL).
+        at_once = drain_seconds <= 0 and self.local_kube and self.takes(versions.RETIRE_IN_ONE_CALL)
+        if not at_once:
+            await self.take_out_of_rotation(reason, targets)
         if drain_seconds > 0:
             self.progress("Drain")
             await workflow.sleep(timedelta(seconds=drain_seconds))
         # Marked before the delete: an observation that arrives while it runs (a watcher signal
         # already reporting pods removed) is newer than the delete's start, so it counts.
         deleted_at = self.pods_seq
-        deleted = await self.delete_pods(targets, reason)
+        gate = self.out_of_rotation(reason, targets) if at_once else None
+        deleted = await self.delete_pods(targets, reason, gate)
         deadline: datetime | None = None
         overdue_at: datetime | None = None
         operation = self.state.operation

@@ -62,6 +62,18 @@ recreation does not wait on the report's delivery. On the bench, a parent Infere
 between two runs of a continue-as-new took such a signal 0.5-3 s late. Histories from before
 awaited each report."""
 
+RETIRE_IN_ONE_CALL = "instance-retire-in-one-call"
+"""A teardown with no drain pause takes its pods out of rotation and deletes them in one local
+activity (`DeletePodsInput.out_of_rotation`) instead of two one after the other: the same two
+writes, in the same order, one marker and one activity round trip fewer. Histories from before
+made two calls. Asked only where a teardown meets it."""
+
+REPORT_BACK_TO_DELIVERED = "instance-report-back-to-delivered"
+"""A status back to the one the parent last took, while a report of another is still on its way
+beside a step, is reported again after that one (`InstanceReports.compose_report`), so the parent
+is not left holding the status in between. Asked only when that happens. Histories from before
+skipped it, and the parent held the one in between until the Instance's next wait reported."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -73,6 +85,7 @@ CHANGES: dict[int, frozenset[str]] = {
     3: frozenset({SERVING_AT_CREATE}),
     4: frozenset({PARK_SAFETY_TIMER, LEAVE_NEAR_TIMER}),
     5: frozenset({REPORT_BESIDE_NEXT_STEP}),
+    6: frozenset({RETIRE_IN_ONE_CALL, REPORT_BACK_TO_DELIVERED}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 
