@@ -1,5 +1,6 @@
 """When a long-lived workflow continues as new: at the server's suggestion, or earlier, once
-its history reaches `EVENTS` events or `BYTES` bytes.
+its history reaches `EVENTS` events or `BYTES` bytes; and, a workflow that knows it is at rest
+(the InferenceReplica: `workflows.replica.rest`), from `AT_REST_EVENTS` events on.
 
 The server suggests continue-as-new at about 4,000 events; an InferenceReplica of 20 Instances
 is then at 2.3 MB, and replaying that after an evicted task (a worker restart, a task that
@@ -20,6 +21,14 @@ from temporalio import workflow
 
 EVENTS = 2_000
 BYTES = 1_000_000
+AT_REST_EVENTS = 500
+"""A run at rest continues as new once its history has this many events (`hands_over_at_rest`).
+Midway through a rollout, a continue-as-new competes with the reports still arriving: each one
+that lands while its task runs fails that task (`UnhandledCommand`), and the retry replays the
+whole history. On the bench (200 Instances, an image change) one such hand-over held the
+InferenceReplica still for 1.2 s of a 6 s update, its task failing twice. At rest no such
+stream arrives, and the next rollout (one of 200 Instances writes some 1,300 events) starts
+with most of the budget."""
 GROWTH = "history-budget-counts-growth"
 """`workflow.patched` id: runs from it on count `BYTES` from the run's start."""
 
@@ -41,3 +50,9 @@ def hands_over(patch: str, started_at_size: int) -> bool:
     if length >= EVENTS:
         return True
     return size - started_at_size >= BYTES or not workflow.patched(GROWTH)
+
+
+def hands_over_at_rest(patch: str) -> bool:
+    """Whether a run at rest (the caller knows) continues as new now: from `patch` on, once its
+    history has `AT_REST_EVENTS` events."""
+    return workflow.info().get_current_history_length() >= AT_REST_EVENTS and workflow.patched(patch)

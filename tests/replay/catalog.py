@@ -12,6 +12,7 @@ from tests.replay.scenarios import (
     instance_surge_update,
     service_apply_update_delete,
     service_clean_starts,
+    service_handover_at_rest,
     service_held_release,
     service_retire_in_one_call,
     service_scale_pause_resume,
@@ -179,5 +180,12 @@ SCENARIOS = [
         service_retire_in_one_call,
         "service_versioned_instances with no drain pause and Instances of version 6: each old pod out of rotation "
         "and deleted in one local activity (`instance-retire-in-one-call`): apply, image change, delete",
+    ),
+    Scenario(
+        "service_handover_at_rest",
+        service_handover_at_rest,
+        "image changes until the InferenceReplica, at rest past 500 events, continues as new "
+        "(`replica-hands-over-at-rest`); one more image change on the new run; delete",
+        suggest_continue_as_new_after=4096,
     ),
 ]

@@ -47,11 +47,16 @@ REGENERATE = ".venv/bin/python -m tests.replay.record_histories"
 
 
 @asynccontextmanager
-async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
+async def dev_server(suggest_continue_as_new_after: int | None = None) -> AsyncIterator[WorkflowEnvironment]:
     """The same dev server the tests' `dev_server` fixture starts (search attributes, early
-    continue-as-new suggestion, so long-lived workflows leave continued runs to replay too)."""
+    continue-as-new suggestion, so long-lived workflows leave continued runs to replay too), or
+    one suggesting continue-as-new at `suggest_continue_as_new_after` events."""
     with tempfile.TemporaryDirectory(prefix="replay-record-") as tmp:
-        env = await start_dev_server(Path(tmp) / "temporal.db")
+        db = Path(tmp) / "temporal.db"
+        if suggest_continue_as_new_after is None:
+            env = await start_dev_server(db)
+        else:
+            env = await start_dev_server(db, suggest_continue_as_new_after)
         try:
             yield env
         finally:
@@ -126,7 +131,11 @@ async def main(selected: list[Scenario]) -> None:
     async with dev_server() as env:
         for scenario in selected:
             started = time.monotonic()
-            written = await record(env, scenario)
+            if scenario.suggest_continue_as_new_after is None:
+                written = await record(env, scenario)
+            else:
+                async with dev_server(scenario.suggest_continue_as_new_after) as own:
+                    written = await record(own, scenario)
             names = ", ".join(p.name.split("__", 1)[1] for p in written)
             print(f"{scenario.name}: {len(written)} histories in {time.monotonic() - started:.1f}s ({names})")
     print(f"recorded {len(selected)} scenarios in {time.monotonic() - began:.1f}s into {HISTORIES}")

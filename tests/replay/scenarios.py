@@ -75,6 +75,9 @@ class Scenario:
     name: str
     run: Callable[[WorkflowEnvironment, KubeSim, str], Awaitable[None]]
     description: str
+    suggest_continue_as_new_after: int | None = None
+    """Recorded on a dev server of its own that suggests continue-as-new at this many events
+    (a story about a workflow's own hand-over); None: the shared one, which suggests it early."""
 
 
 # --- Instance scenarios: one Instance workflow, the watcher signalling its pods -------------
@@ -244,6 +247,32 @@ async def service_retire_in_one_call(env: WorkflowEnvironment, sim: KubeSim, tas
     pod is taken out of rotation and deleted by one `kube.delete_pods` local activity."""
     async with service_story(env, sim, task_queue, {**FAST_CLUSTER, "drain_seconds": 0.0}) as s:
         await up_new_image_delete(s)
+
+
+async def replica_runs(s: Story) -> int:
+    """How many runs of the engine InferenceReplica have started (each continue-as-new is one more)."""
+    return len([e async for e in s.client.list_workflows(f"WorkflowId = '{s.irep().id}'")])
+
+
+async def service_handover_at_rest(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    """Image changes one after another until the InferenceReplica, at rest after one of them,
+    finds its history past `history_budget.AT_REST_EVENTS` and continues as new
+    (`replica-hands-over-at-rest`); one more image change on the new run; delete."""
+    async with service_story(env, sim, task_queue, {**FAST_CLUSTER, "drain_seconds": 0.0}) as s:
+        manifest = isvc_manifest()
+        await apply_accepted(s, manifest)
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "two Ready engine Instances", within=WAIT)
+        for change in range(1, 41):
+            image = f"{IMAGE_1}-{change}"
+            await apply_accepted(s, with_image(manifest, image))
+            await until(lambda image=image: ready_on(s, image, [0, 1]), f"image change {change} done", within=WAIT)
+            if await replica_runs(s) > 1:
+                break
+        else:
+            raise RuntimeError("40 image changes and the InferenceReplica never continued as new at rest")
+        await apply_accepted(s, with_image(manifest, IMAGE_2))
+        await until(lambda: ready_on(s, IMAGE_2, [0, 1]), "both Instances on the new image, on the new run", within=WAIT)
+        await delete_service(s)
 
 
 async def service_clean_starts(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:

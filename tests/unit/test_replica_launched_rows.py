@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from models.inferencereplica import InferenceReplicaSpec
-from models.instance import InstancePhase, InstanceStatus
-from workflows.replica.messages import ReplicaConfig, ReplicaState
+from tests.unit.replica_rows import ready_report, replica_config
+from workflows.replica.messages import ReplicaState
 from workflows.replica.projection import build_status
 
 pytestmark = pytest.mark.unit
@@ -20,21 +19,8 @@ REVISION = "bbbbbbbb"
 
 
 def state(shows_launched: bool) -> ReplicaState:
-    config = ReplicaConfig(
-        namespace="ns",
-        isvc="chat",
-        component="engine",
-        generation=1,
-        component_spec={},
-        ir_spec=InferenceReplicaSpec(inference_service="chat", component="engine", revision=f"chat-engine-rev-{REVISION}"),
-        revision_hash=REVISION,
-        revision_name=f"chat-engine-rev-{REVISION}",
-    )
-    ready = InstanceStatus(
-        namespace="ns", isvc="chat", component="engine", index=0, phase=InstancePhase.READY, incarnation=1,
-        running_revision=REVISION, target_revision=REVISION, desired_pods=1, total_pods=1, ready_pods=1,
-        serving_pods=1, available_pods=1, ready=True, serving=True, available=True, ready_since=NOW,
-    )  # fmt: skip
+    config = replica_config(REVISION)
+    ready = ready_report(0, REVISION, NOW)
     # Instance 0 reported Ready; 1 and 2 were started and have not reported; 0 also has an
     # older launch record left (a report always wins over it).
     return ReplicaState(

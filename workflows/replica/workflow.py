@@ -66,11 +66,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.replica.projection import build_status, publish, report
     from workflows.replica.recheck import recheck_pods
     from workflows.replica.requests import answer_releases, answer_resets
+    from workflows.replica.rest import at_rest
 
 HANDS_OVER_EARLY = "replica-hands-over-early"
 """`workflow.patched` id of `history_budget.hands_over`: runs from it on continue as new at
 2,000 events or 1 MB; histories from before went on to the server's suggestion (about 4,100
 events, 2.3 MB for a 20-Instance component: the 3-day long run stalled on its replay)."""
+HANDS_OVER_AT_REST = "replica-hands-over-at-rest"
+"""`workflow.patched` id of `history_budget.hands_over_at_rest`: runs from it also continue as new
+at rest once past `AT_REST_EVENTS` events; histories from before waited for the budget."""
+
 KEPT_TIMER = "replica-kept-timer"
 """`workflow.patched` id, asked once at the start of each run: the loop's timer outlives the
 wait that set it (`waiting.Waits`), so the re-list's deadline is one timer however many
@@ -197,7 +202,9 @@ class InferenceReplicaWorkflow:
                 finished = await self.pass_once()
             if finished:
                 return build_status(self.state, workflow.now())[0]
-            if history_budget.hands_over(HANDS_OVER_EARLY, started_at_size):
+            if history_budget.hands_over(HANDS_OVER_EARLY, started_at_size) or (
+                at_rest(self.state) and history_budget.hands_over_at_rest(HANDS_OVER_AT_REST)
+            ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state)
             await self.wait_for_news(seen)
