@@ -75,7 +75,6 @@ events, 2.3 MB for a 20-Instance component: the 3-day long run stalled on its re
 HANDS_OVER_AT_REST = "replica-hands-over-at-rest"
 """`workflow.patched` id of `history_budget.hands_over_at_rest`: runs from it also continue as new
 at rest once past `AT_REST_EVENTS` events; histories from before waited for the budget."""
-
 KEPT_TIMER = "replica-kept-timer"
 """`workflow.patched` id, asked once at the start of each run: the loop's timer outlives the
 wait that set it (`waiting.Waits`), so the re-list's deadline is one timer however many
