@@ -61,10 +61,23 @@ def until(probe: Any, what: str, within: float = 60.0) -> Any:
         time.sleep(0.3)
 
 
+QUERY_BUSY = "consistent query buffer is full"
+"""The server's refusal of a query that arrives while the workflow's task runs and another query
+already waits for that task: a moment later it is answered."""
+
+
 def query(stack: RunningStack, workflow_id: str, name: str) -> Any:
-    return stack.temporal_json("workflow", "query", "--workflow-id", workflow_id, "--name", name)[
-        "queryResult"
-    ][0]
+    """`temporal workflow query`'s answer; asked again, as a user would, while the server refuses
+    it as busy (the controller may be querying the same workflow)."""
+    args = ("workflow", "query", "--workflow-id", workflow_id, "--name", name, "--output", "json")
+    for _ in range(50):
+        result = stack.temporal(*args, check=False)
+        if result.returncode == 0:
+            return json.loads(result.stdout)["queryResult"][0]
+        if QUERY_BUSY not in result.stderr:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"`temporal {' '.join(args)}` exited {result.returncode}\nstderr:\n{result.stderr}")
 
 
 def ensure_namespace(stack: RunningStack, name: str) -> None:
