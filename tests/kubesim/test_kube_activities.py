@@ -163,39 +163,6 @@ def test_delete_pods_treats_not_found_as_done_and_respects_uids(kube: KubeActivi
     assert again.already_gone == [name]
 
 
-def test_delete_pods_can_take_them_out_of_rotation_first_in_the_same_call(
-    kube: KubeActivities, namespace: str
-) -> None:
-    manifest = instance_pod(namespace)
-    manifest["metadata"]["finalizers"] = ["test.ome.io/hold"]  # keeps the deleted pod readable
-    created = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[manifest]))
-    name, uid = created.pods[0].name, created.pods[0].uid
-    gate = SetServingInput(
-        namespace=namespace, pods=[name], serving=False, reason="surge replaced the pod", uids={name: uid},
-        write_only=True,
-    )  # fmt: skip
-    result = run(
-        kube.delete_pods,
-        DeletePodsInput(namespace=namespace, names=[name], uids={name: uid}, out_of_rotation=gate),
-    )
-    assert result.deleted == [name]
-    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-    pod = kube.rest.get_or_none(path)
-    assert pod is not None and pod["metadata"].get("deletionTimestamp")
-    serving = [c for c in pod["status"]["conditions"] if c["type"] == "ome.io/serving"]
-    assert [(c["status"], c["reason"]) for c in serving] == [("False", "surge replaced the pod")]
-    # A repeated attempt (a retry of the local activity) finds the pod on its way out: the gate
-    # is written again and the DELETE answered with the terminating pod, as Kubernetes does.
-    again = run(
-        kube.delete_pods,
-        DeletePodsInput(namespace=namespace, names=[name], uids={name: uid}, out_of_rotation=gate),
-    )
-    assert again.deleted == [name]
-    kube.rest.request(
-        "PATCH", path, body={"metadata": {"finalizers": None}}, content_type="application/merge-patch+json"
-    )
-
-
 def test_serving_condition_drives_pod_readiness(kube: KubeActivities, namespace: str) -> None:
     run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=[instance_pod(namespace)]))
     run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace)))

@@ -12,6 +12,7 @@ order, only no longer ahead of the step that follows.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporalio import workflow
@@ -41,8 +42,8 @@ class InstanceReports:
     sending: asyncio.Task[None] | None = None
     """The last report sent beside a step, until it has been delivered (or refused)."""
 
-    def takes(self, change: str) -> bool:
-        raise NotImplementedError  # `InstanceOperations.takes`
+    takes: Callable[[str], bool]
+    """Whether this run takes a change (`InstanceOperations.takes`, `workflows.instance.versions`)."""
 
     async def report(self, held_drain: bool = False) -> None:
         """Tell the parent InferenceReplica when something it counts has changed, or (with
