@@ -11,7 +11,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from models.instance import InstancePhase, InstanceSpec, InstanceStatus
+from models.instance import INSTANCE_WORKFLOW_VERSION, InstancePhase, InstanceSpec, InstanceStatus
 from planning.instance.state import InstanceState
 from tests.workflows.instance_fake_cluster import FakeCluster
 from workflows.names import instance_workflow_id
@@ -36,14 +36,22 @@ def make_spec(image: str = "engine:1", workers: int = 0, **overrides: Any) -> In
     return InstanceSpec(**values)
 
 
+def versioned(spec: InstanceSpec) -> InstanceState:
+    """The input a parent gives a new Instance of `spec`, without its launch record."""
+    return InstanceState(spec=spec, pause_mode=spec.pause_mode, workflow_version=INSTANCE_WORKFLOW_VERSION)
+
+
 async def start_instance(
-    env: WorkflowEnvironment, spec: InstanceSpec, task_queue: str, first: InstanceState | None = None
+    env: WorkflowEnvironment, spec: InstanceSpec, task_queue: str, first: InstanceState | InstanceSpec | None = None
 ) -> WorkflowHandle[Any, InstanceStatus]:
-    """Start the Instance workflow of `spec` under its own workflow ID, as its parent would;
-    with `first` (an `InstanceState` of `spec`) as its input where given."""
+    """Start the Instance workflow of `spec` under its own workflow ID, as its parent would:
+    under the newest workflow version (`workflows.instance.versions`); with `first` (an
+    `InstanceState` of `spec`) as its input where given. `spec` itself as `first` starts it as
+    runs from before versions travelled in the input were started (version 0: every change is
+    asked with `workflow.patched`)."""
     return await env.client.start_workflow(
         "Instance",
-        first if first is not None else spec,
+        first if first is not None else versioned(spec),
         id=instance_workflow_id(spec.namespace, spec.isvc, spec.component, spec.index),
         task_queue=task_queue,
         result_type=InstanceStatus,
@@ -62,7 +70,7 @@ class Harness:
         return make_spec(image, workers, namespace=self.namespace, **overrides)
 
     async def start(
-        self, spec: InstanceSpec, first: InstanceState | None = None
+        self, spec: InstanceSpec, first: InstanceState | InstanceSpec | None = None
     ) -> WorkflowHandle[Any, InstanceStatus]:
         return await start_instance(self.env, spec, self.task_queue, first)
 

@@ -52,8 +52,9 @@ class KubeHarness:
         }
         return make_spec(image, workers, **{**values, **overrides})
 
-    async def start(self, spec: InstanceSpec) -> Handle:
-        return await start_instance(self.env, spec, self.task_queue)
+    async def start(self, spec: InstanceSpec, first: InstanceSpec | None = None) -> Handle:
+        """Start `spec`'s Instance as its parent would; `first=spec` as runs of version 0 were."""
+        return await start_instance(self.env, spec, self.task_queue, first)
 
     async def status(self, handle: Handle) -> InstanceStatus:
         return await handle.query("status", result_type=InstanceStatus)

@@ -70,7 +70,9 @@ def with_force_delete(node: Any) -> int:
 
 async def pinned_on_dead_node(harness: KubeHarness, force_delete: ForceDeletePolicy | None) -> Any:
     """An Instance whose only pod, pinned by a foreign finalizer on a failed node, is deleted."""
-    handle = await harness.start(harness.spec(force_delete=force_delete, drain_seconds=0.0))
+    spec = harness.spec(force_delete=force_delete, drain_seconds=0.0)
+    # Started as runs from before versions travelled in the input: the change is a `patched` call.
+    handle = await harness.start(spec, first=spec)
     await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving)
     ((name, pod),) = harness.live_pods().items()
     core = kubernetes.client.CoreV1Api(harness.sim.api_client())
