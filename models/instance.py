@@ -48,7 +48,7 @@ SIGNAL_SET_PAUSE = "set_pause"
 SIGNAL_HOLD_DRAIN = "hold_drain"
 QUERY_STATUS = "status"
 PARENT_SIGNAL_INSTANCE_CHANGED = "instance_changed"
-INSTANCE_WORKFLOW_VERSION = 6
+INSTANCE_WORKFLOW_VERSION = 7
 """The Instance workflow version the InferenceReplica starts Instances with (their input's
 `workflow_version`); the changes each version takes are listed in `workflows.instance.versions`."""
 
@@ -312,6 +312,11 @@ class UpdateRequest(StatusModel):
     """Move the Instance to `spec.revision` (the whole new spec, same namespace/isvc/index)."""
 
     spec: InstanceSpec
+    counted_by_parent: bool = False
+    """The InferenceReplica that asks counts the Instance as updating to `spec.revision` from
+    its own request (`ReplicaState.requested_updates`) until a report at that revision says
+    otherwise: the Instance's reports that would only tell it so are not sent
+    (`planning.instance.reports.counted_by_request`)."""
 
 
 class RestartRequest(StatusModel):

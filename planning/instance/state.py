@@ -80,6 +80,10 @@ class InstanceState(BaseModel):
     is not sent (one signal and one workflow task less in the parent per Instance). Set by the
     parent for single-pod Instances; cleared once the run has started."""
 
+    update_counted_by_parent: str | None = None
+    """The revision of the last update the parent asked for and counts from its request
+    (`UpdateRequest.counted_by_parent`); None when the last update came without that."""
+
     pause_mode: InstancePauseMode | None = None
     """The component's pause as last told (`set_pause`, or the spec at start); None: not paused."""
     paused_update: InstanceSpec | None = None

@@ -36,12 +36,15 @@ def replica_facts(
     removing: Sequence[int],
     surges: Mapping[int, GangSurge],
     policy: UpdatePolicy,
+    counts_requested: bool = False,
 ) -> list[InstanceFacts]:
     """The rows the rules read, by index.
 
     Each report, moved to the revision an update was requested for (until the report shows
-    it), or shown deleting once a delete was sent; an Instance started and not heard from
-    yet, as `Creating`; then the handovers in flight (`with_handovers`).
+    it), and (`counts_requested`) shown `Updating` as the Instance's report of the update's
+    start would show it, since such an Instance sends none (`UpdateRequest.counted_by_parent`);
+    or shown deleting once a delete was sent; an Instance started and not heard from yet, as
+    `Creating`; then the handovers in flight (`with_handovers`).
     """
     facts: dict[int, InstanceFacts] = {}
     for index, status in reports.items():
@@ -49,6 +52,8 @@ def replica_facts(
         requested = requested_updates.get(index)
         if requested is not None and fact.target_revision != requested:
             fact = with_target(fact, requested, policy)
+            if counts_requested and fact.phase == InstancePhase.READY:
+                fact = replace(fact, phase=InstancePhase.UPDATING)
         if index in removing:
             fact = replace(fact, phase=InstancePhase.DELETING, operation="Delete")
         facts[index] = fact

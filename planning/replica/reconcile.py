@@ -137,13 +137,17 @@ def reconcile(
     update_multi_pod: bool = False,
     coordination: Coordination | None = None,
     retained: Container[str] | None = None,
+    holds_the_rest: bool = False,
 ) -> ReplicaActions:
     """The actions of one pass; pure, so the workflow only carries them out.
 
     `update_multi_pod`: the update revision's Instances have workers (with the Instances'
     own pod counts, this says whether an update is a multi-pod surge handover); while
     rolling back, the stable revision's. `retained`: the revision hashes whose spec is
-    kept, which a rollback can return to (None: every one).
+    kept, which a rollback can return to (None: every one). `holds_the_rest`: a pass that
+    starts some Instances and leaves others waiting on the budget shows that hold at once;
+    otherwise it shows from the next pass that starts none (an Instance's report of its
+    update's start used to bring that pass at once).
     """
     steering = steer(update_revision, coordination, retained)
     update_revision, cap = steering.revision, steering.cap
@@ -212,6 +216,8 @@ def reconcile(
         paused or drain_held,
     )
     denial = plan.denial
+    if denial is None and holds_the_rest:
+        denial = plan.budget_denial
     if denial is not None:
         denial = HoldDenial(denial.gate, denial.reason, revision_names.get(denial.target, denial.target))
     hold = previous_hold if plan.paused else next_hold(previous_hold, denial, now)

@@ -188,4 +188,11 @@ SCENARIOS = [
         "(`replica-hands-over-at-rest`); one more image change on the new run; delete",
         suggest_continue_as_new_after=4096,
     ),
+    Scenario(
+        "service_update_counted",
+        service_versioned_instances,
+        "service_versioned_instances with Instances of version 7 and the InferenceReplica on "
+        "`replica-requested-rows`: the update requests say `counted_by_parent`, so each Instance reports its "
+        "SurgeThenDrain update once, when it ends (`instance-update-reports-counted`): apply, image change, delete",
+    ),
 ]

@@ -56,3 +56,31 @@ async def test_surge_counts_the_new_pod_serving_while_the_old_drains(
         first_ready = next(i for i, (phase, _, _) in enumerate(reports) if phase == "Ready")
         during_update = [r for r in reports[first_ready:] if r[0] != "Deleting"]
         assert [r for r in during_update if r[1] < 1] == [], f"reported serving nothing: {reports}"
+        # Asked without `counted_by_parent`, the update's steps are reported as they happen.
+        assert "Updating" in [phase for phase, _, _ in during_update], reports
+
+
+async def test_an_update_the_parent_counts_from_its_request_is_reported_once_when_it_ends(
+    workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queue: str
+) -> None:
+    """`UpdateRequest.counted_by_parent`: the parent counts the Instance as updating from its
+    request, so the reports of the update's start and of its surge pod serving are not sent;
+    the Instance's own status still shows every step."""
+    async with kube_harness(workflow_env, kubesim, task_queue, extra_workflows=[FakeParent]) as harness:
+        parent = await workflow_env.client.start_workflow(
+            "FakeParent", id=f"irep/{harness.namespace}/chat-engine", task_queue=task_queue
+        )
+        handle = await harness.start(harness.spec(parent_workflow_id=parent.id))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving)
+        update = UpdateRequest(spec=harness.spec("engine:2", parent_workflow_id=parent.id), counted_by_parent=True)
+        await handle.signal("update", update)
+        await harness.until_real(handle, lambda s: s.phase == P.UPDATING)
+        await harness.until_skipping(
+            handle, lambda s: s.running_revision == "rev-engine-2" and s.phase == P.READY, step=1, within=60
+        )
+        await handle.signal("delete", DeleteRequest())
+        await parent.result()
+        reports = await parent.query("serving_reports", result_type=list[tuple[str, int, str]])
+        phases = [phase for phase, _, _ in reports if phase != "Deleting"]
+        assert "Updating" not in phases, reports
+        assert phases[-2:] == ["Ready", "Ready"], reports  # on the old revision, then on the new

@@ -19,8 +19,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
+    from planning.instance.reports import counted_by_request
     from planning.instance.state import InstanceState, build_status, report_fingerprint
-    from workflows.instance.versions import REPORT_BACK_TO_DELIVERED
+    from workflows.instance.versions import REPORT_BACK_TO_DELIVERED, UPDATE_REPORTS_COUNTED
     from workflows.parent import deliver, deliver_local
 
 
@@ -35,6 +36,8 @@ class InstanceReports:
     state: InstanceState
     last_report: tuple[object, ...] | None
     """The fingerprint of the last report the parent took (or that needs no sending)."""
+    delivered: InstanceStatus | None = None
+    """The last report the parent took (or counts from its launch record), as it was sent."""
     local_report: bool = False
     """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
     reports_beside: bool = False
@@ -88,6 +91,9 @@ class InstanceReports:
         fingerprint = report_fingerprint(status) + (("held_drain",) if held_drain else ())
         if fingerprint == self.last_report and (self.sending is None or not self.takes(REPORT_BACK_TO_DELIVERED)):
             return None
+        if not held_drain and self.counted_by_parent(status):
+            self.last_report = fingerprint
+            return None
         parent = self.state.spec.parent_workflow_id
         info_parent = workflow.info().parent
         if parent is None and info_parent is not None:
@@ -96,6 +102,12 @@ class InstanceReports:
             self.last_report = fingerprint
             return None
         return Report(parent, status, fingerprint)
+
+    def counted_by_parent(self, status: InstanceStatus) -> bool:
+        """Whether the parent counts `status` from its own update request already, so it is
+        not sent (`planning.instance.reports.counted_by_request`, `UPDATE_REPORTS_COUNTED`)."""
+        counted = counted_by_request(self.delivered, status, self.state.update_counted_by_parent)
+        return counted and self.takes(UPDATE_REPORTS_COUNTED)
 
     async def send_report(self, report: Report) -> None:
         # Compared again: one composed beside a step that brought no change since the last
@@ -109,3 +121,4 @@ class InstanceReports:
             delivered = await deliver(report.parent, PARENT_SIGNAL_INSTANCE_CHANGED, report.status)
         if delivered:
             self.last_report = report.fingerprint
+            self.delivered = report.status

@@ -74,6 +74,13 @@ beside a step, is reported again after that one (`InstanceReports.compose_report
 is not left holding the status in between. Asked only when that happens. Histories from before
 skipped it, and the parent held the one in between until the Instance's next wait reported."""
 
+UPDATE_REPORTS_COUNTED = "instance-update-reports-counted"
+"""An update the parent asked for and counts from its request (`UpdateRequest.counted_by_parent`)
+sends no report that would only tell it so: Updating to that revision, with the same pods
+ready, serving and available (`planning.instance.reports.counted_by_request`). A surge update
+then reports once, when it ends. Asked only when such a report is composed. Histories from
+before reported the update's start and its surge pod serving as well."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -86,6 +93,7 @@ CHANGES: dict[int, frozenset[str]] = {
     4: frozenset({PARK_SAFETY_TIMER, LEAVE_NEAR_TIMER}),
     5: frozenset({REPORT_BESIDE_NEXT_STEP}),
     6: frozenset({RETIRE_IN_ONE_CALL, REPORT_BACK_TO_DELIVERED}),
+    7: frozenset({UPDATE_REPORTS_COUNTED}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

@@ -92,6 +92,7 @@ class InstanceWorkflow(InstanceLifecycle):
 
     @workflow.signal(name=SIGNAL_UPDATE)
     def update(self, request: UpdateRequest) -> None:
+        self.state.update_counted_by_parent = request.spec.revision if request.counted_by_parent else None
         if hold_update(self.state.pause_mode):
             # No update starts during a pause (§5): it waits, and the newest one goes on resume.
             self.state.paused_update = request.spec
@@ -196,6 +197,7 @@ class InstanceWorkflow(InstanceLifecycle):
         if not implied or status.phase != P.CREATING or status.total_pods:
             return False
         self.last_report = report_fingerprint(status)
+        self.delivered = status
         return True
 
     def resting(self) -> bool:

@@ -96,6 +96,7 @@ def plan(
         update_multi_pod=view.target_spec(state, config).is_multi_pod,
         coordination=config.coordination,
         retained=state.specs,
+        holds_the_rest=state.shows_requested,
     )
     return actions, blocks
 
@@ -172,7 +173,8 @@ def requests(
     for index in actions.update:
         state.requested_updates[index] = actions.revision
         spec = spec_for(state, index, actions.revision)
-        sends.append(signal_instance(state.config, index, INSTANCE_UPDATE, UpdateRequest(spec=spec)))
+        request = UpdateRequest(spec=spec, counted_by_parent=state.shows_requested)
+        sends.append(signal_instance(state.config, index, INSTANCE_UPDATE, request))
     for new in actions.surge_create:
         source = new.replaces if new.replaces is not None else new.index
         state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)

@@ -135,6 +135,12 @@ class ReplicaState(MessageModel):
     shows_launched: bool = False
     """Whether this run's status lists the `launched` Instances as `Creating` rows
     (`projection.launched_rows`). Asked at each run's start (`workflow.LAUNCHED_ROWS`)."""
+    shows_requested: bool = False
+    """Whether this run counts an Instance it told to update as `Updating` from its own request
+    (`requested_updates`) until a report at the new revision comes: in the rules' facts, the
+    status rows and the safety re-list. Its update requests say so (`counted_by_parent`), and
+    the Instance sends no report that would only tell it that. Asked at each run's start
+    (`workflow.REQUESTED_ROWS`)."""
     writes_status_locally: bool = False
     """Whether this run writes the object's status through a local activity
     (`projection.write_status`). Asked at each run's start (`workflow.LOCAL_STATUS_WRITE`)."""

@@ -131,7 +131,7 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         isvc=config.isvc,
         component=config.component,
         generation=config.generation,
-        instances=[*state.instances.values(), *launched_rows(state)],
+        instances=[*view.reports(state).values(), *launched_rows(state)],
         counts=counts,
         revisions=view.shown_revisions(state),
         retry_blocks=[view.named(block, names) for block in view.retry_blocks(state)],

@@ -22,6 +22,7 @@ from models.kube_ops import ListComponentPodsInput, ListInstancePodsInput
 from models.pods import InstancePods
 from planning.replica.recheck import relist_batch, stale_views
 from workflows import kube_calls
+from workflows.replica import view
 from workflows.replica.children import send_all, signal_instance
 from workflows.replica.messages import ReplicaState
 
@@ -37,7 +38,7 @@ async def recheck_pods(state: ReplicaState) -> list[int]:
             ListComponentPodsInput(namespace=config.namespace, isvc=config.isvc, component=config.component),
             summary=f"safety re-list of the pods of {name}",
         )
-        stale = relist_batch(stale_views(state.instances, listed), state.relisted_up_to)
+        stale = relist_batch(stale_views(view.reports(state), listed), state.relisted_up_to)
         if not stale:
             return []
         fresh = await list_in_full(state, stale)

@@ -22,6 +22,7 @@ from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
 from models.instance import RestartRequest, UpdateRequest
 from planning.replica.handover import cleaning_up
 from planning.replica.relocation import RELOCATE_REASON, RelocationContext, plan_relocations
+from workflows.replica import view
 from workflows.replica.children import send_all, signal_instance, spec_for
 from workflows.replica.messages import ReplicaState
 from workflows.replica.object import record
@@ -56,7 +57,7 @@ def context(state: ReplicaState, now: datetime) -> RelocationContext:
 
 async def relocate(state: ReplicaState, now: datetime) -> None:
     """One pass: relocate the Instances that may be, warn of the ones out of attempts."""
-    plan = plan_relocations(state.instances, state.relocations, context(state, now))
+    plan = plan_relocations(view.reports(state), state.relocations, context(state, now))
     if plan.acts and not workflow.patched(AUTO_RELOCATION_PATCH):
         return
     state.relocations = plan.relocations

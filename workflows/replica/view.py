@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from models.inferenceservice import ComponentSpec
-from models.instance import RetryBlock
+from models.instance import InstancePhase, InstanceStatus, RetryBlock
 from planning.replica.budget import UpdatePolicy, update_policy
 from planning.replica.facts import InstanceFacts
 from planning.replica.migration_views import with_migrations
@@ -83,6 +83,22 @@ def named(block: RetryBlock, names: dict[str, str]) -> RetryBlock:
     return block.model_copy(update={"target_revision": names.get(block.target_revision, block.target_revision)})
 
 
+def reports(state: ReplicaState) -> dict[int, InstanceStatus]:
+    """Each Instance's last report, by index; one told to update and still Ready on another
+    revision shown as its report of the update's start would show it (`Updating` to the
+    requested revision), since it sends none when counted from the request
+    (`ReplicaState.shows_requested`). What the status rows, the safety re-list and the
+    relocations read."""
+    if not state.shows_requested:
+        return state.instances
+    shown = dict(state.instances)
+    for index, revision in state.requested_updates.items():
+        status = shown.get(index)
+        if status is not None and status.target_revision != revision and status.phase == InstancePhase.READY:
+            shown[index] = status.model_copy(update={"phase": InstancePhase.UPDATING, "target_revision": revision})
+    return shown
+
+
 def facts(state: ReplicaState) -> list[InstanceFacts]:
     """What the rules read: reports, overlaid with what we asked for and have not heard back,
     and with the migrations moving Instances (`planning.replica.migrations.with_migrations`)."""
@@ -98,6 +114,7 @@ def raw_facts(state: ReplicaState) -> list[InstanceFacts]:
         state.removing,
         state.gang_surges,
         policy(state.config),
+        state.shows_requested,
     )
 
 

@@ -95,6 +95,13 @@ started and not heard from yet as a `Creating` row, as its first report would ha
 Instances started from then on send no such report (`InstanceState.launched_by_parent`).
 Histories from before listed reported Instances only."""
 
+REQUESTED_ROWS = "replica-requested-rows"
+"""`workflow.patched` id, asked once at the start of each run: an Instance told to update counts
+as `Updating` to the new revision from the request, until a report at that revision comes
+(`ReplicaState.shows_requested`); Instances told so from then on report a surge update once,
+when it ends (`UpdateRequest.counted_by_parent`). Histories from before showed an Instance's
+own reports of the update's start and of its surge pod serving."""
+
 SAFETY_RECHECK = timedelta(minutes=5)
 """Everything reaches this workflow as a message; the timer only covers a lost one. Runs
 without the pod net (`runs_pod_net`) only; with it, the cluster's `pod_relist_seconds`."""
@@ -188,6 +195,7 @@ class InferenceReplicaWorkflow:
         self.waits.keep = workflow.patched(KEPT_TIMER)
         self.state.shows_launched = workflow.patched(LAUNCHED_ROWS)
         self.state.writes_status_locally = workflow.patched(LOCAL_STATUS_WRITE)
+        self.state.shows_requested = workflow.patched(REQUESTED_ROWS)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(config.isvc),

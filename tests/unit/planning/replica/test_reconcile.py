@@ -20,8 +20,9 @@ NAMES = {OLD: "chat-engine-rev-old", NEW: "chat-engine-rev-new"}
 SURGE1 = UpdatePolicy(strategy=UpdateStrategyType.SURGE_THEN_DRAIN, max_surge=1)
 
 
-def run(instances, desired=3, policy=SURGE1, blocks=(), hold=None, paused=False, current=OLD):  # type: ignore[no-untyped-def]
+def run(instances, desired=3, policy=SURGE1, blocks=(), hold=None, paused=False, current=OLD, **extra):  # type: ignore[no-untyped-def]
     return reconcile(
+        **extra,
         desired=desired,
         instances=instances,
         update_revision=NEW,

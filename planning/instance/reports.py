@@ -1,0 +1,47 @@
+"""Which of an Instance's reports its parent InferenceReplica does not need: the ones that would
+only tell it what it counts already from its own request.
+
+The InferenceReplica that sends an update records it (`ReplicaState.requested_updates`) and
+counts the Instance as updating to that revision from then on: its surge slot, its place in the
+rollout, its status row (`planning.replica.overlay`). The request stands until a report at that
+revision comes. A report of the update's start, or of its surge pod coming up while the old one
+still serves, says nothing more; the report at its end, or one that changes what the parent
+counts (pods ready, serving or available, a failure, a retry block), does.
+"""
+
+from __future__ import annotations
+
+from models.instance import InstancePhase, InstanceStatus
+
+UNCHANGED_WHILE_COUNTED = (
+    "incarnation",
+    "running_revision",
+    "ready",
+    "serving",
+    "ready_pods",
+    "serving_pods",
+    "available_pods",
+    "last_failure",
+    "gang_scheduling_unavailable",
+    "draining",
+    "deleted",
+    "abandoned",
+)
+"""What a report the parent counts from its request must show as the last one it took did."""
+
+
+def counted_by_request(delivered: InstanceStatus | None, now: InstanceStatus, counted_revision: str | None) -> bool:
+    """Whether the parent already counts `now` from its update request to `counted_revision`.
+
+    `delivered` is the last report the parent took. It must show the Instance Ready on another
+    revision, and `now` the update under way to `counted_revision` with nothing else changed:
+    no retry block, and the same pods ready, serving and available (`UNCHANGED_WHILE_COUNTED`).
+    The surge pod's extra count and the resting digest's absence are what the request implies.
+    """
+    if delivered is None or counted_revision is None:
+        return False
+    if now.phase != InstancePhase.UPDATING or now.target_revision != counted_revision or now.retry_block is not None:
+        return False
+    if delivered.phase != InstancePhase.READY or delivered.target_revision == counted_revision:
+        return False
+    return all(getattr(delivered, name) == getattr(now, name) for name in UNCHANGED_WHILE_COUNTED)
