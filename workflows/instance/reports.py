@@ -6,7 +6,9 @@ the loop's report after each step goes out beside the next step (`report_beside`
 once, delivered in order after any still on their way, while the next step's Kubernetes calls
 run. Every `report` (a wait's included, before it picks its safety timer), a continue-as-new
 and the run's end wait for those first, so the parent hears the same reports in the same
-order, only no longer ahead of the step that follows.
+order, only no longer ahead of the step that follows. Under `versions.UPDATE_REPORTS_COUNTED`
+a report the parent counts already from its own update request is not sent
+(`planning.instance.reports.counted_by_request`).
 """
 
 from __future__ import annotations
