@@ -216,7 +216,8 @@ def reconcile(
         paused or drain_held,
     )
     denial = plan.denial
-    if denial is None and holds_the_rest:
+    if denial is None and holds_the_rest and not plan.retry_attempt:
+        # A retry attempt admits one start whatever the budget: the rest wait on it, not on that.
         denial = plan.budget_denial
     if denial is not None:
         denial = HoldDenial(denial.gate, denial.reason, revision_names.get(denial.target, denial.target))

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from models.instance import InstancePhase
+from models.instance import InstancePhase, RetryBlockState, UpdateStrategyType
 from models.kube_ops import ComponentPods
 from planning.replica.budget import UpdatePolicy
 from planning.replica.overlay import replica_facts
 from planning.replica.recheck import stale_views
 from tests.unit.planning.replica.rows import NEW, OLD, ready
-from tests.unit.planning.replica.test_reconcile import run
+from tests.unit.planning.replica.test_reconcile import block, run
 from tests.unit.replica_rows import ready_report, replica_config
 from workflows.replica import view
 from workflows.replica.messages import ReplicaState
@@ -80,3 +80,15 @@ def test_a_pass_that_starts_one_shows_the_budget_hold_on_the_others_at_once(hold
     actions = run([ready(0), ready(1), ready(2)], holds_the_rest=holds_the_rest)
     assert len(actions.update) == 1
     assert (actions.hold.reason if actions.hold is not None else None) == shown
+
+
+def test_a_retry_attempt_shows_no_budget_hold() -> None:
+    """A pass that starts the update revision's one retry attempt (the InferenceReplica retries,
+    not the Instance) admits one whatever the budget: the rest wait on the attempt."""
+    due = block(RetryBlockState.BACKOFF)
+    room_for_three = UpdatePolicy(strategy=UpdateStrategyType.SURGE_THEN_DRAIN, max_surge=3)
+    actions = run(
+        [ready(0), ready(1), ready(2)], policy=room_for_three, blocks=[due], instance_retries=False, holds_the_rest=True
+    )
+    assert actions.retry_attempt and len(actions.update) == 1
+    assert actions.hold is None
