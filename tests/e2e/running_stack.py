@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -40,8 +41,48 @@ STOP_WITHIN = 120.0
 """Seconds for an orderly stop: the worker alone may take its 30 s graceful shutdown."""
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel gives the local end of outgoing connections (Linux: 32768-60999 by
+    default), read from `EPHEMERAL_RANGE_FILE`."""
+    try:
+        low, high = (int(part) for part in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
 def free_ports(count: int) -> list[int]:
-    """Distinct ports free on 127.0.0.1 right now (held open together so they differ)."""
+    """Distinct ports free on 127.0.0.1 right now (held open together so they differ), outside
+    the kernel's ephemeral range. The stack's servers bind theirs seconds later, and an outgoing
+    connection may be given such a port meanwhile: once in CI a worker's or a watch's connection
+    held the second controller's metrics port, which then crash-looped on `address already in
+    use` until the stack stopped. Ports outside that range are never given to a connection."""
+    low, high = ephemeral_range()
+    outside = [port for port in range(10000, 65536) if not low <= port <= high]
+    if len(outside) < 1000:  # a machine that hands out nearly every port: let the kernel choose
+        return _kernel_chosen_ports(count)
+    sockets: list[socket.socket] = []
+    try:
+        for port in random.sample(outside, len(outside)):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                probe.close()
+                continue
+            sockets.append(probe)
+            if len(sockets) == count:
+                return [held.getsockname()[1] for held in sockets]
+    finally:
+        for held in sockets:
+            held.close()
+    raise AssertionError(f"fewer than {count} free ports on 127.0.0.1 outside {low}-{high}")
+
+
+def _kernel_chosen_ports(count: int) -> list[int]:
     sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
     try:
         for probe in sockets:
@@ -53,10 +94,13 @@ def free_ports(count: int) -> list[int]:
 
 
 def free_port_run(length: int, avoid: frozenset[int] = frozenset()) -> int:
-    """The first of `length` consecutive ports all free on 127.0.0.1 right now, none in `avoid`."""
+    """The first of `length` consecutive ports all free on 127.0.0.1 right now, none in `avoid`
+    nor in the kernel's ephemeral range (`free_ports`)."""
+    low, high = ephemeral_range()
     for _ in range(200):
         (first,) = free_ports(1)
-        if avoid & set(range(first, first + length)) or first + length > 65536:
+        run = set(range(first, first + length))
+        if avoid & run or first + length > 65536 or any(low <= port <= high for port in run):
             continue
         probes = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(length - 1)]
         try:

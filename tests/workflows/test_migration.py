@@ -4,6 +4,7 @@ with the InferenceReplica's `status.migrations`, the Events, and the audit Confi
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 from uuid import uuid4
@@ -94,20 +95,30 @@ async def test_a_migration_moves_an_instance_off_its_node_replacement_first(
         handle = s.client.get_workflow_handle(started.workflow_id)
         assert started.workflow_id == f"migration/{namespace}/{NAME}-engine-1/{started.uuid}"
 
-        # While it runs: CURRENT = DESIRED + 1, and never fewer than 2 serving.
+        # While it runs: CURRENT = DESIRED + 1, and never fewer than 2 serving. Sampled on a
+        # task of its own every 50 ms: the surge can be short, and the migration's query below
+        # takes a while on a loaded machine.
         saw_surge = False
         fewest = 2
 
-        async def done() -> MigrationProgress | None:
+        async def sample() -> None:
             nonlocal saw_surge, fewest
-            fewest = min(fewest, len(serving_by_index(s)))
-            ir = s.object("inferencereplicas", f"{NAME}-engine") or {}
-            if (ir.get("status") or {}).get("replicas") == 3:
-                saw_surge = True
+            while True:
+                fewest = min(fewest, len(serving_by_index(s)))
+                ir = s.object("inferencereplicas", f"{NAME}-engine") or {}
+                if (ir.get("status") or {}).get("replicas") == 3:
+                    saw_surge = True
+                await asyncio.sleep(0.05)
+
+        async def done() -> MigrationProgress | None:
             progress: MigrationProgress = await handle.query(MigrationWorkflow.status)
             return progress if progress.phase.terminal else None
 
-        progress = await eventually(done, "the migration ends", within=90)
+        sampler = asyncio.create_task(sample())
+        try:
+            progress = await eventually(done, "the migration ends", within=90)
+        finally:
+            sampler.cancel()
         assert progress.phase == "Completed", progress
         assert progress.message == f"migrated to instance={progress.surge_instance}"
         assert progress.surge_instance == 2
