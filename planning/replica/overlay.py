@@ -29,6 +29,16 @@ def ready_revisions(reports: Iterable[InstanceStatus]) -> set[str]:
     return {status.running_revision for status in reports if status.ready and status.running_revision}
 
 
+def as_counted(status: InstanceStatus, requested: str | None) -> InstanceStatus:
+    """`status`, or, when it is still Ready on another revision than the update `requested` of
+    it, as the Instance's report of that update's start would show it (`Updating` to
+    `requested`): such an Instance sends none when counted from the request
+    (`UpdateRequest.counted_by_parent`)."""
+    if requested is None or status.target_revision == requested or status.phase != InstancePhase.READY:
+        return status
+    return status.model_copy(update={"phase": InstancePhase.UPDATING, "target_revision": requested})
+
+
 def replica_facts(
     reports: Mapping[int, InstanceStatus],
     launched: Mapping[int, str],
@@ -48,12 +58,10 @@ def replica_facts(
     """
     facts: dict[int, InstanceFacts] = {}
     for index, status in reports.items():
-        fact = facts_from_status(status)
         requested = requested_updates.get(index)
-        if requested is not None and fact.target_revision != requested:
+        fact = facts_from_status(as_counted(status, requested) if counts_requested else status)
+        if requested is not None and status.target_revision != requested:
             fact = with_target(fact, requested, policy)
-            if counts_requested and fact.phase == InstancePhase.READY:
-                fact = replace(fact, phase=InstancePhase.UPDATING)
         if index in removing:
             fact = replace(fact, phase=InstancePhase.DELETING, operation="Delete")
         facts[index] = fact

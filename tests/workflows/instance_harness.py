@@ -11,10 +11,11 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from models.instance import INSTANCE_WORKFLOW_VERSION, InstancePhase, InstanceSpec, InstanceStatus
+from models.instance import InstancePhase, InstanceSpec, InstanceStatus
 from planning.instance.state import InstanceState
 from tests.workflows.instance_fake_cluster import FakeCluster
 from workflows.names import instance_workflow_id
+from workflows.replica.children import first_input
 
 P = InstancePhase
 
@@ -37,8 +38,8 @@ def make_spec(image: str = "engine:1", workers: int = 0, **overrides: Any) -> In
 
 
 def versioned(spec: InstanceSpec) -> InstanceState:
-    """The input a parent gives a new Instance of `spec`, without its launch record."""
-    return InstanceState(spec=spec, pause_mode=spec.pause_mode, workflow_version=INSTANCE_WORKFLOW_VERSION)
+    """The input a parent gives a new Instance of `spec` (`first_input`), without its launch record."""
+    return first_input(spec).model_copy(update={"launched_by_parent": False})
 
 
 async def start_instance(

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.instance import INSTANCE_WORKFLOW_VERSION, DeleteRequest, UpdateRequest
-from planning.instance.state import InstanceState
+from models.instance import DeleteRequest, UpdateRequest
 from tests.workflows.instance_harness import Harness, P
 
 pytestmark = pytest.mark.workflows
@@ -18,9 +17,8 @@ pytestmark = pytest.mark.workflows
 async def test_the_old_pod_leaves_rotation_before_it_is_deleted(
     harness: Harness, drain_seconds: float, in_one_call: bool
 ) -> None:
-    # Started as the InferenceReplica starts it, under the newest version.
-    spec = harness.spec(drain_seconds=drain_seconds)
-    handle = await harness.start(spec, InstanceState(spec=spec, workflow_version=INSTANCE_WORKFLOW_VERSION))
+    # Started as the InferenceReplica starts it, under the newest version (the harness does).
+    handle = await harness.start(harness.spec(drain_seconds=drain_seconds))
     await harness.until(handle, lambda s: s.phase == P.READY and s.serving)
     await handle.signal("update", UpdateRequest(spec=harness.spec("engine:2", drain_seconds=drain_seconds)))
     await harness.until(handle, lambda s: s.phase == P.READY and s.running_revision == "rev-engine-2")

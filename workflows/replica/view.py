@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from models.inferenceservice import ComponentSpec
-from models.instance import InstancePhase, InstanceStatus, RetryBlock
+from models.instance import InstanceStatus, RetryBlock
 from planning.replica.budget import UpdatePolicy, update_policy
 from planning.replica.facts import InstanceFacts
 from planning.replica.migration_views import with_migrations
-from planning.replica.overlay import replica_facts, replica_retry_blocks
+from planning.replica.overlay import as_counted, replica_facts, replica_retry_blocks
 from planning.replica.revisions import RevisionState, rolling_back_to
 from planning.replica.rollback import Steering, rollback_target, steer
 from planning.replica.scale import desired_replicas
@@ -91,12 +91,7 @@ def reports(state: ReplicaState) -> dict[int, InstanceStatus]:
     relocations read."""
     if not state.shows_requested:
         return state.instances
-    shown = dict(state.instances)
-    for index, revision in state.requested_updates.items():
-        status = shown.get(index)
-        if status is not None and status.target_revision != revision and status.phase == InstancePhase.READY:
-            shown[index] = status.model_copy(update={"phase": InstancePhase.UPDATING, "target_revision": revision})
-    return shown
+    return {index: as_counted(status, state.requested_updates.get(index)) for index, status in state.instances.items()}
 
 
 def facts(state: ReplicaState) -> list[InstanceFacts]:
