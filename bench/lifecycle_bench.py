@@ -9,7 +9,8 @@ worker and watcher as their own processes, exactly as `make up` runs them. In th
 on that one server, it measures and prints:
 
 1. the floor: one parent workflow starting N child workflows that each run one no-op
-   activity (`bench/floor_workflows.py`, in a worker process of its own);
+   activity (`bench/floor_workflows.py`, in a worker process of its own), and for comparison
+   the same children started one per workflow task, and with no parent at all;
 2. bring-up: `apply` of an InferenceService of N single-pod Instances until kubesim shows
    N Instances serving (pod Ready and `ome.io/serving` True), and until the workflow's
    `status` says Ready;
@@ -23,8 +24,8 @@ on that one server, it measures and prints:
    deleted), and to serving again;
 6. deletion, then Temporal history events per Instance lifecycle (create, update, delete);
 7. worker RSS with M idle Ready Instances of a second InferenceService, their bring-up time
-   and the floor's with M children (whether the server itself is linear; `--no-floor-at-scale`
-   skips it).
+   and the floor's with M children, with its parent and without (whether the server itself is
+   linear; `--no-floor-at-scale` skips both).
 
 Figures are printed, never asserted: the bench is for reading, the tests are for failing.
 """
@@ -41,9 +42,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from bench.floor_workflows import FLOOR_CHILD, FLOOR_PARENT, READY_LINE, FloorInput
@@ -97,6 +99,8 @@ from workers.devserver import database_flags, temporal_binary
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 OWN_NOTE = "requests naming an Instance's pod or headless Service (lifecycle_phases.instance_objects)"
+PARENTLESS_STARTS_IN_FLIGHT = 50
+"""Start calls the parentless floor has open at once (`start_children`)."""
 IDLE_SETTLE_SECONDS = 10.0
 """Quiet time before reading the worker's RSS, so it is the idle figure, not a peak."""
 
@@ -121,10 +125,11 @@ class Figures:
 
 async def measure_floor(
     client: Client, address: str, instances: int, logs: Path, env: Mapping[str, str],
-    one_start_per_task: bool = False,
+    one_start_per_task: bool = False, parentless: bool = False,
 ) -> tuple[float, float]:  # fmt: skip
     """(seconds for the parent and its N children to finish, history events per child). `env`:
-    the workers' settings; the floor runs its workflows the way they do (`--unsandboxed`)."""
+    the workers' settings; the floor runs its workflows the way they do (`--unsandboxed`).
+    `parentless`: no parent, the N children are started by this client (`start_children`)."""
     task_queue = f"floor-{uuid4().hex[:8]}"
     floor = ProductProcess(
         "bench.floor_workflows", address=address, task_queue=task_queue, kubeconfig="", log=logs / "floor.log",
@@ -134,10 +139,13 @@ async def measure_floor(
     prefix = f"floor-{uuid4().hex[:8]}"
     try:
         started = time.monotonic()
-        await client.execute_workflow(
-            FLOOR_PARENT, FloorInput(children=instances, id_prefix=prefix, one_start_per_task=one_start_per_task),
-            id=prefix, task_queue=task_queue, result_type=int,
-        )  # fmt: skip
+        if parentless:
+            await start_children(client, instances, prefix, task_queue)
+        else:
+            await client.execute_workflow(
+                FLOOR_PARENT, FloorInput(children=instances, id_prefix=prefix, one_start_per_task=one_start_per_task),
+                id=prefix, task_queue=task_queue, result_type=int,
+            )  # fmt: skip
         seconds = time.monotonic() - started
     finally:
         floor.stop(within=15)
@@ -146,6 +154,23 @@ async def measure_floor(
         if execution.id.startswith(prefix):
             events += execution.history_length
     return seconds, events / instances
+
+
+async def start_children(client: Client, instances: int, prefix: str, task_queue: str) -> None:
+    """The floor's N children without their parent: started by this client, at most
+    `PARENTLESS_STARTS_IN_FLIGHT` starts at a time, and waited for. What the server does for
+    N workflows with no parent's lock and no parent's history to write: whether its own time
+    grows in proportion to N."""
+    gate = asyncio.Semaphore(PARENTLESS_STARTS_IN_FLIGHT)
+
+    async def start(index: int) -> WorkflowHandle[Any, int]:
+        async with gate:
+            return await client.start_workflow(
+                FLOOR_CHILD, index, id=f"{prefix}-{index}", task_queue=task_queue, result_type=int
+            )
+
+    handles = await asyncio.gather(*(start(index) for index in range(instances)))
+    await asyncio.gather(*(handle.result() for handle in handles))
 
 
 # --- the run ----------------------------------------------------------------------------
@@ -261,6 +286,9 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
             )
             serial_seconds, _ = await measure_floor(client, address, n, root, worker_env(args), one_start_per_task=True)
             figures.add("floor, one child start per task", f"{serial_seconds:.2f} s", "for comparison only")
+            log(f"floor, no parent: {n} children started by the bench's client")
+            parentless, _ = await measure_floor(client, address, n, root, worker_env(args), parentless=True)
+            figures.add("floor, no parent", f"{parentless:.2f} s", "the N children started by the bench's client")
 
             task_queue = f"bench-{uuid4().hex[:8]}"
             workers = worker_processes(first, address, task_queue, sim.kubeconfig_path, root, worker_env(args))
@@ -400,6 +428,13 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
                                 f"{large_floor / floor_seconds:.1f}x the floor of {n}")  # fmt: skip
                     figures.add(f"  bring-up of {idle} vs this floor", f"{idle_seconds / large_floor:.2f}x",
                                 f"the bring-up of {n} was {up_serving / floor_seconds:.2f}x its floor")  # fmt: skip
+                    # And with no parent at all: the server's own growth from N to M workflows.
+                    log(f"floor, no parent: {idle} children started by the bench's client")
+                    large_parentless, _ = await measure_floor(
+                        client, address, idle, root, worker_env(args), parentless=True
+                    )
+                    figures.add(f"floor, no parent, {idle}", f"{large_parentless:.1f} s",
+                                f"{large_parentless / parentless:.1f}x the no-parent floor of {n}")  # fmt: skip
             else:
                 figures.add(f"bring-up of {idle} (kubesim)", f"> {idle_seconds:.0f} s",
                             f"only {idle_ready} serving when the bench stopped waiting")  # fmt: skip
