@@ -30,6 +30,12 @@ UNCHANGED_WHILE_COUNTED = (
 """What a report the parent counts from its request must show as the last one it took did."""
 
 
+def shows_a_wait(status: InstanceStatus) -> bool:
+    """Whether `status` says its operation waits (`InstanceOperation.waiting`: `QuotaExceeded`,
+    `Unschedulable`, a held drain): news the parent cannot count from its request."""
+    return status.operation is not None and status.operation.waiting is not None
+
+
 def counted_by_request(delivered: InstanceStatus | None, now: InstanceStatus, counted_revision: str | None) -> bool:
     """Whether the parent already counts `now` from its update request to `counted_revision`.
 

@@ -60,6 +60,9 @@ class UpdatePlan:
     budget_denial: HoldDenial | None = None
     """The budget's denial of the candidates left waiting, kept even when others started (a
     rollout run's cap may drop those, and then this is why the rest wait)."""
+    rest_denial: HoldDenial | None = None
+    """Why the candidates left waiting wait when others started: the budget's denial, or the
+    rollout run's cap where it held back what the budget admitted (`coordination.coordinated`)."""
     wake_at: datetime | None = None
     """When the decision can change without any Instance reporting (a timer to set)."""
     partition_held: tuple[int, ...] = ()
@@ -192,6 +195,7 @@ def plan_update(
         start=started,
         denial=None if started else denial,
         budget_denial=denial,
+        rest_denial=denial,
         wake_at=wake if denial is not None else None,
         partition_held=held_indexes,
         waiting=tuple(instance.index for instance in ready_to_move if instance.index not in started),

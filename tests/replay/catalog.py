@@ -195,4 +195,11 @@ SCENARIOS = [
         "`replica-requested-rows`: the update requests say `counted_by_parent`, so each Instance reports its "
         "SurgeThenDrain update once, when it ends (`instance-update-reports-counted`): apply, image change, delete",
     ),
+    Scenario(
+        "service_counted_waits",
+        service_versioned_instances,
+        "service_update_counted with Instances of version 8 (`instance-counted-waits-reported`: a counted update "
+        "that waits reports the wait) and the InferenceReplica also on `replica-run-cap-holds-the-rest`: "
+        "apply, image change, delete",
+    ),
 ]

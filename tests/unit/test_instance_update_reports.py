@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from models.instance import InstanceFailure, InstancePhase, InstanceStatus, RetryBlockState
-from planning.instance.reports import counted_by_request
+from models.instance import InstanceFailure, InstanceOperation, InstancePhase, InstanceStatus, RetryBlockState
+from planning.instance.reports import counted_by_request, shows_a_wait
 from tests.unit.planning.replica.rows import NEW, NOW
 from tests.unit.planning.replica.test_reconcile import block
 from tests.unit.planning.replica.test_status import status
@@ -60,3 +60,23 @@ def test_counted_by_request(
     delivered: InstanceStatus | None, now: InstanceStatus, counted: str | None, expected: bool
 ) -> None:
     assert counted_by_request(delivered, now, counted) is expected
+
+
+def operation(waiting: str | None) -> InstanceOperation:
+    return InstanceOperation(id="update-2", type="Update", step="surge", started_at=NOW, waiting=waiting)
+
+
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        (updating(), False),
+        (updating(operation=operation(None)), False),
+        # A surge pod refused by the namespace's quota, or that fits no node: the parent's row
+        # says so (the Instance sends it, `COUNTED_WAITS_REPORTED`), though the pods are the same.
+        (updating(operation=operation("QuotaExceeded")), True),
+        (updating(operation=operation("Unschedulable")), True),
+    ],
+)
+def test_a_wait_is_news_the_request_does_not_carry(now: InstanceStatus, expected: bool) -> None:
+    assert counted_by_request(READY_OLD, now, NEW)
+    assert shows_a_wait(now) is expected

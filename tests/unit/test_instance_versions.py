@@ -29,6 +29,9 @@ INSTANCE_PACKAGE = Path(versions.__file__).parent
         (6, versions.REPORT_BACK_TO_DELIVERED, True),
         (6, versions.UPDATE_REPORTS_COUNTED, False),
         (7, versions.UPDATE_REPORTS_COUNTED, True),
+        (7, versions.COUNTED_WAITS_REPORTED, False),
+        (8, versions.COUNTED_WAITS_REPORTED, True),
+        (8, versions.UPDATE_REPORTS_COUNTED, True),
     ],
 )
 def test_a_version_takes_its_changes_and_those_of_the_versions_before(version: int, change: str, included: bool) -> None:

@@ -12,6 +12,8 @@ import pytest
 from models.instance import InstancePhase, RetryBlockState, UpdateStrategyType
 from models.kube_ops import ComponentPods
 from planning.replica.budget import UpdatePolicy
+from planning.replica.coordination import Coordination
+from planning.replica.hold import HoldGate
 from planning.replica.overlay import replica_facts
 from planning.replica.recheck import stale_views
 from tests.unit.planning.replica.rows import NEW, OLD, ready
@@ -77,9 +79,41 @@ def test_the_safety_relist_leaves_an_instance_counted_as_updating_alone() -> Non
 def test_a_pass_that_starts_one_shows_the_budget_hold_on_the_others_at_once(holds_the_rest: bool, shown: str | None) -> None:
     """With no report of the update's start, no later pass would find the budget spent before
     the update ends; the pass that spends it says so."""
-    actions = run([ready(0), ready(1), ready(2)], holds_the_rest=holds_the_rest)
+    actions = run([ready(0), ready(1), ready(2)], holds_the_rest=holds_the_rest, rest_held_by_run=True)
     assert len(actions.update) == 1
     assert (actions.hold.reason if actions.hold is not None else None) == shown
+
+
+RUN_CAP = f"rollout run 2 allows 1 Instances on {NEW} now"
+
+
+@pytest.mark.parametrize(
+    ("max_surge", "rest_held_by_run", "shown"),
+    [
+        (2, True, RUN_CAP),
+        (3, True, RUN_CAP),
+        # Runs from before the change: the budget's hold, or none when the budget had room.
+        (2, False, "per-Component surge budget 2 exhausted (would become 3)"),
+        (3, False, None),
+    ],
+)
+def test_a_pass_held_by_its_rollout_runs_cap_shows_that_cap_at_once(
+    max_surge: int, rest_held_by_run: bool, shown: str | None
+) -> None:
+    """A rollout run that allows one Instance on the update revision: the rest wait on the
+    run, whether or not the surge budget would have held them too."""
+    policy = UpdatePolicy(strategy=UpdateStrategyType.SURGE_THEN_DRAIN, max_surge=max_surge)
+    actions = run(
+        [ready(0), ready(1), ready(2)],
+        policy=policy,
+        coordination=Coordination(2, NEW, 1),
+        holds_the_rest=True,
+        rest_held_by_run=rest_held_by_run,
+    )
+    assert len(actions.update) == 1
+    assert (actions.hold.reason if actions.hold is not None else None) == shown
+    if actions.hold is not None:
+        assert actions.hold.gate == HoldGate.BUDGET
 
 
 def test_a_retry_attempt_shows_no_budget_hold() -> None:

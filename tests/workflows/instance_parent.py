@@ -35,6 +35,13 @@ class FakeParent:
             for r in self.reports
         ]
 
+    @workflow.query(name="waits")
+    def waits(self) -> list[tuple[str, str]]:
+        """(phase, what its operation waits on) of every report, in order."""
+        return [
+            (r.phase.value, (r.operation.waiting or "") if r.operation is not None else "") for r in self.reports
+        ]
+
     @workflow.run
     async def run(self) -> None:
         await workflow.wait_condition(lambda: any(r.deleted for r in self.reports))

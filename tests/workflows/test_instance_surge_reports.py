@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
 from models.instance import DeleteRequest, InstancePhase, UpdateRequest
-from tests.workflows.instance_kube_harness import kube_harness
+from tests.workflows.instance_kube_harness import kube_harness, pod_spec
 from tests.workflows.instance_parent import FakeParent
 
 pytestmark = [pytest.mark.workflows, pytest.mark.kubesim]
@@ -84,3 +84,34 @@ async def test_an_update_the_parent_counts_from_its_request_is_reported_once_whe
         phases = [phase for phase, _, _ in reports if phase != "Deleting"]
         assert "Updating" not in phases, reports
         assert phases[-2:] == ["Ready", "Ready"], reports  # on the old revision, then on the new
+
+
+async def test_a_counted_update_that_waits_on_a_node_reports_the_wait(
+    workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queue: str
+) -> None:
+    """A surge pod that fits no node: the update waits (`Unschedulable`), and the parent hears
+    it (`instance-counted-waits-reported`), though it counts the update from its request and
+    the pods ready and serving are the same as before."""
+    async with kube_harness(workflow_env, kubesim, task_queue, extra_workflows=[FakeParent]) as harness:
+        parent = await workflow_env.client.start_workflow(
+            "FakeParent", id=f"irep/{harness.namespace}/chat-engine", task_queue=task_queue
+        )
+        handle = await harness.start(harness.spec(parent_workflow_id=parent.id))
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving)
+        nowhere = {**pod_spec("engine:2"), "nodeSelector": {"example.com/no-such-pool": "true"}}
+        spec = harness.spec("engine:2", parent_workflow_id=parent.id, leader_pod_spec=nowhere)
+        await handle.signal("update", UpdateRequest(spec=spec, counted_by_parent=True))
+        waiting = await harness.until_real(
+            handle, lambda s: s.operation is not None and s.operation.waiting == "Unschedulable"
+        )
+        assert waiting.phase == P.UPDATING and waiting.serving, waiting
+        for _ in range(100):
+            if ("Updating", "Unschedulable") in await parent.query("waits", result_type=list[tuple[str, str]]):
+                break
+            await asyncio.sleep(0.1)
+        reports = await parent.query("waits", result_type=list[tuple[str, str]])
+        assert ("Updating", "Unschedulable") in reports, reports
+        # Only the wait is news: no report of the update's start before it.
+        assert {r for r in reports if r[0] == "Updating"} == {("Updating", "Unschedulable")}, reports
+        await handle.signal("delete", DeleteRequest())
+        await parent.result()

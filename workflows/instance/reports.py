@@ -21,9 +21,13 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
-    from planning.instance.reports import counted_by_request
+    from planning.instance.reports import counted_by_request, shows_a_wait
     from planning.instance.state import InstanceState, build_status, report_fingerprint
-    from workflows.instance.versions import REPORT_BACK_TO_DELIVERED, UPDATE_REPORTS_COUNTED
+    from workflows.instance.versions import (
+        COUNTED_WAITS_REPORTED,
+        REPORT_BACK_TO_DELIVERED,
+        UPDATE_REPORTS_COUNTED,
+    )
     from workflows.parent import deliver, deliver_local
 
 
@@ -107,9 +111,13 @@ class InstanceReports:
 
     def counted_by_parent(self, status: InstanceStatus) -> bool:
         """Whether the parent counts `status` from its own update request already, so it is
-        not sent (`planning.instance.reports.counted_by_request`, `UPDATE_REPORTS_COUNTED`)."""
-        counted = counted_by_request(self.delivered, status, self.state.update_counted_by_parent)
-        return counted and self.takes(UPDATE_REPORTS_COUNTED)
+        not sent (`planning.instance.reports.counted_by_request`, `UPDATE_REPORTS_COUNTED`),
+        unless it says the update waits (`shows_a_wait`, `COUNTED_WAITS_REPORTED`)."""
+        if not counted_by_request(self.delivered, status, self.state.update_counted_by_parent):
+            return False
+        if not self.takes(UPDATE_REPORTS_COUNTED):
+            return False
+        return not (shows_a_wait(status) and self.takes(COUNTED_WAITS_REPORTED))
 
     async def send_report(self, report: Report) -> None:
         # Compared again: one composed beside a step that brought no change since the last

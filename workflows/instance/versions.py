@@ -81,6 +81,13 @@ ready, serving and available (`planning.instance.reports.counted_by_request`). A
 then reports once, when it ends. Asked only when such a report is composed. Histories from
 before reported the update's start and its surge pod serving as well."""
 
+COUNTED_WAITS_REPORTED = "instance-counted-waits-reported"
+"""A counted update whose operation waits (its `waiting`: a surge pod held by the quota or by no
+node fitting it, `QuotaExceeded`, `Unschedulable`; or its drain held, `Paused`, `Pairing`)
+reports it: the parent's row then shows what the update waits on. Asked only when such a report
+would otherwise not be sent. Histories from before left the row a bare `Updating` while it
+waited on the pods (a held drain reported already)."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -94,6 +101,7 @@ CHANGES: dict[int, frozenset[str]] = {
     5: frozenset({REPORT_BESIDE_NEXT_STEP}),
     6: frozenset({RETIRE_IN_ONE_CALL, REPORT_BACK_TO_DELIVERED}),
     7: frozenset({UPDATE_REPORTS_COUNTED}),
+    8: frozenset({COUNTED_WAITS_REPORTED}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

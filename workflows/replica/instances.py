@@ -97,6 +97,7 @@ def plan(
         coordination=config.coordination,
         retained=state.specs,
         holds_the_rest=state.shows_requested,
+        rest_held_by_run=state.shows_run_cap,
     )
     return actions, blocks
 

@@ -141,6 +141,10 @@ class ReplicaState(MessageModel):
     status rows and the safety re-list. Its update requests say so (`counted_by_parent`), and
     the Instance sends no report that would only tell it that. Asked at each run's start
     (`workflow.REQUESTED_ROWS`)."""
+    shows_run_cap: bool = False
+    """Whether a pass that starts some Instances and leaves the rest to a rollout run's cap shows
+    the run's hold (`reconcile`'s `rest_held_by_run`). Asked at each run's start
+    (`workflow.RUN_CAP_HOLDS`)."""
     writes_status_locally: bool = False
     """Whether this run writes the object's status through a local activity
     (`projection.write_status`). Asked at each run's start (`workflow.LOCAL_STATUS_WRITE`)."""

@@ -102,6 +102,12 @@ as `Updating` to the new revision from the request, until a report at that revis
 when it ends (`UpdateRequest.counted_by_parent`). Histories from before showed an Instance's
 own reports of the update's start and of its surge pod serving."""
 
+RUN_CAP_HOLDS = "replica-run-cap-holds-the-rest"
+"""`workflow.patched` id, asked once at the start of each run: a pass that starts some Instances
+and leaves the rest to a rollout run's cap shows the run's hold, not the surge budget's
+(`ReplicaState.shows_run_cap`). Histories from before showed the budget's, or none when the
+budget alone would have let them go."""
+
 SAFETY_RECHECK = timedelta(minutes=5)
 """Everything reaches this workflow as a message; the timer only covers a lost one. Runs
 without the pod net (`runs_pod_net`) only; with it, the cluster's `pod_relist_seconds`."""
@@ -196,6 +202,7 @@ class InferenceReplicaWorkflow:
         self.state.shows_launched = workflow.patched(LAUNCHED_ROWS)
         self.state.writes_status_locally = workflow.patched(LOCAL_STATUS_WRITE)
         self.state.shows_requested = workflow.patched(REQUESTED_ROWS)
+        self.state.shows_run_cap = workflow.patched(RUN_CAP_HOLDS)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(config.isvc),
