@@ -199,7 +199,8 @@ SCENARIOS = [
         "service_counted_waits",
         service_versioned_instances,
         "service_update_counted with Instances of version 8 (`instance-counted-waits-reported`: a counted update "
-        "that waits reports the wait) and the InferenceReplica also on `replica-run-cap-holds-the-rest`: "
+        "that waits reports the wait; `instance-held-update-off-net`: one held by a pause takes the Instance off "
+        "its parent's net) and the InferenceReplica also on `replica-run-cap-holds-the-rest`: "
         "apply, image change, delete",
     ),
 ]

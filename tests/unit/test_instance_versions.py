@@ -31,6 +31,8 @@ INSTANCE_PACKAGE = Path(versions.__file__).parent
         (7, versions.UPDATE_REPORTS_COUNTED, True),
         (7, versions.COUNTED_WAITS_REPORTED, False),
         (8, versions.COUNTED_WAITS_REPORTED, True),
+        (7, versions.HELD_UPDATE_OFF_NET, False),
+        (8, versions.HELD_UPDATE_OFF_NET, True),
         (8, versions.UPDATE_REPORTS_COUNTED, True),
     ],
 )

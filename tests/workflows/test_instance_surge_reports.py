@@ -6,17 +6,31 @@ turned False for the length of the drain)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
-from models.instance import DeleteRequest, InstancePhase, UpdateRequest
+from models.instance import DeleteRequest, InstancePhase, PauseRequest, UpdateRequest
 from tests.workflows.instance_kube_harness import kube_harness, pod_spec
 from tests.workflows.instance_parent import FakeParent
 
 pytestmark = [pytest.mark.workflows, pytest.mark.kubesim]
 P = InstancePhase
+
+
+async def timers_after(handle: Any, signal: str) -> list[timedelta]:
+    """What each timer the workflow started after its first `signal` was set for, in order."""
+    found: list[timedelta] = []
+    seen = False
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            seen = seen or event.workflow_execution_signaled_event_attributes.signal_name == signal
+        elif seen and event.HasField("timer_started_event_attributes"):
+            found.append(event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta())
+    return found
 
 
 async def test_surge_counts_the_new_pod_serving_while_the_old_drains(
@@ -113,5 +127,38 @@ async def test_a_counted_update_that_waits_on_a_node_reports_the_wait(
         assert ("Updating", "Unschedulable") in reports, reports
         # Only the wait is news: no report of the update's start before it.
         assert {r for r in reports if r[0] == "Updating"} == {("Updating", "Unschedulable")}, reports
+        await handle.signal("delete", DeleteRequest())
+        await parent.result()
+
+
+async def test_a_counted_update_held_by_the_pause_takes_the_instance_off_the_parents_net(
+    workflow_env: WorkflowEnvironment, kubesim: KubeSim, task_queue: str
+) -> None:
+    """The parent shows an Instance it told to update `Updating` from its request and leaves it
+    out of its re-list. While a pause holds that update, the Instance re-lists its pods on its
+    own safety timer, not on the 6-hour backstop of an Instance under the parent's net
+    (`instance-held-update-off-net`)."""
+    async with kube_harness(workflow_env, kubesim, task_queue, extra_workflows=[FakeParent]) as harness:
+        parent = await workflow_env.client.start_workflow(
+            "FakeParent", id=f"irep/{harness.namespace}/chat-engine", task_queue=task_queue
+        )
+        spec = harness.spec(parent_workflow_id=parent.id, relisted_by_parent=True)
+        handle = await harness.start(spec)
+        await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving)
+        await handle.signal("set_pause", PauseRequest(mode="Recover"))
+        await harness.until_real(handle, lambda s: s.pause_mode == "Recover")
+        new = harness.spec("engine:2", parent_workflow_id=parent.id, relisted_by_parent=True)
+        await handle.signal("update", UpdateRequest(spec=new, counted_by_parent=True))
+        # A deeper pause: still no update starts, and the loop looks at its net again.
+        await handle.signal("set_pause", PauseRequest(mode="Freeze"))
+        await harness.until_real(handle, lambda s: s.pause_mode == "Freeze")
+        safety = timedelta(seconds=spec.safety_recheck_seconds)
+        for _ in range(100):
+            if safety in await timers_after(handle, "update"):
+                break
+            await asyncio.sleep(0.1)
+        assert safety in await timers_after(handle, "update")
+        status = await harness.status(handle)
+        assert (status.phase, status.operation, status.running_revision) == (P.READY, None, "rev-engine-1"), status
         await handle.signal("delete", DeleteRequest())
         await parent.result()

@@ -185,12 +185,23 @@ class InstanceOperations(InstanceReports):
     def rests_on_parent_net(self) -> bool:
         """Whether the parent's re-list covers this Instance now: it rests under the net and
         the parent has its latest report (one that failed to go out leaves the short timer,
-        whose re-list reports again)."""
+        whose re-list reports again), and it holds no update the parent counts as running."""
         state = self.state
         return (
             self.spec.relisted_by_parent
             and rests_on_parent_net(state.phase, state.operation, state.draining)
             and self.last_report == report_fingerprint(build_status(state, workflow.now()))
+            and not self.counted_update_held()
+        )
+
+    def counted_update_held(self) -> bool:
+        """Whether an update the parent counts from its request waits for the pause to end: the
+        parent shows the Instance `Updating` and leaves it out of its re-list (`versions.HELD_UPDATE_OFF_NET`)."""
+        held = self.state.paused_update
+        return (
+            held is not None
+            and held.revision == self.state.update_counted_by_parent
+            and self.takes(versions.HELD_UPDATE_OFF_NET)
         )
 
     async def event(self, reason: str, message: str, kind: EventType = "Warning") -> None:

@@ -88,6 +88,12 @@ reports it: the parent's row then shows what the update waits on. Asked only whe
 would otherwise not be sent. Histories from before left the row a bare `Updating` while it
 waited on the pods (a held drain reported already)."""
 
+HELD_UPDATE_OFF_NET = "instance-held-update-off-net"
+"""A counted update kept for after a pause (`InstanceState.paused_update`) takes the Instance off
+its parent's net: the parent shows it `Updating` from its request and leaves it out of its
+re-list, so the Instance re-lists on its own safety timer until the update runs. Asked only when
+such an update is held. Histories from before kept the 6-hour backstop while it was held."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -101,7 +107,7 @@ CHANGES: dict[int, frozenset[str]] = {
     5: frozenset({REPORT_BESIDE_NEXT_STEP}),
     6: frozenset({RETIRE_IN_ONE_CALL, REPORT_BACK_TO_DELIVERED}),
     7: frozenset({UPDATE_REPORTS_COUNTED}),
-    8: frozenset({COUNTED_WAITS_REPORTED}),
+    8: frozenset({COUNTED_WAITS_REPORTED, HELD_UPDATE_OFF_NET}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 
