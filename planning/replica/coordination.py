@@ -111,7 +111,7 @@ def coordinated(
         plan,
         start=started,
         denial=None if started else denial,
-        rest_denial=denial,
+        cap_denial=denial,
         wake_at=None if started else plan.wake_at,
         waiting=plan.waiting + tuple(index for index in plan.start if index not in eligible),
         retry_attempt=plan.retry_attempt and bool(started),

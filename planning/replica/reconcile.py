@@ -149,7 +149,7 @@ def reconcile(
     starts some Instances and leaves others waiting on the budget shows that hold at once;
     otherwise it shows from the next pass that starts none (an Instance's report of its
     update's start used to bring that pass at once). `rest_held_by_run`: that hold is the
-    rollout run's where its cap, not the budget, holds the rest back (`UpdatePlan.rest_denial`);
+    rollout run's where its cap, not the budget, holds the rest back (`UpdatePlan.cap_denial`);
     without it, the budget's (or none), as runs recorded before showed.
     """
     steering = steer(update_revision, coordination, retained)
@@ -221,7 +221,7 @@ def reconcile(
     denial = plan.denial
     if denial is None and holds_the_rest and not plan.retry_attempt:
         # A retry attempt admits one start whatever the budget: the rest wait on it, not on that.
-        denial = plan.rest_denial if rest_held_by_run else plan.budget_denial
+        denial = (plan.cap_denial or plan.budget_denial) if rest_held_by_run else plan.budget_denial
     if denial is not None:
         denial = HoldDenial(denial.gate, denial.reason, revision_names.get(denial.target, denial.target))
     hold = previous_hold if plan.paused else next_hold(previous_hold, denial, now)

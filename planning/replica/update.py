@@ -60,9 +60,10 @@ class UpdatePlan:
     budget_denial: HoldDenial | None = None
     """The budget's denial of the candidates left waiting, kept even when others started (a
     rollout run's cap may drop those, and then this is why the rest wait)."""
-    rest_denial: HoldDenial | None = None
-    """Why the candidates left waiting wait when others started: the budget's denial, or the
-    rollout run's cap where it held back what the budget admitted (`coordination.coordinated`)."""
+    cap_denial: HoldDenial | None = None
+    """Why the candidates left waiting wait when a rollout run's cap cut this pass's starts (the
+    run's hold, or the budget's where the cap had room for some it held); set by
+    `coordination.coordinated` only, None when the cap cut nothing."""
     wake_at: datetime | None = None
     """When the decision can change without any Instance reporting (a timer to set)."""
     partition_held: tuple[int, ...] = ()
@@ -195,7 +196,6 @@ def plan_update(
         start=started,
         denial=None if started else denial,
         budget_denial=denial,
-        rest_denial=denial,
         wake_at=wake if denial is not None else None,
         partition_held=held_indexes,
         waiting=tuple(instance.index for instance in ready_to_move if instance.index not in started),

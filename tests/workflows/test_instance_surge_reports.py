@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from bench.lifecycle_stack import poll_until
 from kubesim.handle import KubeSim
 from models.instance import DeleteRequest, InstancePhase, PauseRequest, UpdateRequest
 from tests.workflows.instance_kube_harness import kube_harness, pod_spec
@@ -119,10 +120,10 @@ async def test_a_counted_update_that_waits_on_a_node_reports_the_wait(
             handle, lambda s: s.operation is not None and s.operation.waiting == "Unschedulable"
         )
         assert waiting.phase == P.UPDATING and waiting.serving, waiting
-        for _ in range(100):
-            if ("Updating", "Unschedulable") in await parent.query("waits", result_type=list[tuple[str, str]]):
-                break
-            await asyncio.sleep(0.1)
+        async def heard_the_wait() -> bool:
+            return ("Updating", "Unschedulable") in await parent.query("waits", result_type=list[tuple[str, str]])
+
+        await poll_until("the parent's report of the wait", heard_the_wait, within=10, every=0.1)
         reports = await parent.query("waits", result_type=list[tuple[str, str]])
         assert ("Updating", "Unschedulable") in reports, reports
         # Only the wait is news: no report of the update's start before it.
@@ -153,10 +154,10 @@ async def test_a_counted_update_held_by_the_pause_takes_the_instance_off_the_par
         await handle.signal("set_pause", PauseRequest(mode="Freeze"))
         await harness.until_real(handle, lambda s: s.pause_mode == "Freeze")
         safety = timedelta(seconds=spec.safety_recheck_seconds)
-        for _ in range(100):
-            if safety in await timers_after(handle, "update"):
-                break
-            await asyncio.sleep(0.1)
+        async def safety_timer_set() -> bool:
+            return safety in await timers_after(handle, "update")
+
+        await poll_until("the safety timer after the held update", safety_timer_set, within=10, every=0.1)
         assert safety in await timers_after(handle, "update")
         status = await harness.status(handle)
         assert (status.phase, status.operation, status.running_revision) == (P.READY, None, "rev-engine-1"), status
