@@ -370,8 +370,13 @@ class KubeActivities(ObjectActivities):
     @activity.defn(name=KUBE_LIST_COMPONENT_PODS)
     def list_component_pods(self, request: ListComponentPodsInput) -> ComponentPods:
         """One label-selector list of the component's pods and nothing else: the
-        InferenceReplica's safety re-list, cheap enough to run for every component."""
+        InferenceReplica's safety re-list, cheap enough to run for every component. With
+        `indexes`, the selector names those Instances, so only their pods come back."""
         selector = f"{LABEL_ISVC}={request.isvc},{LABEL_COMPONENT}={request.component}"
+        if request.indexes is not None:
+            if not request.indexes:
+                return ComponentPods()
+            selector += f",{LABEL_INSTANCE_INDEX} in ({','.join(map(str, sorted(set(request.indexes))))})"
         pods: list[dict[str, Any]] = []
         version = ""
         token = ""

@@ -209,11 +209,14 @@ class ListInstancePodsInput(_Op):
 
 
 class ListComponentPodsInput(_Op):
-    """Every pod of one component, in one label-selector request (the InferenceReplica's net)."""
+    """Every pod of one component, in one label-selector request (the InferenceReplica's net),
+    or only the pods of the Instances at `indexes`."""
 
     namespace: str
     isvc: str
     component: str
+    indexes: tuple[int, ...] | None = None
+    """Only these Instances' pods (`ome.io/instance-index in (...)`); None: every pod."""
 
 
 class ComponentPods(_Op):

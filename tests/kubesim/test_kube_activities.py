@@ -100,6 +100,24 @@ def test_list_component_pods_is_one_request_for_every_instance(kubesim: Any, kub
     assert listed.resource_version.isdigit()
 
 
+def test_list_component_pods_of_named_instances_lists_only_theirs(
+    kubesim: Any, kube: KubeActivities, namespace: str
+) -> None:
+    batch = [instance_pod(namespace, index=index) for index in range(4)] + [instance_pod(namespace, index=2, isvc="other")]
+    run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch))
+    whole = run(kube.list_component_pods, ListComponentPodsInput(namespace=namespace, isvc="chat", component="engine"))
+    kubesim.reset_counters()
+    named = run(
+        kube.list_component_pods,
+        ListComponentPodsInput(namespace=namespace, isvc="chat", component="engine", indexes=(3, 2, 7, 2)),
+    )
+    assert kubesim.counters()["total"] == 1
+    assert named.digests == tuple(entry for entry in whole.digests if entry[0] in (2, 3))
+    kubesim.reset_counters()
+    none = run(kube.list_component_pods, ListComponentPodsInput(namespace=namespace, isvc="chat", component="engine", indexes=()))
+    assert none.digests == () and kubesim.counters()["total"] == 0  # nothing named: nothing asked
+
+
 def test_list_component_pods_pages_the_list(
     kubesim: Any, kube: KubeActivities, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

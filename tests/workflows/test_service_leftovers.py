@@ -87,6 +87,27 @@ async def test_only_an_index_with_pods_from_before_lists_them_before_its_create(
         assert live() == [f"{NAME}-engine-0-default-0", f"{NAME}-engine-1-default-0"]
 
 
+async def test_the_list_before_starts_names_the_starting_instances(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    """The list before a pass's starts asks for the starting Instances' pods only, so a batched
+    bring-up of a big component costs each pass its batch, not every pod started so far: a pod
+    of an index that is not starting (here 3, beyond the 2 replicas) is not in the answer."""
+    async with story(dev_client, task_queue, kubesim) as s:
+        s.core.create_namespaced_pod(NAMESPACE, stray_pod(1))
+        s.core.create_namespaced_pod(NAMESPACE, stray_pod(3))
+        await s.apply(isvc_manifest())
+        await eventually(lambda: engine_ready(s), "two Ready engine Instances")
+
+        answers = []
+        async for event in s.irep().fetch_history_events():
+            marker = event.marker_recorded_event_attributes
+            if event.HasField("marker_recorded_event_attributes") and marker.marker_name == "core_local_activity":
+                if json.loads(marker.details["data"].payloads[0].data)["activity_type"] == KUBE_LIST_COMPONENT_PODS:
+                    answers.append(json.loads(marker.details["result"].payloads[0].data))
+        assert [index for index, _ in answers[0]["digests"]] == [1], answers
+
+
 async def test_a_failed_list_before_starts_leaves_each_instance_to_list_for_itself(
     dev_client: Client, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:

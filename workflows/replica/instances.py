@@ -56,6 +56,11 @@ request), and a new Instance whose index had none skips its own list for leftove
 from before started every Instance without it, and each listed its own pods."""
 LIST_BEFORE_STARTS_GIVE_UP = timedelta(seconds=10)
 """How long the starts wait for that list; past it they go out and each Instance lists."""
+NAMED_IN_THE_LIST = 200
+"""At most this many starting Instances are named in that list's selector, so it returns
+only their pods (a pass of the default 100-pod batch names all of its starts): the list of
+a batched bring-up then costs the batch, not the component's pods so far. More starts than
+this (an unbatched pass) list the whole component, keeping the request line short."""
 
 
 async def act(state: ReplicaState, ended: EndedInstances, desired: int, now: datetime) -> datetime | None:
@@ -131,12 +136,14 @@ def lists_before_starts() -> bool:
 
 
 async def pods_at(config: ReplicaConfig, starting: list[int]) -> frozenset[int] | None:
-    """The indexes that have pods now, from one list of the component's pods; None when the
-    list failed (the new Instances then look for leftovers themselves)."""
+    """Which of the `starting` indexes have pods now, from one list (of their pods, or of the
+    component's when they are too many to name); None when the list failed (the new
+    Instances then look for leftovers themselves)."""
     name = f"{config.isvc}-{config.component}"
+    named = tuple(sorted(set(starting))) if len(set(starting)) <= NAMED_IN_THE_LIST else None
     try:
         listed = await kube_calls.list_component_pods(
-            ListComponentPodsInput(namespace=config.namespace, isvc=config.isvc, component=config.component),
+            ListComponentPodsInput(namespace=config.namespace, isvc=config.isvc, component=config.component, indexes=named),
             summary=f"list the pods of {name} before starting Instance(s) {', '.join(map(str, starting[:5]))}"
             + (f" and {len(starting) - 5} more" if len(starting) > 5 else ""),
             schedule_to_close=LIST_BEFORE_STARTS_GIVE_UP,
