@@ -16,7 +16,9 @@ changed rather than services x pods per change:
   new pods fill slices with room before a new slice is created (the documented controller
   logic: no active rebalancing); a Service without endpoints keeps one empty slice;
 - Endpoints hold at most 1000 addresses (ready ones first) and carry
-  `endpoints.kubernetes.io/over-capacity: truncated` when some were left out.
+  `endpoints.kubernetes.io/over-capacity: truncated` when some were left out; each pod's
+  address is kept between syncs, and a sync in which no pod's address or readiness moved
+  builds nothing, unless someone else wrote the Endpoints since (then they are put back).
 
 Everything is recomputed for every Service on start (state may have been restored from a
 file) and for one Service when it, or a slice or Endpoints it owns, changes under us.
@@ -72,6 +74,15 @@ def _publishable(pod: Object) -> bool:
     return bool(status.get("podIP")) and status.get("phase") not in ("Succeeded", "Failed")
 
 
+def _address(pod: Object) -> tuple[bool, Object]:
+    """Whether a publishable pod is a ready address of its Endpoints, and its address there."""
+    meta = pod["metadata"]
+    address = {"ip": pod["status"]["podIP"], "nodeName": pod["spec"].get("nodeName"),
+               "targetRef": {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"],
+                             "uid": meta["uid"]}}
+    return pod_is_ready(pod) and not meta.get("deletionTimestamp"), address
+
+
 def _labels(svc: Object) -> dict[str, str]:
     """The Service's labels, plus the headless marker the real controllers add."""
     labels = dict(svc["metadata"].get("labels") or {})
@@ -97,8 +108,12 @@ class EndpointsController(Controller):
         self._filed_under: dict[ObjectKey, Pair] = {}
         self._filed: dict[Pair, set[ObjectKey]] = {}
         self._pair_use: dict[Pair, int] = {}
-        # Each synced Service's publishable matching pods by name (what Endpoints list).
+        # Each synced Service's publishable matching pods by name (what Endpoints list), each
+        # pod's Endpoints address with its readiness (kept, so a sync re-reads only the pods
+        # that changed), and the resourceVersion of the Endpoints as its last sync left them.
         self._members: dict[ObjectKey, dict[str, Object]] = {}
+        self._addresses: dict[ObjectKey, dict[str, tuple[bool, Object]]] = {}
+        self._published: dict[ObjectKey, str] = {}
         self.slices = SlicePacker(self)
 
     # ---- change tracking -------------------------------------------------------------------
@@ -195,39 +210,53 @@ class EndpointsController(Controller):
             # Gone or selector-less: no Endpoints of ours (slices go with their owner, or stay
             # for a selector-less Service, as the real controller leaves them).
             self._members.pop(key, None)
+            self._addresses.pop(key, None)
+            self._published.pop(key, None)
             self._drop_endpoints(namespace, name)
             return
         members = self._members.get(key)
-        if members is None or changed is None:
+        addresses = self._addresses.get(key)
+        if members is None or addresses is None or changed is None:
             members = {p["metadata"]["name"]: p for p in self.store.select(PODS, namespace, reqs) if _publishable(p)}
             self._members[key] = members
+            self._addresses[key] = {pod_name: _address(pod) for pod_name, pod in members.items()}
             changed = None
+            moved = True
         else:
+            moved = False
             for pod_name in changed:
                 pod = self.store.get(PODS, namespace, pod_name)
                 if pod is not None and _publishable(pod) and labels_match(reqs, pod["metadata"].get("labels")):
                     members[pod_name] = pod
+                    address = _address(pod)
+                    moved = moved or addresses.get(pod_name) != address
+                    addresses[pod_name] = address
                 else:
                     members.pop(pod_name, None)
-        self._endpoints(svc, members)
+                    moved = addresses.pop(pod_name, None) is not None or moved
+        self._endpoints(svc, members, moved)
         self.slices.sync(svc, members, changed)
 
     # ---- Endpoints (the legacy object) -----------------------------------------------------
 
-    def _endpoints(self, svc: Object, members: dict[str, Object]) -> None:
+    def _endpoints(self, svc: Object, members: dict[str, Object], moved: bool) -> None:
+        """Write the Service's Endpoints; `moved` says whether any pod's address or readiness
+        changed since the last sync, which otherwise has nothing to write unless someone else
+        wrote the Endpoints since."""
         rt = self.api.type_of(*ENDPOINTS)
         ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        key = (ns, name)
+        current = self.store.get(rt.key, ns, name)
+        if not moved and current is not None and current["metadata"]["resourceVersion"] == self._published.get(key):
+            return
         ready: list[Object] = []
         not_ready: list[Object] = []
-        pods = [members[n] for n in sorted(members)]
-        for pod in pods:
-            address = {"ip": pod["status"]["podIP"], "nodeName": pod["spec"].get("nodeName"),
-                       "targetRef": {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
-                                     "uid": pod["metadata"]["uid"]}}
-            if pod_is_ready(pod) and not pod["metadata"].get("deletionTimestamp"):
-                ready.append(address)
-            else:
-                not_ready.append(address)
+        addresses = self._addresses[key]
+        names = sorted(members)
+        for pod_name in names:
+            is_ready, address = addresses[pod_name]
+            (ready if is_ready else not_ready).append(address)
+        pods = [members[names[0]]] if names else []
         # Over capacity, ready addresses are kept first, as the real controller prioritises them.
         cap = self.max_endpoints_addresses
         truncated = len(ready) + len(not_ready) > cap
@@ -249,7 +278,6 @@ class EndpointsController(Controller):
             subset["notReadyAddresses"] = not_ready
         subsets = [{**subset, "ports": ports}] if subset and ports else None
         labels = {**_labels(svc), MANAGED_BY: "endpoint-controller"}
-        current = self.store.get(rt.key, ns, name)
         annotations = dict(((current or {}).get("metadata") or {}).get("annotations") or {})
         annotations.pop(OVER_CAPACITY, None)
         if truncated:
@@ -263,21 +291,23 @@ class EndpointsController(Controller):
                 if subsets:
                     body["subsets"] = subsets
                 self.api.create(rt, ns, body, "endpoint-controller")
-                return
-            meta = current["metadata"]
-            if (current.get("subsets") == subsets and meta.get("labels") == labels
-                    and (meta.get("annotations") or {}) == annotations):
-                return  # nothing to say: no write, not even a no-op one
-            new_meta = {**meta, "labels": labels, "annotations": annotations}
-            if not annotations:
-                new_meta.pop("annotations")
-            merged = {k: v for k, v in current.items() if k != "subsets"}
-            merged["metadata"] = new_meta
-            if subsets:
-                merged["subsets"] = subsets
-            self.api.write(rt, merged, "endpoint-controller")
+            else:
+                meta = current["metadata"]
+                # Nothing to say: no write, not even a no-op one.
+                if (current.get("subsets") != subsets or meta.get("labels") != labels
+                        or (meta.get("annotations") or {}) != annotations):
+                    new_meta = {**meta, "labels": labels, "annotations": annotations}
+                    if not annotations:
+                        new_meta.pop("annotations")
+                    merged = {k: v for k, v in current.items() if k != "subsets"}
+                    merged["metadata"] = new_meta
+                    if subsets:
+                        merged["subsets"] = subsets
+                    self.api.write(rt, merged, "endpoint-controller")
         except ApiError:
             return  # the namespace is terminating; nothing to publish
+        stored = self.store.get(rt.key, ns, name)
+        self._published[key] = stored["metadata"]["resourceVersion"] if stored is not None else ""
 
     def _drop_endpoints(self, namespace: str, name: str) -> None:
         ep = self.store.get(ENDPOINTS, namespace, name)

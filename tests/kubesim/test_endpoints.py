@@ -210,6 +210,30 @@ async def test_a_slice_deleted_by_someone_else_comes_back(cluster: Cluster) -> N
     await until(lambda: len(ready_names(cluster, "svc")) == 3, "the endpoints published again")
 
 
+async def test_endpoints_edited_by_someone_else_are_put_back_at_the_next_sync(cluster: Cluster) -> None:
+    """The controller keeps each pod's address and skips a sync in which none moved, but only
+    while the Endpoints are as it left them: after a foreign edit, the next sync (here from a pod
+    change that moves no address) writes them back."""
+    make_service(cluster, "svc", {"app": "e"})
+    make_pods(cluster, 3, {"app": "e"})
+    ep_rt = cluster.api.type_of("", "endpoints")
+
+    def addresses() -> list[str]:
+        ep = cluster.store.get(ep_rt.key, NS, "svc") or {}
+        return sorted(a["targetRef"]["name"] for s in ep.get("subsets") or [] for a in s.get("addresses") or [])
+
+    await until(lambda: addresses() == ["p-0000", "p-0001", "p-0002"], "3 ready addresses")
+    ep = cluster.store.get(ep_rt.key, NS, "svc")
+    assert ep is not None
+    cluster.api.write(ep_rt, {k: v for k, v in ep.items() if k != "subsets"}, "someone")
+    assert addresses() == []
+    rt = cluster.api.type_of("", "pods")
+    pod = cluster.store.get(rt.key, NS, "p-0001")
+    assert pod is not None
+    cluster.api.write(rt, {**pod, "metadata": {**pod["metadata"], "annotations": {"note": "x"}}}, "test")
+    await until(lambda: addresses() == ["p-0000", "p-0001", "p-0002"], "the 3 addresses written back")
+
+
 def test_store_label_index_follows_writes_and_restores() -> None:
     store = Store()
     pods = ("", "pods")
