@@ -45,10 +45,30 @@ def runs_pod_net() -> bool:
     return workflow.patched(REPLICA_POD_NET)
 
 
+RUN_LIMITS = "replica-run-limits"
+"""`workflow.patched` id: a run starts at most `CHILDREN_PER_RUN` Instances and then continues
+as new, and a pass sends at most `SENDS_PER_TASK` starts and signals in one workflow task.
+Asked only where a limit cuts, so runs that never reach one leave no marker; runs from before
+sent everything at once, as their histories recorded."""
+CHILDREN_PER_RUN = 1000
+"""Instances one run starts before it continues as new. An Instance outlives the start (it is
+an abandoned child), so the server counts it against the run that started it for as long as
+it runs, and refuses a workflow task that would take a run past
+`limit.numPendingChildExecutions.error` (2,000 by default, on Temporal Cloud too): a
+component of more Instances would otherwise stop starting them for good. A new run counts
+from zero; half the server's default leaves room for a pass's surges and migrations."""
+SENDS_PER_TASK = 500
+"""Starts and signals one workflow task sends. The server refuses a task that would leave a
+run with more than `limit.numPendingSignals.error` (2,000) signals it has not yet delivered,
+and a pause told to a component of 2,500 Instances is 2,500 signals: more go out in waves,
+each once the one before was delivered."""
+
+
 @dataclass
-class EndedInstances:
-    """Instances that reported their end in this run: not persistent (a run after
-    continue-as-new starts with none, and its starts find nothing still closing).
+class RunChildren:
+    """What this run did with its children that a run after continue-as-new starts without:
+    the Instances that reported their end in it (its starts find nothing still closing) and
+    how many it started (the server counts only the run's own).
 
     Written by the `instance_changed` handler (`ended`) and by `start_instance`.
     """
@@ -59,11 +79,32 @@ class EndedInstances:
     start_again: bool = False
     """Set by `start_instance` when such a start found the old workflow still closing: the
     pass wakes shortly to try it again. Cleared by the pass before it starts anything."""
+    started: int = 0
+    """Instance starts this run sent (`CHILDREN_PER_RUN`)."""
+
+    def room(self) -> int:
+        """How many more Instances this run may start."""
+        return max(0, CHILDREN_PER_RUN - self.started)
+
+    def hands_over(self) -> bool:
+        """Whether this run has started all it may, so it continues as new before more starts
+        (from `RUN_LIMITS` on; asked only then)."""
+        if self.started < CHILDREN_PER_RUN or not workflow.patched(RUN_LIMITS):
+            return False
+        workflow.logger.info(
+            "this run started %d Instances, the most one run starts (CHILDREN_PER_RUN): continuing as new", self.started
+        )
+        return True
 
 
 async def send_all(sends: Sequence[Awaitable[object]]) -> None:
-    """Await `sends` together, so their commands leave in one workflow task, in order."""
-    await asyncio.gather(*sends)
+    """Await `sends` together, so their commands leave in one workflow task, in order; more
+    than `SENDS_PER_TASK` go out in waves of that many (from `RUN_LIMITS` on)."""
+    if len(sends) <= SENDS_PER_TASK or not workflow.patched(RUN_LIMITS):
+        await asyncio.gather(*sends)
+        return
+    for first in range(0, len(sends), SENDS_PER_TASK):
+        await asyncio.gather(*sends[first : first + SENDS_PER_TASK])
 
 
 async def signal_instance(config: ReplicaConfig, index: int, name: str, payload: Any) -> None:
@@ -143,7 +184,7 @@ def first_input(spec: InstanceSpec, clean: bool = False) -> InstanceState:
 
 async def start_instance(
     state: ReplicaState,
-    ended: EndedInstances,
+    run: RunChildren,
     index: int,
     revision_hash: str,
     gang_surge_of: int | None = None,
@@ -157,6 +198,7 @@ async def start_instance(
     workflow_id = instance_workflow_id(config.namespace, config.isvc, config.component, index, config.home)
     # Recorded before the start, so a pass while it is in flight counts it already.
     state.launched[index] = revision_hash
+    run.started += 1
     first = first_input(
         spec if spec is not None else spec_for(state, index, revision_hash, gang_surge_of),
         clean=listing is not None and listing.clean(index),
@@ -174,12 +216,12 @@ async def start_instance(
             ),
         )
     except WorkflowAlreadyStartedError:
-        if index in ended.ended:
+        if index in run.ended:
             # The Instance that had this index reported its end but its workflow has not
             # closed yet: nothing was started, so the next pass starts it again.
             state.launched.pop(index, None)
             state.gang_surges.pop(index, None)
-            ended.start_again = True
+            run.start_again = True
             return
         # Started by an earlier run of this workflow: it reports to us by workflow ID.
-    ended.ended.discard(index)
+    run.ended.discard(index)

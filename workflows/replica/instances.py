@@ -27,7 +27,7 @@ from planning.replica import events
 from planning.replica.handover import GangSurge, cleaning_up
 from planning.replica.lifecycle import lifecycle_digest
 from planning.replica.overlay import earliest
-from planning.replica.reconcile import ReplicaActions, reconcile
+from planning.replica.reconcile import NewInstance, ReplicaActions, reconcile
 from planning.replica.retry import start_retry_attempt
 from planning.replica.revisions import complete_rollout, history_limit, trim_history
 from planning.replica.rollback import protected
@@ -35,7 +35,8 @@ from workflows import kube_calls
 from workflows.replica import view
 from workflows.replica.batches import requeue_at, scale_down_wave, scale_up_wave
 from workflows.replica.children import (
-    EndedInstances,
+    RUN_LIMITS,
+    RunChildren,
     StartListing,
     send_all,
     signal_instance,
@@ -63,15 +64,15 @@ a batched bring-up then costs the batch, not the component's pods so far. More s
 this (an unbatched pass) list the whole component, keeping the request line short."""
 
 
-async def act(state: ReplicaState, ended: EndedInstances, desired: int, now: datetime) -> datetime | None:
+async def act(state: ReplicaState, run: RunChildren, desired: int, now: datetime) -> datetime | None:
     """Tell the pause, plan, carry the plan out; returns when the plan can change (None: no need)."""
     # The pass acts for the config it began acting on, even if a new one arrives meanwhile.
     config = state.config
     # The Instances hear of a pause change before this pass starts or updates anything.
     await tell_pause(state)
     actions, blocks = plan(state, config, desired, now)
-    actions = await carry_out(state, config, ended, actions, now)
-    wake = earliest(actions.wake_at, now + START_AGAIN if ended.start_again else None)
+    actions = await carry_out(state, config, run, actions, now)
+    wake = earliest(actions.wake_at, now + START_AGAIN if run.start_again else None)
     names = view.names(state)
     keep_revisions(state, config, actions, names)
     await announce_held(state, config, blocks, names)
@@ -108,13 +109,13 @@ def plan(
 
 
 async def carry_out(
-    state: ReplicaState, config: ReplicaConfig, ended: EndedInstances, actions: ReplicaActions, now: datetime
+    state: ReplicaState, config: ReplicaConfig, run: RunChildren, actions: ReplicaActions, now: datetime
 ) -> ReplicaActions:
     """Send the plan's starts and signals in one workflow task, then keep its hold; the plan,
     waking in time for what the pod batches deferred."""
-    ended.start_again = False
+    run.start_again = False
     listing = StartListing()
-    sends, wake = requests(state, config, ended, actions, now, listing)
+    sends, wake = requests(state, config, run, actions, now, listing)
     if listing.starting and lists_before_starts():
         listing.with_pods = await pods_at(config, listing.starting)
     await send_all(sends)
@@ -158,7 +159,7 @@ async def pods_at(config: ReplicaConfig, starting: list[int]) -> frozenset[int] 
 def requests(
     state: ReplicaState,
     config: ReplicaConfig,
-    ended: EndedInstances,
+    run: RunChildren,
     actions: ReplicaActions,
     now: datetime,
     listing: StartListing,
@@ -171,13 +172,10 @@ def requests(
     returns to (with that revision's kept spec)."""
     starts = scale_up_wave(state, [(new.index, new.revision) for new in actions.create])
     removals = scale_down_wave(state, actions.delete)
-    listing.starting = [new.index for new in actions.create if new.index in starts.admitted]
+    creates = within_the_run(run, [new for new in actions.create if new.index in starts.admitted])
+    listing.starting = [new.index for new in creates]
     listing.starting += [new.index for new in actions.surge_create]
-    sends: list[Awaitable[None]] = [
-        start_instance(state, ended, new.index, new.revision, listing=listing)
-        for new in actions.create
-        if new.index in starts.admitted
-    ]
+    sends: list[Awaitable[None]] = [start_instance(state, run, new.index, new.revision, listing=listing) for new in creates]
     for index in actions.update:
         state.requested_updates[index] = actions.revision
         spec = spec_for(state, index, actions.revision)
@@ -186,7 +184,7 @@ def requests(
     for new in actions.surge_create:
         source = new.replaces if new.replaces is not None else new.index
         state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)
-        sends.append(start_instance(state, ended, new.index, new.revision, gang_surge_of=source, listing=listing))
+        sends.append(start_instance(state, run, new.index, new.revision, gang_surge_of=source, listing=listing))
     for index in removals.admitted:
         request = InstanceDeleteRequest(reason="ScaleDown")
         sends.append(signal_instance(state.config, index, INSTANCE_DELETE, request))
@@ -195,6 +193,14 @@ def requests(
     migrating = moving_sources(state)
     handovers = tuple(index for index in actions.handover_delete if index not in migrating)
     return sends + finish_handovers(state, handovers), requeue_at(state, now, [starts, removals])
+
+
+def within_the_run(run: RunChildren, creates: list[NewInstance]) -> list[NewInstance]:
+    """`creates`, cut to what this run may still start (`CHILDREN_PER_RUN`, from `RUN_LIMITS`
+    on): the run then continues as new, and its next run starts the rest."""
+    if len(creates) <= run.room() or not workflow.patched(RUN_LIMITS):
+        return creates
+    return creates[: run.room()]
 
 
 def keep_revisions(state: ReplicaState, config: ReplicaConfig, actions: ReplicaActions, names: dict[str, str]) -> None:

@@ -36,7 +36,7 @@ from planning.replica.template import instance_ready_timeout_seconds
 from workflows import kube_calls
 from workflows.parent import deliver
 from workflows.replica import view
-from workflows.replica.children import EndedInstances, send_all, signal_instance, spec_for, start_instance
+from workflows.replica.children import RunChildren, send_all, signal_instance, spec_for, start_instance
 from workflows.replica.messages import ReplicaState
 from workflows.replica.object import record
 
@@ -94,7 +94,7 @@ def update_surge_in_flight(state: ReplicaState) -> bool:
 
 
 def context(
-    state: ReplicaState, ended: EndedInstances, now: datetime, listed_nodes: dict[int, list[str]]
+    state: ReplicaState, run: RunChildren, now: datetime, listed_nodes: dict[int, list[str]]
 ) -> MigrationContext:
     config = state.config
     lifecycle = config.effective.lifecycle
@@ -119,7 +119,7 @@ def context(
             *state.removing,
             *state.launched,
             *cleaning_up(state.gang_surges),
-            *sorted(ended.ended),
+            *sorted(run.ended),
         ],
         drain_deadlines={
             index: status.operation.deadline
@@ -154,17 +154,17 @@ async def sources_nodes(state: ReplicaState) -> dict[int, list[str]]:
     return found
 
 
-async def advance(state: ReplicaState, ended: EndedInstances, now: datetime) -> datetime | None:
+async def advance(state: ReplicaState, run: RunChildren, now: datetime) -> datetime | None:
     """One pass over the migrations; returns when a decision can change by itself."""
     fold_orders(state)
     if not state.migrations:
         return None
     listed_nodes = await sources_nodes(state)
-    plan = plan_migrations(state.migrations, view.raw_facts(state), context(state, ended, now, listed_nodes))
+    plan = plan_migrations(state.migrations, view.raw_facts(state), context(state, run, now, listed_nodes))
     state.migrations = retained(plan.tickets, now)
     sends: list[Awaitable[None]] = []
     if plan.start is not None:
-        sends.append(start_surge(state, ended, plan.start))
+        sends.append(start_surge(state, run, plan.start))
     for index in plan.drain:
         sends.append(remove(state, index, MIGRATED))
     for index in plan.delete:
@@ -180,7 +180,7 @@ async def advance(state: ReplicaState, ended: EndedInstances, now: datetime) -> 
     return plan.wake_at
 
 
-async def start_surge(state: ReplicaState, ended: EndedInstances, surge: SurgeStart) -> None:
+async def start_surge(state: ReplicaState, run: RunChildren, surge: SurgeStart) -> None:
     """Start the replacement, its pods kept off the source node (and on the hinted ones)."""
     spec = spec_for(state, surge.index, surge.revision)
     placed = spec.model_copy(
@@ -191,7 +191,7 @@ async def start_surge(state: ReplicaState, ended: EndedInstances, surge: SurgeSt
             else None,
         }
     )
-    await start_instance(state, ended, surge.index, surge.revision, spec=placed)
+    await start_instance(state, run, surge.index, surge.revision, spec=placed)
 
 
 async def remove(state: ReplicaState, index: int, reason: str) -> None:

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import history_budget, search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
     from workflows.replica import migrations, relocations, teardown, view
-    from workflows.replica.children import EndedInstances, runs_pod_net
+    from workflows.replica.children import RunChildren, runs_pod_net
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
     from workflows.replica.messages import (
@@ -129,7 +129,7 @@ class InferenceReplicaWorkflow:
         status write is due, a start is tried again); None: no need. Reset by each pass."""
         self.waits = waiting.Waits(keep=False)
         """The loop's timer; kept across waits from `KEPT_TIMER` on (decided in `run`)."""
-        self.ended = EndedInstances()
+        self.run_children = RunChildren()
         """Instances that reported their end in this run (`instance_changed`), for a start at
         their index that finds their workflow still closing (`children.start_instance`)."""
 
@@ -139,7 +139,7 @@ class InferenceReplicaWorkflow:
     def instance_changed(self, status: InstanceStatus) -> None:
         state = self.state
         if status.deleted or status.abandoned:
-            self.ended.ended.add(status.index)
+            self.run_children.ended.add(status.index)
         note_surge_report(state, status, workflow.now())
         state.launched.pop(status.index, None)
         if status.deleted or status.abandoned:
@@ -216,8 +216,10 @@ class InferenceReplicaWorkflow:
                 finished = await self.pass_once()
             if finished:
                 return build_status(self.state, workflow.now())[0]
-            if history_budget.hands_over(HANDS_OVER_EARLY, started_at_size) or (
-                at_rest(self.state) and history_budget.hands_over_at_rest(HANDS_OVER_AT_REST)
+            if (
+                history_budget.hands_over(HANDS_OVER_EARLY, started_at_size)
+                or (at_rest(self.state) and history_budget.hands_over_at_rest(HANDS_OVER_AT_REST))
+                or self.run_children.hands_over()
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state)
@@ -265,9 +267,9 @@ class InferenceReplicaWorkflow:
         # Instances stuck on a node are relocated off it (their `Relocated` rows join the
         # migrations'); then migrations: a replacement they start counts with its source.
         await relocations.relocate(state, now)
-        moving_at = await migrations.advance(state, self.ended, now)
+        moving_at = await migrations.advance(state, self.run_children, now)
         # Plan and act on the Instances (`instances.act`), then project the outcome; `run` waits.
-        self.wake_at = earliest(moving_at, await act(state, self.ended, desired, now))
+        self.wake_at = earliest(moving_at, await act(state, self.run_children, desired, now))
         await write_spec(state, desired, now)
         self.wake_at = earliest(self.wake_at, await publish(state, now))
         return False
