@@ -305,6 +305,7 @@ class EndpointsController(Controller):
                         merged["subsets"] = subsets
                     self.api.write(rt, merged, "endpoint-controller")
         except ApiError:
+            self._published.pop(key, None)  # not as we would leave them: the next sync builds again
             return  # the namespace is terminating; nothing to publish
         stored = self.store.get(rt.key, ns, name)
         self._published[key] = stored["metadata"]["resourceVersion"] if stored is not None else ""

@@ -203,4 +203,13 @@ SCENARIOS = [
         "its parent's net) and the InferenceReplica also on `replica-run-cap-holds-the-rest`: "
         "apply, image change, delete",
     ),
+    Scenario(
+        "service_run_limits",
+        service_scale_pause_resume,
+        "service_scale_pause_resume with the InferenceReplica's per-run limits at test size (2 Instance starts a "
+        "run, 1 start or signal a workflow task): the scale to 3 starts one, continues as new "
+        "(`replica-run-limits`) and the next run starts the third; the pause and the delete go out one signal a "
+        "task (`replica-sends-in-waves`)",
+        run_limits=(2, 1),
+    ),
 ]

@@ -37,7 +37,7 @@ from kubesim.timing import Timing
 from tests.fixtures.kubesim import TEST_TOPOLOGY
 from tests.fixtures.temporal import start_dev_server
 from tests.replay.catalog import SCENARIOS
-from tests.replay.scenarios import WAIT, Scenario
+from tests.replay.scenarios import WAIT, Scenario, run_limits_of
 from tests.workflows.multicluster_harness import CLUSTERS
 from workers.client import exit_process
 from workflows.names import cluster_task_queue
@@ -95,7 +95,8 @@ async def record(env: WorkflowEnvironment, scenario: Scenario) -> list[Path]:
     task_queue = f"replay-{scenario.name}-{uuid4().hex[:8]}"
     sim = KubeSim(topology=TEST_TOPOLOGY, crds="product", timing=Timing.fast()).start()
     try:
-        await scenario.run(env, sim, task_queue)
+        with run_limits_of(scenario):
+            await scenario.run(env, sim, task_queue)
         began = time.monotonic()
         executions = await closed_executions(env.client, task_queue)
         print(f"  {time.monotonic() - began:5.1f}s  every execution closed and listed", flush=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,6 +46,7 @@ from tests.workflows.service_harness import (
 from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
 from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
+from workflows.replica import children
 from workflows.service.messages import (
     ReleaseHeldRequest,
     ResetInstancesRequest,
@@ -78,6 +79,24 @@ class Scenario:
     suggest_continue_as_new_after: int | None = None
     """Recorded on a dev server of its own that suggests continue-as-new at this many events
     (a story about a workflow's own hand-over); None: the shared one, which suggests it early."""
+    run_limits: tuple[int, int] | None = None
+    """The InferenceReplica's `CHILDREN_PER_RUN` and `SENDS_PER_TASK` at test size, recorded and
+    replayed with them (`run_limits_of`); None: the product's."""
+
+
+@contextmanager
+def run_limits_of(scenario: Scenario) -> Iterator[None]:
+    """`scenario`'s InferenceReplica limits in force (the module is passed through the sandbox,
+    so the worker and the replayer read them), the product's again after."""
+    if scenario.run_limits is None:
+        yield
+        return
+    kept = children.CHILDREN_PER_RUN, children.SENDS_PER_TASK
+    children.CHILDREN_PER_RUN, children.SENDS_PER_TASK = scenario.run_limits
+    try:
+        yield
+    finally:
+        children.CHILDREN_PER_RUN, children.SENDS_PER_TASK = kept
 
 
 # --- Instance scenarios: one Instance workflow, the watcher signalling its pods -------------

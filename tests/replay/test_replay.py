@@ -24,6 +24,7 @@ from temporalio.workflow import NondeterminismError
 
 from tests.replay.changed_workflows import CHANGED
 from tests.replay.record_histories import REGENERATE, SCENARIOS
+from tests.replay.scenarios import run_limits_of
 from workers.client import DATA_CONVERTER
 from workers.worker import _SANDBOX_PASSTHROUGH
 from workflows.names import (
@@ -101,9 +102,11 @@ def test_histories_cover_every_scenario_and_workflow_type() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 async def test_history_replays_on_current_code(path: Path) -> None:
-    result: WorkflowReplayResult = await replayer(WORKFLOWS).replay_workflow(
-        history(path), raise_on_replay_failure=False
-    )
+    scenario = next(s for s in SCENARIOS if s.name == path.stem.split("__")[0])
+    with run_limits_of(scenario):
+        result: WorkflowReplayResult = await replayer(WORKFLOWS).replay_workflow(
+            history(path), raise_on_replay_failure=False
+        )
     if result.replay_failure is not None:
         pytest.fail(explain(path, result.replay_failure))
 

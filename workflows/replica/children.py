@@ -47,9 +47,13 @@ def runs_pod_net() -> bool:
 
 RUN_LIMITS = "replica-run-limits"
 """`workflow.patched` id: a run starts at most `CHILDREN_PER_RUN` Instances and then continues
-as new, and a pass sends at most `SENDS_PER_TASK` starts and signals in one workflow task.
-Asked only where a limit cuts, so runs that never reach one leave no marker; runs from before
-sent everything at once, as their histories recorded."""
+as new. Asked only where the limit cuts or is reached, so runs that never reach it leave no
+marker; runs from before started all a pass planned, as their histories recorded."""
+SENDS_IN_WAVES = "replica-sends-in-waves"
+"""`workflow.patched` id: a pass sends at most `SENDS_PER_TASK` starts and signals in one
+workflow task. Asked only where a pass has more; an id of its own, so a run that replayed a
+pass of more sends from before still gets the children's limit when it first needs it (a
+patch asked during replay stays off for the rest of that run)."""
 CHILDREN_PER_RUN = 1000
 """Instances one run starts before it continues as new. An Instance outlives the start (it is
 an abandoned child), so the server counts it against the run that started it for as long as
@@ -99,8 +103,8 @@ class RunChildren:
 
 async def send_all(sends: Sequence[Awaitable[object]]) -> None:
     """Await `sends` together, so their commands leave in one workflow task, in order; more
-    than `SENDS_PER_TASK` go out in waves of that many (from `RUN_LIMITS` on)."""
-    if len(sends) <= SENDS_PER_TASK or not workflow.patched(RUN_LIMITS):
+    than `SENDS_PER_TASK` go out in waves of that many (from `SENDS_IN_WAVES` on)."""
+    if len(sends) <= SENDS_PER_TASK or not workflow.patched(SENDS_IN_WAVES):
         await asyncio.gather(*sends)
         return
     for first in range(0, len(sends), SENDS_PER_TASK):

@@ -11,7 +11,7 @@ Imported by the workflow module inside `workflow.unsafe.imports_passed_through()
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -172,16 +172,16 @@ def requests(
     returns to (with that revision's kept spec)."""
     starts = scale_up_wave(state, [(new.index, new.revision) for new in actions.create])
     removals = scale_down_wave(state, actions.delete)
-    creates = within_the_run(run, [new for new in actions.create if new.index in starts.admitted])
+    creates, surges = within_the_run(run, [new for new in actions.create if new.index in starts.admitted], actions.surge_create)
     listing.starting = [new.index for new in creates]
-    listing.starting += [new.index for new in actions.surge_create]
+    listing.starting += [new.index for new in surges]
     sends: list[Awaitable[None]] = [start_instance(state, run, new.index, new.revision, listing=listing) for new in creates]
     for index in actions.update:
         state.requested_updates[index] = actions.revision
         spec = spec_for(state, index, actions.revision)
         request = UpdateRequest(spec=spec, counted_by_parent=state.shows_requested)
         sends.append(signal_instance(state.config, index, INSTANCE_UPDATE, request))
-    for new in actions.surge_create:
+    for new in surges:
         source = new.replaces if new.replaces is not None else new.index
         state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)
         sends.append(start_instance(state, run, new.index, new.revision, gang_surge_of=source, listing=listing))
@@ -195,12 +195,16 @@ def requests(
     return sends + finish_handovers(state, handovers), requeue_at(state, now, [starts, removals])
 
 
-def within_the_run(run: RunChildren, creates: list[NewInstance]) -> list[NewInstance]:
-    """`creates`, cut to what this run may still start (`CHILDREN_PER_RUN`, from `RUN_LIMITS`
-    on): the run then continues as new, and its next run starts the rest."""
-    if len(creates) <= run.room() or not workflow.patched(RUN_LIMITS):
-        return creates
-    return creates[: run.room()]
+def within_the_run(
+    run: RunChildren, creates: Sequence[NewInstance], surges: Sequence[NewInstance]
+) -> tuple[Sequence[NewInstance], Sequence[NewInstance]]:
+    """The pass's starts (new Instances, then gang surges), cut to what this run may still
+    start (`CHILDREN_PER_RUN`, from `RUN_LIMITS` on): the run then continues as new, and its
+    next run plans the rest again (a surge cut here was never recorded in `gang_surges`)."""
+    room = run.room()
+    if len(creates) + len(surges) <= room or not workflow.patched(RUN_LIMITS):
+        return creates, surges
+    return creates[:room], surges[: max(0, room - len(creates))]
 
 
 def keep_revisions(state: ReplicaState, config: ReplicaConfig, actions: ReplicaActions, names: dict[str, str]) -> None:

@@ -131,7 +131,8 @@ class InferenceReplicaWorkflow:
         """The loop's timer; kept across waits from `KEPT_TIMER` on (decided in `run`)."""
         self.run_children = RunChildren()
         """Instances that reported their end in this run (`instance_changed`), for a start at
-        their index that finds their workflow still closing (`children.start_instance`)."""
+        their index that finds their workflow still closing (`children.start_instance`), and
+        how many Instances this run started (it continues as new at `CHILDREN_PER_RUN`)."""
 
     # --- messages -------------------------------------------------------------------
 
