@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_POD_BATCH_SIZE = 100
 """The chart's value of both batch sizes."""
@@ -85,3 +88,11 @@ def admit(candidates: Sequence[Candidate], budget: int | None, active: Sequence[
         break
     deferred = tuple(c.index for c in candidates if c.index not in admitted)
     return Wave(tuple(admitted), deferred, budget, active_cost, len(active), oversized)
+
+
+def within_room(room: int, creates: Sequence[T], surges: Sequence[T]) -> tuple[Sequence[T], Sequence[T]]:
+    """The starts of a pass that fit the `room` a run has left for starts
+    (`workflows.replica.children.CHILDREN_PER_RUN`): new Instances first, then gang surges,
+    each in plan order; what does not fit is planned again by the next run."""
+    room = max(0, room)
+    return creates[:room], surges[: max(0, room - len(creates))]

@@ -24,6 +24,7 @@ from models.instance import DeleteRequest as InstanceDeleteRequest
 from models.instance import RetryBlock, RetryBlockState, UpdateRequest
 from models.kube_ops import ListComponentPodsInput
 from planning.replica import events
+from planning.replica.batching import within_room
 from planning.replica.handover import GangSurge, cleaning_up
 from planning.replica.lifecycle import lifecycle_digest
 from planning.replica.overlay import earliest
@@ -201,10 +202,9 @@ def within_the_run(
     """The pass's starts (new Instances, then gang surges), cut to what this run may still
     start (`CHILDREN_PER_RUN`, from `RUN_LIMITS` on): the run then continues as new, and its
     next run plans the rest again (a surge cut here was never recorded in `gang_surges`)."""
-    room = run.room()
-    if len(creates) + len(surges) <= room or not workflow.patched(RUN_LIMITS):
+    if len(creates) + len(surges) <= run.room() or not workflow.patched(RUN_LIMITS):
         return creates, surges
-    return creates[:room], surges[: max(0, room - len(creates))]
+    return within_room(run.room(), creates, surges)
 
 
 def keep_revisions(state: ReplicaState, config: ReplicaConfig, actions: ReplicaActions, names: dict[str, str]) -> None:
