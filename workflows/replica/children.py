@@ -60,7 +60,9 @@ an abandoned child), so the server counts it against the run that started it for
 it runs, and refuses a workflow task that would take a run past
 `limit.numPendingChildExecutions.error` (2,000 by default, on Temporal Cloud too): a
 component of more Instances would otherwise stop starting them for good. A new run counts
-from zero; half the server's default leaves room for a pass's surges and migrations."""
+from zero. A pass's new Instances and gang surges are cut to what is left
+(`planning.replica.batching.within_room`); half the server's default leaves room for the
+replacements a pass's migrations start, which are not cut."""
 SENDS_PER_TASK = 500
 """Starts and signals one workflow task sends. The server refuses a task that would leave a
 run with more than `limit.numPendingSignals.error` (2,000) signals it has not yet delivered,
