@@ -207,9 +207,9 @@ SCENARIOS = [
         "service_run_limits",
         service_scale_pause_resume,
         "service_scale_pause_resume with the InferenceReplica's per-run limits at test size (2 Instance starts a "
-        "run, 1 start or signal a workflow task): the scale to 3 starts one, continues as new "
-        "(`replica-run-limits`) and the next run starts the third; the pause and the delete go out one signal a "
-        "task (`replica-sends-in-waves`)",
-        run_limits=(2, 1),
+        "run, 1 start or signal a workflow task, the state packed above 1 byte): the scale to 3 starts one, "
+        "continues as new (`replica-run-limits`) and the next run starts the third; the pause and the delete go "
+        "out one signal a task (`replica-sends-in-waves`); every later run is handed its state packed",
+        run_limits=(2, 1, 1),
     ),
 ]

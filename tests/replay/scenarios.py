@@ -46,7 +46,7 @@ from tests.workflows.service_harness import (
 from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
 from workers.watch.pods import PodWatcher, TemporalSignalSink
 from workers.worker import build_worker
-from workflows.replica import children
+from workflows.replica import carry, children
 from workflows.service.messages import (
     ReleaseHeldRequest,
     ResetInstancesRequest,
@@ -79,9 +79,10 @@ class Scenario:
     suggest_continue_as_new_after: int | None = None
     """Recorded on a dev server of its own that suggests continue-as-new at this many events
     (a story about a workflow's own hand-over); None: the shared one, which suggests it early."""
-    run_limits: tuple[int, int] | None = None
-    """The InferenceReplica's `CHILDREN_PER_RUN` and `SENDS_PER_TASK` at test size, recorded and
-    replayed with them (`run_limits_of`); None: the product's."""
+    run_limits: tuple[int, int, int] | None = None
+    """The InferenceReplica's per-run limits at test size (`children.CHILDREN_PER_RUN`,
+    `children.SENDS_PER_TASK`, `carry.PACKED_ABOVE`), recorded and replayed with them
+    (`run_limits_of`); None: the product's."""
 
 
 @contextmanager
@@ -91,12 +92,12 @@ def run_limits_of(scenario: Scenario) -> Iterator[None]:
     if scenario.run_limits is None:
         yield
         return
-    kept = children.CHILDREN_PER_RUN, children.SENDS_PER_TASK
-    children.CHILDREN_PER_RUN, children.SENDS_PER_TASK = scenario.run_limits
+    kept = children.CHILDREN_PER_RUN, children.SENDS_PER_TASK, carry.PACKED_ABOVE
+    children.CHILDREN_PER_RUN, children.SENDS_PER_TASK, carry.PACKED_ABOVE = scenario.run_limits
     try:
         yield
     finally:
-        children.CHILDREN_PER_RUN, children.SENDS_PER_TASK = kept
+        children.CHILDREN_PER_RUN, children.SENDS_PER_TASK, carry.PACKED_ABOVE = kept
 
 
 # --- Instance scenarios: one Instance workflow, the watcher signalling its pods -------------

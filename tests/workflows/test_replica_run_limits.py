@@ -6,11 +6,13 @@ The server refuses a workflow task that would leave a run with more running chil
 before `RUN_LIMITS` a component of more Instances than that stopped starting them for good,
 and a pause told to all of them never went out. Here the server's limits are 12 and the
 InferenceReplica's own (`CHILDREN_PER_RUN`, `SENDS_PER_TASK`) 8 and 5, so 20 Instances need
-three runs and a pause told to them goes out in four waves.
+three runs and a pause told to them goes out in four waves. Each hand-over here carries the
+state packed (`workflows.replica.carry`, whose threshold is lowered to 1 byte).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from temporalio.client import Client
 from kubesim.handle import KubeSim
 from tests.fixtures.temporal import start_dev_server
 from tests.workflows.service_harness import NAME, eventually, isvc_manifest, story
-from workflows.replica import children
+from workflows.replica import carry, children
 
 pytestmark = pytest.mark.workflows
 
@@ -51,6 +53,7 @@ async def test_a_component_bigger_than_one_runs_limits_comes_up_and_hears_its_pa
 ) -> None:
     monkeypatch.setattr(children, "CHILDREN_PER_RUN", 8)
     monkeypatch.setattr(children, "SENDS_PER_TASK", 5)
+    monkeypatch.setattr(carry, "PACKED_ABOVE", 1)  # every hand-over carries the state packed
     async with story(limited_client, task_queue, kubesim) as s:
         await s.apply(isvc_manifest(minReplicas=INSTANCES, maxReplicas=INSTANCES))
 
@@ -61,6 +64,15 @@ async def test_a_component_bigger_than_one_runs_limits_comes_up_and_hears_its_pa
         await eventually(serving, f"{INSTANCES} Ready Instances", within=120)
         runs = [run async for run in limited_client.list_workflows(f"WorkflowId = 'irep/{s.namespace}/{NAME}-engine'")]
         assert len(runs) >= 3, "8 starts a run: 20 Instances take three runs of the InferenceReplica"
+        inputs = []
+        for run in runs:
+            handle = limited_client.get_workflow_handle(run.id, run_id=run.run_id)
+            async for first in handle.fetch_history_events():
+                inputs.append(json.loads(first.workflow_execution_started_event_attributes.input.payloads[0].data))
+                break
+        packed = ["packed_state" in given for given in inputs]
+        carried_whole = ["config" in given for given in inputs]  # a ReplicaState as it is
+        assert any(packed) and not any(carried_whole), f"each later run was handed the state packed: {packed}"
 
         await s.handle().signal("pause")
 

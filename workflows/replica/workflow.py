@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import history_budget, search_attributes, waiting
     from workflows.names import INFERENCE_REPLICA
     from workflows.replica import migrations, relocations, teardown, view
+    from workflows.replica.carry import PackedReplicaState, carried, unpacked
     from workflows.replica.children import RunChildren, runs_pod_net
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
@@ -116,8 +117,10 @@ without the pod net (`runs_pod_net`) only; with it, the cluster's `pod_relist_se
 @workflow.defn(name=INFERENCE_REPLICA)
 class InferenceReplicaWorkflow:
     @workflow.init
-    def __init__(self, arg: ReplicaConfig | ReplicaState) -> None:
-        self.state = arg if isinstance(arg, ReplicaState) else ReplicaState(config=arg)
+    def __init__(self, arg: ReplicaConfig | ReplicaState | PackedReplicaState) -> None:
+        self.state = (
+            ReplicaState(config=arg) if isinstance(arg, ReplicaConfig) else unpacked(arg, workflow.payload_converter())
+        )
         """Everything that survives continue-as-new (`ReplicaState` documents each field)."""
         # Not persistent: a run after continue-as-new starts with these afresh.
         self.lock = asyncio.Lock()
@@ -196,7 +199,7 @@ class InferenceReplicaWorkflow:
     # --- main loop ------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, arg: ReplicaConfig | ReplicaState) -> InferenceReplicaStatus:
+    async def run(self, arg: ReplicaConfig | ReplicaState | PackedReplicaState) -> InferenceReplicaStatus:
         started_at_size = history_budget.start_size()
         config = self.state.config
         self.waits.keep = workflow.patched(KEPT_TIMER)
@@ -223,7 +226,7 @@ class InferenceReplicaWorkflow:
                 or self.run_children.hands_over()
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self.state)
+                workflow.continue_as_new(carried(self.state, workflow.payload_converter()))
             await self.wait_for_news(seen)
 
     async def wait_for_news(self, seen: int) -> None:
