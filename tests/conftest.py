@@ -43,6 +43,12 @@ def _serialize_ast_parse() -> None:
 
 _serialize_ast_parse()
 
+# Imported (and so rewritten by pytest) now, while no workflow thread runs: its plugin
+# otherwise imports it at the session's end, and a run of one workflows module then raced the
+# last test's workflow threads for the AST constructor (`_serialize_ast_parse`) and ended with
+# that SystemError after every test had passed.
+import hypothesis  # noqa: E402, F401
+
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 

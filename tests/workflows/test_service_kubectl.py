@@ -109,7 +109,13 @@ async def test_a_temporal_apply_is_written_as_kubectl_apply_writes_it_and_delete
         annotations = obj["metadata"]["annotations"]
         assert annotations.get("owner") == "ops" and "team" not in annotations
         assert json.loads(annotations[LAST_APPLIED])["spec"] == second["spec"]
-        assert (await applied(s)).object_generation == obj["metadata"]["generation"]
+
+        # The object is written before the write's result reaches the workflow: it records
+        # the object's generation a moment later.
+        async def recorded() -> bool:
+            return (await applied(s)).object_generation == obj["metadata"]["generation"]
+
+        await eventually(recorded, "the workflow to record the object's generation")
 
         # `kubectl delete`: the finalizer holds the object while the workflow drains.
         s.custom.delete_namespaced_custom_object("ome.io", "v1beta1", NAMESPACE, "inferenceservices", NAME)
