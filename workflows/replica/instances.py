@@ -142,7 +142,7 @@ async def pods_at(config: ReplicaConfig, starting: list[int]) -> frozenset[int] 
     component's when they are too many to name); None when the list failed (the new
     Instances then look for leftovers themselves)."""
     name = f"{config.isvc}-{config.component}"
-    named = tuple(sorted(set(starting))) if len(set(starting)) <= NAMED_IN_THE_LIST else None
+    named = tuple(starting) if len(starting) <= NAMED_IN_THE_LIST else None  # the activity sorts them
     try:
         listed = await kube_calls.list_component_pods(
             ListComponentPodsInput(namespace=config.namespace, isvc=config.isvc, component=config.component, indexes=named),
