@@ -40,7 +40,15 @@ from models.routing_ops import RoutingSettingsResult
 from workers.bytecode import uncompiled_workflow_modules
 from workers.client import connect, exit_process, metrics_runtime
 from workers.clusters import ClusterDirectory, PerCluster
-from workers.config import Settings, SettingsError, WorkerSettings, kube_api_client
+from workers.config import (
+    ACTIVITY_THREADS,
+    MAX_CONCURRENT_ACTIVITIES,
+    MAX_CONCURRENT_LOCAL_ACTIVITIES,
+    Settings,
+    SettingsError,
+    WorkerSettings,
+    kube_api_client,
+)
 from workers.sandbox_runner import ContextCachingSandboxRunner
 from workflows.names import cluster_task_queue
 from workflows.registry import WORKFLOWS
@@ -50,21 +58,6 @@ logger = logging.getLogger(__name__)
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 """Time in-flight activities get to finish after a stop signal. Kubernetes waits 30 s between
 SIGTERM and SIGKILL by default, so a pod-hosted worker uses all of it."""
-
-MAX_CONCURRENT_ACTIVITIES = 32
-"""Activities run at once, and threads in the pool that runs the synchronous (kubernetes
-client) ones; equal so that no activity task is accepted without a thread to run it."""
-
-MAX_CONCURRENT_LOCAL_ACTIVITIES = 48
-"""Local activities (the Instance workflow's short Kubernetes calls and its reports) run at once.
-Set explicitly: the SDK default (100) would let local batches take every thread of a pool shared
-with regular activities, which then queue and time out. Local and regular slots each get their
-own threads. 48, not 16: with 16, 2,000 Instances starting together queued for slots past the
-workflow task's heartbeat (8 s) and came up in 331-374 s; with 48, in 260 s (issue 17's bench)."""
-
-ACTIVITY_THREADS = MAX_CONCURRENT_ACTIVITIES + MAX_CONCURRENT_LOCAL_ACTIVITIES
-"""Threads in a worker's activity pool: one for every regular and every local activity slot, so
-neither kind waits for a thread the other holds."""
 
 # Pure modules that workflows import: passing them through the sandbox loads them once per
 # process instead of once per workflow run, and keeps one identity for each pydantic class so
