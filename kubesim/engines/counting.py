@@ -1,15 +1,18 @@
 """One pod's request counters and time-to-first-token histogram, grown by whole requests.
 
 Counting is deterministic rather than sampled, so a test can predict the figures exactly: of
-every `n` requests a pod has answered under one behaviour, `floor(n x error_ratio)` failed, and
-of the successful ones `floor(s x P(ttft <= le))` fall in the bucket `le`, where P is the
-log-normal distribution of `behavior.py`. When the behaviour changes, the new requests follow
-the new one and nothing already counted moves. Every figure only ever grows, and the buckets
+every `n` requests a pod has answered under one behaviour, `floor(n x error_ratio + phase)`
+failed, where `phase` in [0, 1) is `error_phase` of the pod's name, and of the successful ones
+`floor(s x P(ttft <= le))` fall in the bucket `le`, where P is the log-normal distribution of
+`behavior.py`. The phase spreads the pods' errors over time as real engines' are: without it,
+pods that began serving together would all fail their 100th request (at 1%) at once. When the
+behaviour changes, the new requests follow the new one and nothing already counted moves. Every figure only ever grows, and the buckets
 stay cumulative (each at most the next, the last equal to the count).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -32,6 +35,17 @@ def ttft_distribution(mean_seconds: float) -> tuple[float, ...]:
     return tuple(
         0.5 * (1.0 + math.erf((math.log(bound) - mu) / (TTFT_LOG_SIGMA * math.sqrt(2.0)))) for bound in TTFT_BUCKETS
     )
+
+
+def error_phase(pod: str) -> float:
+    """Where in [0, 1) the error count of the pod named `pod` starts: fixed by the name, so a test
+    can predict it, and spread across names. 60 pods that start serving together and share 20
+    requests a second answer about one request each per 3 s: with no phase, none of them fails
+    for 5 minutes at 1%, then all fail at once, and the share of errors over a 30 s window reads
+    0, then 0.05 (a good canary would fail an analysis of `error_rate LT 0.05`). With it, the
+    share stays near 0.01 over any such window."""
+    digest = hashlib.blake2b(pod.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
 
 
 def _whole(credit: float) -> int:
@@ -58,8 +72,14 @@ class SeriesCounts:
     buckets: list[int] = field(default_factory=lambda: [0] * len(TTFT_BUCKETS))
     """Successful requests whose time to first token was at most each bound (cumulative)."""
 
-    _error_credit: float = 0.0
+    error_phase: float = 0.0
+    """Failed requests counted before the first one (`error_phase`), in [0, 1)."""
+
+    _error_credit: float = field(init=False)
     _bucket_credit: list[float] = field(default_factory=lambda: [0.0] * len(TTFT_BUCKETS))
+
+    def __post_init__(self) -> None:
+        self._error_credit = self.error_phase
 
     @property
     def successes(self) -> int:

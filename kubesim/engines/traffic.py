@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.engines.behavior import TrafficSettings
-from kubesim.engines.counting import SeriesCounts
+from kubesim.engines.counting import SeriesCounts, error_phase
 from kubesim.store import Change, Object
 
 PODS = ("", "pods")
@@ -156,7 +156,8 @@ class Traffic:
         if labels is None:
             return
         if engine is None:
-            engine = self._engines[uid] = _Engine(labels, _images(pod))
+            counts = SeriesCounts(error_phase=error_phase(labels.pod))
+            engine = self._engines[uid] = _Engine(labels, _images(pod), counts=counts)
         else:
             # Requests until now were answered by the image that was running until now.
             self._settle(engine)

@@ -13,6 +13,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 
+from kubesim.engines.counting import error_phase
 from kubesim.engines.exposition import REQUESTS, TTFT
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
@@ -102,10 +103,12 @@ def test_the_control_api_sets_rates_and_image_behaviour_over_http(
     wait_for(lambda: answered(kubesim.metrics_text(), "bad") >= 100, what="100 requests to the bad pod")
     text = kubesim.metrics_text()
     bad_total = answered(text, "bad")
-    # The behaviour was set before the pod served: exactly floor(n x 0.5) of its n requests failed.
-    assert sample(text, REQUESTS, pod="bad", code="500") == bad_total // 2
+    # The behaviour was set before the pod served: exactly floor(n x 0.5 + phase) of its n
+    # requests failed, the phase fixed by the pod's name.
+    assert sample(text, REQUESTS, pod="bad", code="500") == math.floor(bad_total * 0.5 + error_phase("bad") + 1e-9)
     good_total = answered(text, "good")
-    assert sample(text, REQUESTS, pod="good", code="500") == math.floor(good_total * 0.01 + 1e-9)
+    good_errors = math.floor(good_total * 0.01 + error_phase("good") + 1e-9)
+    assert sample(text, REQUESTS, pod="good", code="500") == good_errors
 
 
 @pytest.mark.parametrize(

@@ -152,6 +152,28 @@ def test_the_error_ratio_of_an_image_is_exact(traffic: Traffic, clock: Clock) ->
     assert (found["bad"].requests, found["bad"].errors) == (1000, 200)
 
 
+def test_pods_that_start_together_fail_at_different_moments(traffic: Traffic, clock: Clock) -> None:
+    # 60 engines of a good image start serving at once and share the default 20 requests a
+    # second, about one request each per 3 s. Prometheus samples every 5 s; a canary's analysis
+    # reads the share of failed requests over the last 30 s.
+    traffic.sync([pod(f"chat-engine-{index}-default-0") for index in range(60)])
+    totals = []
+    for _ in range(0, 900, 5):  # 15 minutes: three times as long as one pod takes to fail once
+        clock.now += 5
+        found = counts(traffic).values()
+        totals.append((sum(c.requests for c in found), sum(c.errors for c in found)))
+    shares = [
+        (errors - errors_before) / (requests - requests_before)
+        for (requests_before, errors_before), (requests, errors) in zip(totals, totals[6:], strict=False)
+    ]
+    # Each 30 s window reads close to the 1% the image fails, never 0 for minutes and then a
+    # burst of every pod's first error (0.05 and more over 30 s: a good canary failing `LT 0.05`).
+    assert max(shares) < 0.03
+    assert sum(1 for share in shares if share == 0) < len(shares) / 4
+    requests, errors = totals[-1]
+    assert abs(errors / requests - DEFAULT_ERROR_RATIO) < 0.002
+
+
 def test_a_changed_behaviour_applies_to_new_requests_only(traffic: Traffic, clock: Clock) -> None:
     traffic.set_behavior("vllm:good", error_ratio=0.0)
     traffic.set_rate(100)
