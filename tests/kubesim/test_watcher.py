@@ -548,17 +548,9 @@ async def test_a_pod_gone_while_its_first_summary_was_held_is_reported_gone() ->
     assert watcher.holding() == 0 and key in watcher._dirty
 
 
-async def test_a_pod_on_its_way_out_is_held_longer_and_its_going_goes_at_once() -> None:
-    """Issue 17: a ready pod its Instance took out of rotation (`ome.io/serving` False) and
-    then deleted is progress held for `way_out_settle_seconds`, not `settle_seconds`: the
-    Instance waits only for it to go, which goes at once, with what was held."""
-    sink = RecordingSink()
-    watcher = PodWatcher(
-        kubernetes.client.ApiClient(), sink, watch_endpoints=False, settle_seconds=0.05, way_out_settle_seconds=30
-    )
-    workflow_id = "instance/ns/chat-engine-0"
+def _serving_on_gpu_1(*watchers: PodWatcher) -> dict[str, Any]:
+    """Node gpu-1 and Instance 0's pod on it, ready and serving (resourceVersion 3), in each view."""
     node = {"metadata": {"name": "gpu-1", "resourceVersion": "2"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
-    watcher._apply(WatchItem(NODES, "RESYNC", [node], "2"))
     serving = instance_pod("ns")
     serving["metadata"]["resourceVersion"] = "3"
     serving["spec"]["nodeName"] = "gpu-1"
@@ -572,11 +564,14 @@ async def test_a_pod_on_its_way_out_is_held_longer_and_its_going_goes_at_once() 
         ],
         "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}],
     }
-    watcher._apply(WatchItem(PODS, "RESYNC", [serving], "3"))
-    await watcher._flush()
-    (first,) = sink.to(workflow_id)
-    assert first.pods[0].is_serving
+    for watcher in watchers:
+        watcher._apply(WatchItem(NODES, "RESYNC", [node], "2"))
+        watcher._apply(WatchItem(PODS, "RESYNC", [serving], "3"))
+    return serving
 
+
+def _take_out_of_rotation_and_delete(watcher: PodWatcher, serving: dict[str, Any]) -> dict[str, Any]:
+    """The pod's way out, as its Instance takes it: out of rotation (4), then deleted (5)."""
     out = copy.deepcopy(serving)
     out["metadata"]["resourceVersion"] = "4"
     out["status"]["conditions"][1:] = [{"type": "Ready", "status": "False"}, {"type": "ome.io/serving", "status": "False"}]
@@ -587,6 +582,58 @@ async def test_a_pod_on_its_way_out_is_held_longer_and_its_going_goes_at_once() 
         {"name": "main", "ready": False, "restartCount": 0, "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}
     ]
     watcher._apply(WatchItem(PODS, "MODIFIED", [deleted], "5"))
+    return deleted
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["held-by-the-old-leader", "gone-past-its-mark"])
+async def test_a_new_leader_tells_an_instance_its_pods_are_gone(held: bool) -> None:
+    """Found under `make up` (stop 42): the watcher lost its Lease while 11 Instances were
+    deleting, their pods' way out held back; it led again, their pods went, and no signal said
+    so: a new leader took an Instance it had sent nothing to, with no pods left, for one never
+    told of any. They waited in `DeletePods` for their own five-minute re-list."""
+    old_sink, new_sink = RecordingSink(), RecordingSink()
+    old = PodWatcher(kubernetes.client.ApiClient(), old_sink, watch_endpoints=False, settle_seconds=0.05,
+                     way_out_settle_seconds=30)
+    new = PodWatcher(kubernetes.client.ApiClient(), new_sink, watch_endpoints=False, settle_seconds=0.05,
+                     way_out_settle_seconds=30)
+    workflow_id = "instance/ns/chat-engine-0"
+    serving = _serving_on_gpu_1(old, new)
+    await new.follow()
+    await old._flush()
+    assert len(old_sink.to(workflow_id)) == 1
+    if held:
+        # The way out is held back by the old leader, which the Lease records; then it dies.
+        for watcher in (old, new):
+            deleted = _take_out_of_rotation_and_delete(watcher, serving)
+        await old._flush()
+        assert old.holding() == 1 and len(old_sink.to(workflow_id)) == 1
+    else:
+        deleted = serving  # the old leader dies before it sees the pod go
+    new._apply(WatchItem(PODS, "DELETED", [{**deleted, "metadata": {**deleted["metadata"], "resourceVersion": "6"}}], "6"))
+
+    new.lead(*delivered_mark(handover_annotations(old)))
+    await new._flush()
+    (gone,) = new_sink.to(workflow_id)
+    assert gone.pods == ()
+    await new._flush()
+    assert len(new_sink.to(workflow_id)) == 1, "told twice"
+
+
+async def test_a_pod_on_its_way_out_is_held_longer_and_its_going_goes_at_once() -> None:
+    """Issue 17: a ready pod its Instance took out of rotation (`ome.io/serving` False) and
+    then deleted is progress held for `way_out_settle_seconds`, not `settle_seconds`: the
+    Instance waits only for it to go, which goes at once, with what was held."""
+    sink = RecordingSink()
+    watcher = PodWatcher(
+        kubernetes.client.ApiClient(), sink, watch_endpoints=False, settle_seconds=0.05, way_out_settle_seconds=30
+    )
+    workflow_id = "instance/ns/chat-engine-0"
+    serving = _serving_on_gpu_1(watcher)
+    await watcher._flush()
+    (first,) = sink.to(workflow_id)
+    assert first.pods[0].is_serving
+
+    deleted = _take_out_of_rotation_and_delete(watcher, serving)
     await watcher._flush()
     await asyncio.sleep(0.1)  # past `settle_seconds`, well within `way_out_settle_seconds`
     await watcher._flush()

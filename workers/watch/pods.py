@@ -197,6 +197,10 @@ class PodWatcher(WatchLoop):
         self._last_sent: dict[InstanceKey, InstancePods] = {}
         self._held: dict[InstanceKey, float] = {}
         """Instances whose progress is held back, with the loop time it was first held."""
+        self._owed: set[InstanceKey] = set()
+        """Instances this leader owes their summary since it took the lead (`lead`): changed past
+        the old leader's mark, or held back by it. Each is sent even when no pod is left, which
+        an Instance this process never told of pods otherwise is not."""
         self._versions: dict[str, str] = {}
         """Per kind: the resourceVersion the view has reached."""
         self._delivered: dict[str, str] = {}
@@ -362,6 +366,7 @@ class PodWatcher(WatchLoop):
         # What this process sent while it led before says nothing of what the other sent since.
         self._last_sent.clear()
         self._held.clear()  # held while we led before: the hold starts again from now
+        self._owed.clear()
         known = 0
         for key, summary in self.summaries(keys).items():
             if key not in held and already_delivered(self._instance_changes(key), mark):
@@ -371,6 +376,7 @@ class PodWatcher(WatchLoop):
                     self._last_sent[key] = summary
             else:
                 self._dirty.add(key)
+                self._owed.add(key)
             if not summary.pods:
                 self._changed.pop(key, None)
         logger.info(
@@ -428,9 +434,10 @@ class PodWatcher(WatchLoop):
         pending, held = [], []
         for key, summary in self.summaries(dirty).items():
             previous = self._last_sent.get(key)
-            never_told = previous is None and key not in self._held
+            never_told = previous is None and key not in self._held and key not in self._owed
             if (not summary.pods and never_told) or summary.same_state(previous):
                 self._held.pop(key, None)  # never reported nor held and gone, or nothing new
+                self._owed.discard(key)
                 continue
             news = must_hear_now(previous, summary) or not summary.pods  # all gone: at once
             settle = self.settle_seconds
@@ -446,6 +453,7 @@ class PodWatcher(WatchLoop):
             self._dirty.update(dirty)  # `follow()`: whoever leads next sends them
             raise
         failed = [key for (key, _), ok in zip(pending, results, strict=True) if not ok]
+        self._owed.difference_update(key for (key, _), ok in zip(pending, results, strict=True) if ok)
         self._dirty.update(failed)
         self._dirty.update(held)  # looked at again by the loop's next pass, within its retry interval
         if not failed and self.sending:
