@@ -6,8 +6,9 @@ failed, where `phase` in [0, 1) is `error_phase` of the pod's name, and of the s
 `floor(s x P(ttft <= le))` fall in the bucket `le`, where P is the log-normal distribution of
 `behavior.py`. The phase spreads the pods' errors over time as real engines' are: without it,
 pods that began serving together would all fail their 100th request (at 1%) at once. When the
-behaviour changes, the new requests follow the new one and nothing already counted moves. Every figure only ever grows, and the buckets
-stay cumulative (each at most the next, the last equal to the count).
+behaviour changes, the new requests follow the new one and nothing already counted moves.
+Every figure only ever grows, and the buckets stay cumulative (each at most the next, the last
+equal to the count).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ class SeriesCounts:
     """Successful requests whose time to first token was at most each bound (cumulative)."""
 
     error_phase: float = 0.0
-    """Failed requests counted before the first one (`error_phase`), in [0, 1)."""
+    """Where the error count starts, in [0, 1): `error_phase` of the pod's name. At 0, the first
+    failed request is request number 1 / error_ratio."""
 
     _error_credit: float = field(init=False)
     _bucket_credit: list[float] = field(default_factory=lambda: [0.0] * len(TTFT_BUCKETS))
