@@ -8,7 +8,7 @@ readiness gate is set, and going away, with the node's readiness read from the r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,43 +17,13 @@ from kubernetes.client import ApiClient
 
 from activities.kube import KubeActivities
 from models.kube_ops import CreatePodsInput, DeletePodsInput, SetServingInput
-from models.pods import InstancePods
 from planning.instance.pods import render_pods
 from tests.k3s.helpers import WAIT_SECONDS, api_client, fresh_namespace, instance_spec, run
+from tests.recording_sink import RecordingSink
 from workers.watch.pods import PodWatcher
 from workflows.names import instance_workflow_id
 
 pytestmark = pytest.mark.k3s
-
-
-class RecordingSink:
-    """Collects what the watcher signals, per workflow id."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, InstancePods]] = []
-        self._changed = asyncio.Event()
-
-    async def __call__(self, workflow_id: str, summary: InstancePods) -> bool:
-        self.sent.append((workflow_id, summary))
-        self._changed.set()
-        return True
-
-    def to(self, workflow_id: str) -> list[InstancePods]:
-        return [summary for sent_to, summary in self.sent if sent_to == workflow_id]
-
-    async def wait(self, workflow_id: str, check: Callable[[InstancePods], bool], what: str) -> InstancePods:
-        try:
-            async with asyncio.timeout(WAIT_SECONDS):
-                while True:
-                    for summary in reversed(self.to(workflow_id)):
-                        if check(summary):
-                            return summary
-                    self._changed.clear()
-                    await self._changed.wait()
-        except TimeoutError:
-            raise AssertionError(
-                f"no summary to {workflow_id} showed {what}; sent: {self.to(workflow_id)}"
-            ) from None
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +39,7 @@ def namespace(client: ApiClient) -> Iterator[str]:
 
 @pytest_asyncio.fixture
 async def sink(client: ApiClient) -> AsyncIterator[RecordingSink]:
-    recording = RecordingSink()
+    recording = RecordingSink(within=WAIT_SECONDS)
     watcher = PodWatcher(client, recording)
     await watcher.start()
     try:
