@@ -99,7 +99,7 @@ class Cluster:
         self.node_lifecycle = NodeLifecycle(self.api, self.timing)
         self.event_expiry = EventExpiry(self.api)
         self.controllers: list[Controller] = [
-            Scheduling(self.api), self.kubelet, self.node_lifecycle, ReplicaSets(self.api), Deployments(self.api),
+            Scheduling(self.api, self.timing), self.kubelet, self.node_lifecycle, ReplicaSets(self.api), Deployments(self.api),
             EndpointsController(self.api), self.disruption, GarbageCollector(self.api), NamespaceController(self.api),
             GatewayController(self.api), self.event_expiry,
         ]

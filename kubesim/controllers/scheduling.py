@@ -1,12 +1,14 @@
 """The scheduling loop: pods without a node whose `schedulerName` is unset or
 `default-scheduler` are placed by `kubesim.scheduler.schedule_pod` and bound; a pod that fits
 nowhere gets `PodScheduled=False` (reason Unschedulable) and a `FailedScheduling` Warning
-event, and is retried whenever pods or nodes change. Pods naming another scheduler wait, as in
-a cluster where that scheduler is not installed.
+event, and is tried again once pods or nodes change and its back-off has passed
+(`kubesim.scheduler.backoff`). Pods naming another scheduler wait, as in a cluster where that
+scheduler is not installed.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,10 +18,11 @@ from kubesim.errors import ApiError
 from kubesim.events import record_event
 from kubesim.follow import Follower
 from kubesim.scheduler import ScheduleResult, schedule_pod
+from kubesim.scheduler.backoff import SchedulingBackoff
 from kubesim.scheduler.node_pods import PodsByNode
 from kubesim.store import Change, Object, ObjectKey, object_key
 from kubesim.subresources import bind_pod
-from kubesim.timing import timestamp
+from kubesim.timing import Timing, timestamp
 
 PODS = ("", "pods")
 NODES = ("", "nodes")
@@ -31,9 +34,10 @@ class Scheduling(Controller):
     name = "scheduler"
     watches = (PODS, NODES)
 
-    def __init__(self, api: Api, schedule: SchedulePod = schedule_pod) -> None:
+    def __init__(self, api: Api, timing: Timing, schedule: SchedulePod = schedule_pod) -> None:
         super().__init__(api)
         self.schedule = schedule
+        self._backoff = SchedulingBackoff(lambda seconds: timing.scaled(seconds))
         # The last verdict per pod uid, so an unchanged failure is not re-recorded on every pass.
         self._last: dict[str, str] = {}
         # Bumped by every change that can make room or add nodes: each is a new scheduling
@@ -48,6 +52,7 @@ class Scheduling(Controller):
     def _reset(self) -> None:
         self._by_node.clear()
         self._pending.clear()
+        self._backoff.cluster_changed()  # a change may have been missed: one that could help
 
     def _fold(self, old: Object | None, new: Object | None) -> None:
         key = object_key(new if new is not None else old)  # type: ignore[arg-type]
@@ -64,6 +69,7 @@ class Scheduling(Controller):
     def relevant(self, change: Change) -> bool:
         if change.type_key == NODES or change.type == "DELETED":
             self._epoch += 1
+            self._backoff.cluster_changed()
             return True
         # Status-only kubelet updates of bound pods do not change what fits where, but a pod
         # leaving (deleted or finished) frees room, and any new unbound pod needs placing.
@@ -72,6 +78,8 @@ class Scheduling(Controller):
             (obj.get("status") or {}).get("phase") == (old.get("status") or {}).get("phase")
         ) and bool(obj["metadata"].get("deletionTimestamp")) == bool(old["metadata"].get("deletionTimestamp")):
             return not (obj.get("spec") or {}).get("nodeName")
+        if (obj.get("spec") or {}).get("nodeName"):
+            self._backoff.cluster_changed()  # a pod placed on a node, finishing or leaving it
         return True
 
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
@@ -83,6 +91,7 @@ class Scheduling(Controller):
         pending = list(self._pending.values())
         if not pending:
             self._last.clear()
+            self._backoff.keep_only(())
             return
         # Ties fall to namespace last, the order of a list by key.
         pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0),
@@ -92,7 +101,14 @@ class Scheduling(Controller):
         pods_rt = self.api.type_of(*PODS)
         live = {p["metadata"]["uid"] for p in pending}
         self._last = {uid: v for uid, v in self._last.items() if uid in live}
+        self._backoff.keep_only(live)
+        now = time.monotonic()  # the event loop's clock, as `wake_in` reads it
+        next_try: float | None = None
         for pod in pending:
+            wait = self._backoff.wait(pod["metadata"]["uid"], now)
+            if wait > 0:
+                next_try = wait if next_try is None else min(next_try, wait)
+                continue
             # Current again after any write of this pass (a binding is folded in as it is committed).
             self._pods.sync()
             result = self.schedule(pod, nodes, (), namespace_labels=self._namespace_labels, by_node=self._by_node)
@@ -105,8 +121,12 @@ class Scheduling(Controller):
                              f"Successfully assigned {pod['metadata'].get('namespace')}/{pod['metadata']['name']} "
                              f"to {result.node_name}", "default-scheduler")
                 self._last.pop(pod["metadata"]["uid"], None)
+                self._backoff.forget(pod["metadata"]["uid"])
                 continue
             self._unschedulable(pods_rt, pod, result)
+            self._backoff.failed(pod["metadata"]["uid"], now)
+        if next_try is not None:
+            self.wake_in(next_try)
 
     @staticmethod
     def _wants_scheduling(pod: Object) -> bool:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,6 +36,17 @@ class Clients:
     policy: kubernetes.client.PolicyV1Api
     custom: kubernetes.client.CustomObjectsApi
     namespace: str
+
+
+def clients(sim: KubeSim) -> Iterator[Clients]:
+    """Clients on `sim` and a fresh namespace, as a fixture yields them."""
+    api = sim.api_client()
+    core = kubernetes.client.CoreV1Api(api)
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    yield Clients(sim, api, core, kubernetes.client.AppsV1Api(api), kubernetes.client.PolicyV1Api(api),
+                  kubernetes.client.CustomObjectsApi(api), namespace)
+    api.close()
 
 
 def pod_body(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,17 +20,19 @@ from kubesim.allocation import address, address_pool
 from kubesim.cluster import Cluster
 from kubesim.controllers.scheduling import Scheduling
 from kubesim.follow import Follower
+from kubesim.scheduler.backoff import backoff_seconds
 from kubesim.scheduler.node_pods import PodsByNode
 from kubesim.selectors import selector_matches
 from kubesim.store import Store
 from kubesim.timing import Timing
 
 NS = "t"
+FACTOR = 0.001
 PODS, SERVICES, PDBS = ("", "pods"), ("", "services"), ("policy", "poddisruptionbudgets")
 
 
 def _cluster(topology: str = "zones=1,nodes-per-zone=1,gpus=8", state_file: Any = None) -> Cluster:
-    cluster = Cluster(topology, Timing(pull_seconds=0, start_seconds=0, ready_seconds=0, factor=0.001),
+    cluster = Cluster(topology, Timing(pull_seconds=0, start_seconds=0, ready_seconds=0, factor=FACTOR),
                       state_file=state_file)
     cluster.bootstrap()
     for controller in cluster.controllers:  # told of each change, as `Cluster.start` does, not run
@@ -59,6 +62,12 @@ def _node_of(cluster: Cluster, name: str) -> str | None:
     return _get(cluster, name)["spec"].get("nodeName")
 
 
+def _reconcile_after_back_off(scheduler: Scheduling) -> None:
+    """A pod that did not fit is tried again once its back-off has passed (1 ms at this factor)."""
+    time.sleep(5 * backoff_seconds(1) * FACTOR)
+    scheduler.reconcile()
+
+
 def _in_loop(body: Callable[[], None]) -> None:
     """Controllers read the event loop's clock: run `body` inside one."""
     async def run() -> None:
@@ -77,13 +86,13 @@ def test_a_finished_or_deleted_pod_frees_its_node_for_the_next() -> None:
     assert _node_of(cluster, "b") is None
     a = _get(cluster, "a")
     cluster.api.write_status(cluster.api.type_of(*PODS), a, {**(a.get("status") or {}), "phase": "Succeeded"}, "test")
-    scheduler.reconcile()
+    _reconcile_after_back_off(scheduler)
     assert _node_of(cluster, "b") == "gpu-node-1"
     _pod(cluster, "c", gpus=8)
     scheduler.reconcile()
     assert _node_of(cluster, "c") is None
     cluster.api.delete(cluster.api.type_of(*PODS), NS, "b", {"gracePeriodSeconds": 0})
-    scheduler.reconcile()
+    _reconcile_after_back_off(scheduler)
     assert _node_of(cluster, "c") == "gpu-node-1"
 
 
@@ -130,7 +139,7 @@ def test_scheduler_state_survives_a_missed_change_and_a_restore() -> None:
     snapshot = cluster.store.snapshot()
     snapshot["objects"] = [o for o in snapshot["objects"] if o["object"]["metadata"]["name"] != "a"]
     cluster.store.restore(snapshot)
-    scheduler.reconcile()
+    _reconcile_after_back_off(scheduler)
     assert _node_of(cluster, "b") == "gpu-node-1"
 
 
