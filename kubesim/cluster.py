@@ -190,6 +190,7 @@ class Cluster:
     async def stop(self) -> None:
         if self._autosave:
             self._autosave.cancel()
+            await asyncio.wait({self._autosave})
         await self.server.close_watches()
         for controller in self.controllers:
             await controller.stop()
@@ -205,12 +206,25 @@ class Cluster:
             self._saved_rv = self.store.rv
 
     async def _autosave_loop(self) -> None:
+        """Every few seconds while anything changed: encoded on the loop, written in a thread,
+        so requests are not held while the file is written."""
         while True:
             await asyncio.sleep(AUTOSAVE_SECONDS)
+            if not self.state_file or self.store.rv == self._saved_rv:
+                continue
+            rv, document = self.store.rv, persist.encode(self.store)
+            writing = asyncio.ensure_future(asyncio.to_thread(persist.write, document, self.state_file))
             try:
-                self.save()
+                await asyncio.shield(writing)
+            except asyncio.CancelledError:
+                # Stopping: let the write in flight land before the final save, or it would
+                # replace the newer file after it.
+                await asyncio.wait({writing})
+                raise
             except OSError:
                 log.exception("saving state to %s failed", self.state_file)
+                continue
+            self._saved_rv = rv
 
     # ---- control operations ----------------------------------------------------------------
 

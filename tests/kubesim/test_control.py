@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
+from kubesim import cluster, persist
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
 from tests.kubesim.helpers import Clients, is_ready, pod_body, raw_request, wait_for
@@ -106,6 +109,40 @@ def test_state_survives_a_restart(tmp_path: Path) -> None:
         assert [n.metadata.name for n in core.list_node().items] == ["gpu-node-1", "gpu-node-2"]
     finally:
         again.stop()
+
+
+def test_the_autosave_writes_off_the_loop_and_stopping_keeps_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state file is written in a thread, so requests are answered meanwhile; a stop during
+    that write lets it land first and then saves, so the older document never replaces the newer."""
+    monkeypatch.setattr(cluster, "AUTOSAVE_SECONDS", 0.05)
+    started, landed = threading.Event(), threading.Event()
+    write = persist.write
+
+    def slow_write(document: bytes, path: str | Path) -> None:
+        if not threading.current_thread().name.startswith("asyncio_"):
+            write(document, path)  # the final save, on the loop's own thread
+            return
+        landed.clear()
+        started.set()
+        time.sleep(1.5)  # a large file on a slow disk: still writing when the stop comes
+        write(document, path)
+        landed.set()
+
+    monkeypatch.setattr(persist, "write", slow_write)
+    state = tmp_path / "kubesim.json"
+    sim = KubeSim(topology="zones=1,nodes-per-zone=1,gpus=8", state_file=state, timing=Timing.fast()).start()
+    core = kubernetes.client.CoreV1Api(sim.api_client())
+    core.create_namespaced_config_map("default", {"metadata": {"name": "early"}})
+    started.clear()
+    assert started.wait(5), "no autosave began after the change"
+    core.create_namespaced_config_map("default", {"metadata": {"name": "late"}})
+    assert not landed.is_set(), "the API answered only once the file was written: the write held the loop"
+    sim.stop()
+    assert landed.wait(5), "the write in flight never landed"
+    names = {entry["object"]["metadata"]["name"] for entry in persist.load(state)["objects"]}
+    assert {"early", "late"} <= names
 
 
 def test_command_line_serves_saves_on_sigterm_and_restores(tmp_path: Path) -> None:
