@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,8 @@ class Cluster:
         self._runner: web.AppRunner | None = None
         self._autosave: asyncio.Task[None] | None = None
         self._saved_rv = -1
+        self._written_rv = -1
+        self._write_lock = threading.Lock()
         self.port = 0
 
     @property
@@ -202,8 +205,19 @@ class Cluster:
 
     def save(self) -> None:
         if self.state_file and self.store.rv != self._saved_rv:
-            persist.save(self.store, self.state_file)
-            self._saved_rv = self.store.rv
+            rv = self.store.rv
+            self._write(rv, persist.encode(self.store))
+            self._saved_rv = max(self._saved_rv, rv)
+
+    def _write(self, rv: int, document: bytes) -> None:
+        """Write `document`, the store at `rv`, unless a newer one is on disk already: an
+        autosave's thread and a save on the loop never leave the older document there."""
+        assert self.state_file is not None
+        with self._write_lock:
+            if rv <= self._written_rv:
+                return
+            persist.write(document, self.state_file)
+            self._written_rv = rv
 
     async def _autosave_loop(self) -> None:
         """Every few seconds while anything changed: encoded on the loop, written in a thread,
@@ -212,19 +226,21 @@ class Cluster:
             await asyncio.sleep(AUTOSAVE_SECONDS)
             if not self.state_file or self.store.rv == self._saved_rv:
                 continue
-            rv, document = self.store.rv, persist.encode(self.store)
-            writing = asyncio.ensure_future(asyncio.to_thread(persist.write, document, self.state_file))
             try:
-                await asyncio.shield(writing)
-            except asyncio.CancelledError:
-                # Stopping: let the write in flight land before the final save, or it would
-                # replace the newer file after it.
-                await asyncio.wait({writing})
-                raise
-            except OSError:
+                rv, document = self.store.rv, persist.encode(self.store)
+                writing = asyncio.ensure_future(asyncio.to_thread(self._write, rv, document))
+                try:
+                    await asyncio.shield(writing)
+                except asyncio.CancelledError:
+                    # Stopping: the write in flight lands before the final save.
+                    await asyncio.wait({writing})
+                    if not writing.cancelled() and writing.exception() is not None:
+                        log.error("saving state to %s failed", self.state_file, exc_info=writing.exception())
+                    raise
+            except Exception:  # the next round tries again; the final save is the stop's
                 log.exception("saving state to %s failed", self.state_file)
                 continue
-            self._saved_rv = rv
+            self._saved_rv = max(self._saved_rv, rv)
 
     # ---- control operations ----------------------------------------------------------------
 

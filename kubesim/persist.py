@@ -36,10 +36,6 @@ def write(document: bytes, path: str | Path) -> None:
         raise
 
 
-def save(store: Store, path: str | Path) -> None:
-    write(encode(store), path)
-
-
 def load(path: str | Path) -> dict[str, Any] | None:
     """The saved document, or None when there is no state yet."""
     target = Path(path)

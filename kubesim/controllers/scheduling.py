@@ -76,10 +76,16 @@ class Scheduling(Controller):
         obj, old = change.obj, change.old
         if change.type == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") and (
             (obj.get("status") or {}).get("phase") == (old.get("status") or {}).get("phase")
-        ) and bool(obj["metadata"].get("deletionTimestamp")) == bool(old["metadata"].get("deletionTimestamp")):
+        ) and bool(obj["metadata"].get("deletionTimestamp")) == bool(old["metadata"].get("deletionTimestamp")) and (
+            obj["metadata"].get("labels") == old["metadata"].get("labels")
+        ):
             return not (obj.get("spec") or {}).get("nodeName")
         if (obj.get("spec") or {}).get("nodeName"):
-            self._backoff.cluster_changed()  # a pod placed on a node, finishing or leaving it
+            # A pod placed, finishing, leaving or relabelled (affinity and spread count labels).
+            self._backoff.cluster_changed()
+        elif change.type == "MODIFIED":
+            # The pending pod itself changed (labels, tolerations, a scheduling gate lifted).
+            self._backoff.moved(obj["metadata"]["uid"])
         return True
 
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
@@ -102,12 +108,17 @@ class Scheduling(Controller):
         live = {p["metadata"]["uid"] for p in pending}
         self._last = {uid: v for uid, v in self._last.items() if uid in live}
         self._backoff.keep_only(live)
-        now = time.monotonic()  # the event loop's clock, as `wake_in` reads it
-        next_try: float | None = None
-        for pod in pending:
-            wait = self._backoff.wait(pod["metadata"]["uid"], now)
+        next_try: float | None = None  # when the first pod backing off may be tried again
+
+        def try_again_in(uid: str, now: float) -> bool:
+            nonlocal next_try
+            wait = self._backoff.wait(uid, now)
             if wait > 0:
-                next_try = wait if next_try is None else min(next_try, wait)
+                next_try = now + wait if next_try is None else min(next_try, now + wait)
+            return wait > 0
+
+        for pod in pending:
+            if try_again_in(pod["metadata"]["uid"], time.monotonic()):
                 continue
             # Current again after any write of this pass (a binding is folded in as it is committed).
             self._pods.sync()
@@ -124,9 +135,11 @@ class Scheduling(Controller):
                 self._backoff.forget(pod["metadata"]["uid"])
                 continue
             self._unschedulable(pods_rt, pod, result)
-            self._backoff.failed(pod["metadata"]["uid"], now)
+            failed_at = time.monotonic()
+            self._backoff.failed(pod["metadata"]["uid"], failed_at)
+            try_again_in(pod["metadata"]["uid"], failed_at)
         if next_try is not None:
-            self.wake_in(next_try)
+            self.wake_in(next_try - time.monotonic())
 
     @staticmethod
     def _wants_scheduling(pod: Object) -> bool:

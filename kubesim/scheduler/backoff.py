@@ -48,6 +48,12 @@ class SchedulingBackoff:
         """A change that could make a parked pod fit: every parked pod is moved to back-off."""
         self._events += 1
 
+    def moved(self, uid: str) -> None:
+        """The pod itself changed: it is moved to back-off as by a cluster event."""
+        failed = self._failed.get(uid)
+        if failed is not None:
+            failed.events = -1
+
     def failed(self, uid: str, now: float) -> None:
         last = self._failed.get(uid)
         self._failed[uid] = _Failed((last.failures if last else 0) + 1, now, self._events)
