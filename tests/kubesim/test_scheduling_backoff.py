@@ -53,6 +53,17 @@ def test_after_an_event_the_pod_waits_out_its_back_off(failures: int, after: flo
     assert backoff.wait("p", now=last + after) == pytest.approx(left)
 
 
+def test_a_pending_pods_own_change_moves_it_alone() -> None:
+    backoff = SchedulingBackoff(lambda s: s)
+    backoff.failed("changed", now=0.0)
+    backoff.failed("other", now=0.0)
+    backoff.moved("changed")
+    assert backoff.wait("changed", now=0.5) == pytest.approx(0.5)  # its back-off, not 5 minutes
+    assert backoff.wait("other", now=0.5) == pytest.approx(299.5)
+    backoff.moved("never-failed")  # a pod not backing off: nothing to move
+    assert backoff.wait("never-failed", now=0.5) == 0.0
+
+
 def test_the_time_factor_scales_every_wait() -> None:
     backoff = SchedulingBackoff(lambda s: s * 0.01)
     backoff.failed("p", now=0.0)
