@@ -22,7 +22,7 @@ from temporalio.client import Client
 
 from kubesim.handle import KubeSim
 from models.pods import LABEL_INSTANCE_INDEX
-from tests.fixtures.temporal import start_dev_server
+from tests.fixtures.temporal import dev_client_of_its_own
 from tests.workflows.service_harness import NAME, eventually, isvc_manifest, story
 
 pytestmark = pytest.mark.workflows
@@ -34,13 +34,9 @@ INSTANCES = 20
 @pytest_asyncio.fixture(loop_scope="session")
 async def capped_client(tmp_path: Path) -> AsyncIterator[Client]:
     """A dev server of its own whose buffered-events cap is reached at test size."""
-    env = await start_dev_server(
-        tmp_path / "temporal.db", dynamic_config=[f"history.maximumBufferedEventsBatch={BUFFERED_EVENTS_CAP}"]
-    )
-    try:
-        yield env.client
-    finally:
-        await env.shutdown()
+    cap = [f"history.maximumBufferedEventsBatch={BUFFERED_EVENTS_CAP}"]
+    async for client in dev_client_of_its_own(tmp_path / "temporal.db", cap):
+        yield client
 
 
 async def test_a_replica_task_the_server_closes_loses_no_instance(

@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client
 
 from kubesim.handle import KubeSim
-from tests.fixtures.temporal import start_dev_server
+from tests.fixtures.temporal import dev_client_of_its_own
 from tests.workflows.service_harness import NAME, eventually, isvc_manifest, story
 from workflows.replica import carry, children
 
@@ -35,17 +35,9 @@ INSTANCES = 20
 @pytest_asyncio.fixture(loop_scope="session")
 async def limited_client(tmp_path: Path) -> AsyncIterator[Client]:
     """A dev server of its own whose per-run limits are reached at test size."""
-    env = await start_dev_server(
-        tmp_path / "temporal.db",
-        dynamic_config=[
-            f"limit.numPendingChildExecutions.error={SERVER_LIMIT}",
-            f"limit.numPendingSignals.error={SERVER_LIMIT}",
-        ],
-    )
-    try:
-        yield env.client
-    finally:
-        await env.shutdown()
+    limits = [f"limit.numPendingChildExecutions.error={SERVER_LIMIT}", f"limit.numPendingSignals.error={SERVER_LIMIT}"]
+    async for client in dev_client_of_its_own(tmp_path / "temporal.db", limits):
+        yield client
 
 
 async def test_a_component_bigger_than_one_runs_limits_comes_up_and_hears_its_pause(
