@@ -48,7 +48,7 @@ SIGNAL_SET_PAUSE = "set_pause"
 SIGNAL_HOLD_DRAIN = "hold_drain"
 QUERY_STATUS = "status"
 PARENT_SIGNAL_INSTANCE_CHANGED = "instance_changed"
-INSTANCE_WORKFLOW_VERSION = 8
+INSTANCE_WORKFLOW_VERSION = 9
 """The Instance workflow version the InferenceReplica starts Instances with (their input's
 `workflow_version`); the changes each version takes are listed in `workflows.instance.versions`."""
 
@@ -336,6 +336,12 @@ class DeleteRequest(StatusModel):
 
     reason: str = "Deleted"
     drain_seconds: float | None = None
+    counted_since: datetime | None = None
+    """Set by an InferenceReplica that counts the Instance as `Deleting` from its own request,
+    from this moment (`ReplicaState.requested_deletes`): the deletion starts its clock then (its
+    drain deadline is this + `instanceReadyTimeout`, as the parent computes it), and the
+    Instance sends no report that would only tell the parent it is being deleted
+    (`planning.instance.reports.deletion_counted`); its last report, deleted, still goes."""
 
 
 class ReleaseHeldRequest(StatusModel):

@@ -39,6 +39,26 @@ def as_counted(status: InstanceStatus, requested: str | None) -> InstanceStatus:
     return status.model_copy(update={"phase": InstancePhase.UPDATING, "target_revision": requested})
 
 
+def as_deleting(status: InstanceStatus) -> InstanceStatus:
+    """`status`, or, unless it shows its deletion already, as the Instance's report of the
+    deletion's start would show it: `Deleting`, out of rotation, its pods still counted. Such an
+    Instance sends none when its parent counts the deletion from its request
+    (`DeleteRequest.counted_since`). Its operation is left out: the Instance names it."""
+    if status.phase == InstancePhase.DELETING or status.deleted:
+        return status
+    return status.model_copy(
+        update={
+            "phase": InstancePhase.DELETING,
+            "operation": None,
+            "draining": True,
+            "serving": False,
+            "serving_pods": 0,
+            "available": False,
+            "available_pods": 0,
+        }
+    )
+
+
 def replica_facts(
     reports: Mapping[int, InstanceStatus],
     launched: Mapping[int, str],

@@ -204,6 +204,13 @@ SCENARIOS = [
         "apply, image change, delete",
     ),
     Scenario(
+        "service_deletes_counted",
+        service_scale_pause_resume,
+        "service_scale_pause_resume with Instances of version 9 and the InferenceReplica on "
+        "`replica-counted-deletes`: its delete requests say `counted_since`, so the Instance scaled down and, at "
+        "the end, each one deleted reports once, when it is gone (`instance-deletion-counted`)",
+    ),
+    Scenario(
         "service_run_limits",
         service_scale_pause_resume,
         "service_scale_pause_resume with the InferenceReplica's per-run limits at test size (2 Instance starts a "

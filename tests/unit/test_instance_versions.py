@@ -34,6 +34,9 @@ INSTANCE_PACKAGE = Path(versions.__file__).parent
         (7, versions.HELD_UPDATE_OFF_NET, False),
         (8, versions.HELD_UPDATE_OFF_NET, True),
         (8, versions.UPDATE_REPORTS_COUNTED, True),
+        (8, versions.DELETION_COUNTED, False),
+        (9, versions.DELETION_COUNTED, True),
+        (9, versions.HELD_UPDATE_OFF_NET, True),
     ],
 )
 def test_a_version_takes_its_changes_and_those_of_the_versions_before(version: int, change: str, included: bool) -> None:

@@ -134,8 +134,10 @@ class InstanceLifecycle(InstanceUpdates):
     async def delete_instance(self, request: DeleteRequest) -> None:
         """Drain, delete every pod of the Instance, its PodGroup and its Service, then finish."""
         state, spec = self.state, self.spec
+        counted = request.counted_since is not None and self.takes(versions.DELETION_COUNTED)
+        self.counted_deletion = counted
         self.set_phase(P.DELETING)
-        self.begin("Delete", "Drain")
+        self.begin("Delete", "Drain", request.counted_since if counted else None)
         targets = await self.all_pods()
         drain = spec.drain_seconds if request.drain_seconds is None else request.drain_seconds
         await self.teardown(targets, drain, f"delete: {request.reason}", deleting=True)

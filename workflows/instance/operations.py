@@ -92,13 +92,19 @@ class InstanceOperations(InstanceReports):
         self.state.phase = phase
         workflow.upsert_search_attributes([search_attributes.PHASE.value_set(phase.value)])
 
-    def begin(self, kind: Literal["Create", "Update", "Restart", "Migrate", "Delete"], step: str) -> None:
+    def begin(
+        self,
+        kind: Literal["Create", "Update", "Restart", "Migrate", "Delete"],
+        step: str,
+        started_at: datetime | None = None,
+    ) -> None:
+        """Start an operation: now, or at `started_at` (the parent's request it counts from)."""
         self.state.operation_counter += 1
         self.state.operation = InstanceOperation(
             id=f"{kind.lower()}-{self.state.operation_counter}",
             type=kind,
             step=step,
-            started_at=workflow.now(),
+            started_at=started_at or workflow.now(),
             target_revision=self.spec.revision,
             strategy=self.spec.update_strategy_type if kind == "Update" else None,
         )

@@ -8,7 +8,8 @@ run. Every `report` (a wait's included, before it picks its safety timer), a con
 and the run's end wait for those first, so the parent hears the same reports in the same
 order, only no longer ahead of the step that follows. Under `versions.UPDATE_REPORTS_COUNTED`
 a report the parent counts already from its own update request is not sent
-(`planning.instance.reports.counted_by_request`).
+(`planning.instance.reports.counted_by_request`), and under `versions.DELETION_COUNTED` one
+that only tells it of the deletion it asked for (`planning.instance.reports.deletion_counted`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
-    from planning.instance.reports import counted_by_request, shows_a_wait
+    from planning.instance.reports import counted_by_request, deletion_counted, shows_a_wait
     from planning.instance.state import InstanceState, build_status, report_fingerprint
     from workflows.instance.versions import (
         COUNTED_WAITS_REPORTED,
@@ -48,6 +49,9 @@ class InstanceReports:
     """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
     reports_beside: bool = False
     """Whether the loop's reports go out beside the next step (`REPORT_BESIDE_NEXT_STEP`)."""
+    counted_deletion: bool = False
+    """Whether the deletion under way is one the parent counts from its request
+    (`DeleteRequest.counted_since`, `DELETION_COUNTED`; decided when the deletion starts)."""
     sending: asyncio.Task[None] | None = None
     """The last report sent beside a step, until it has been delivered (or refused)."""
 
@@ -110,9 +114,12 @@ class InstanceReports:
         return Report(parent, status, fingerprint)
 
     def counted_by_parent(self, status: InstanceStatus) -> bool:
-        """Whether the parent counts `status` from its own update request already, so it is
-        not sent (`planning.instance.reports.counted_by_request`, `UPDATE_REPORTS_COUNTED`),
-        unless it says the update waits (`shows_a_wait`, `COUNTED_WAITS_REPORTED`)."""
+        """Whether the parent counts `status` from its own request already, so it is not sent:
+        a deletion it asked for (`deletion_counted`), or an update
+        (`planning.instance.reports.counted_by_request`, `UPDATE_REPORTS_COUNTED`) unless the
+        report says the update waits (`shows_a_wait`, `COUNTED_WAITS_REPORTED`)."""
+        if self.counted_deletion:
+            return deletion_counted(self.delivered, status)
         if not counted_by_request(self.delivered, status, self.state.update_counted_by_parent):
             return False
         if not self.takes(UPDATE_REPORTS_COUNTED):

@@ -94,6 +94,14 @@ its parent's net: the parent shows it `Updating` from its request and leaves it 
 re-list, so the Instance re-lists on its own safety timer until the update runs. Asked only when
 such an update is held. Histories from before kept the 6-hour backstop while it was held."""
 
+DELETION_COUNTED = "instance-deletion-counted"
+"""A deletion the parent asked for and counts from its request (`DeleteRequest.counted_since`)
+starts its clock at that moment and sends no report that would only tell the parent so:
+`Deleting`, with the same pods and no new failure (`planning.instance.reports.deletion_counted`).
+A single-pod Instance's deletion then reports once, when it ends. Asked only when such a
+request is taken. Histories from before reported the deletion's start as well, and started
+its clock when the Instance took the request."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -108,6 +116,7 @@ CHANGES: dict[int, frozenset[str]] = {
     6: frozenset({RETIRE_IN_ONE_CALL, REPORT_BACK_TO_DELIVERED}),
     7: frozenset({UPDATE_REPORTS_COUNTED}),
     8: frozenset({COUNTED_WAITS_REPORTED, HELD_UPDATE_OFF_NET}),
+    9: frozenset({DELETION_COUNTED}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

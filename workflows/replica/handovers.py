@@ -14,15 +14,14 @@ from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import datetime
 
-from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
 from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
-from models.instance import DeleteRequest as InstanceDeleteRequest
 from models.instance import InstanceStatus, UpdateRequest
 from planning.replica.handover import GANG_SURGE_COMPLETED, settle_surges
 from planning.replica.overlay import ready_revisions
 from planning.replica.retry import absorb_abandoned_surge, current_blocks
 from workflows.replica import view
 from workflows.replica.children import signal_instance, spec_for
+from workflows.replica.deletions import tell_to_delete
 from workflows.replica.messages import ReplicaState
 
 
@@ -74,9 +73,7 @@ def finish_handovers(state: ReplicaState, sources: tuple[int, ...]) -> list[Awai
     config = state.config
     sends: list[Awaitable[None]] = []
     for source in sources:
-        request = InstanceDeleteRequest(reason=GANG_SURGE_COMPLETED)
-        sends.append(signal_instance(config, source, INSTANCE_DELETE, request))
-        state.removing.append(source)
+        sends += tell_to_delete(state, [source], GANG_SURGE_COMPLETED)
         # The replacement is a plain Instance from now on: a later failure of it is
         # retried like any other, not abandoned as a surge that never took over.
         for index, surge in state.gang_surges.items():

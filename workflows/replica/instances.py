@@ -18,9 +18,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
 from models.instance import SIGNAL_UPDATE as INSTANCE_UPDATE
-from models.instance import DeleteRequest as InstanceDeleteRequest
 from models.instance import RetryBlock, RetryBlockState, UpdateRequest
 from models.kube_ops import ListComponentPodsInput
 from planning.replica import events
@@ -44,6 +42,7 @@ from workflows.replica.children import (
     spec_for,
     start_instance,
 )
+from workflows.replica.deletions import tell_to_delete
 from workflows.replica.handovers import finish_handovers, settle_handovers, surging_for
 from workflows.replica.messages import ReplicaConfig, ReplicaState
 from workflows.replica.migrations import moving_sources
@@ -186,10 +185,7 @@ def requests(
         source = new.replaces if new.replaces is not None else new.index
         state.gang_surges[new.index] = GangSurge(source=source, revision=new.revision, started_at=now)
         sends.append(start_instance(state, run, new.index, new.revision, gang_surge_of=source, listing=listing))
-    for index in removals.admitted:
-        request = InstanceDeleteRequest(reason="ScaleDown")
-        sends.append(signal_instance(state.config, index, INSTANCE_DELETE, request))
-        state.removing.append(index)
+    sends += tell_to_delete(state, removals.admitted, "ScaleDown")
     # A migration drains its own source (`workflows.replica.migrations`).
     migrating = moving_sources(state)
     handovers = tuple(index for index in actions.handover_delete if index not in migrating)
@@ -265,9 +261,7 @@ async def drain_all(state: ReplicaState, now: datetime) -> datetime | None:
     """Tell the Instances not yet told to drain and delete themselves, the InferenceService
     being gone: as many as `scaleDownPodBatchSize` admits beside those already going (§14),
     lowest index first; returns when to look again for the deferred ones (None: news will)."""
-    request = InstanceDeleteRequest(reason="InferenceServiceDeleted")
     leaving = [i for i in sorted(set(state.instances) | set(state.launched)) if i not in state.removing]
     wave = scale_down_wave(state, leaving)
-    state.removing.extend(wave.admitted)
-    await send_all([signal_instance(state.config, index, INSTANCE_DELETE, request) for index in wave.admitted])
+    await send_all(tell_to_delete(state, wave.admitted, "InferenceServiceDeleted"))
     return requeue_at(state, now, [wave])

@@ -107,6 +107,15 @@ class MigrationCancel(MessageModel):
     by: str = "operator"
 
 
+class DeleteCounted(MessageModel):
+    """A deletion this InferenceReplica asked for and counts from its request."""
+
+    since: datetime
+    """When it was asked: the Instance's deletion starts its clock then (`counted_since`)."""
+    deadline: datetime | None = None
+    """When its drain becomes overdue (`DrainOverdue`): `since` + `instanceReadyTimeout`."""
+
+
 class ReplicaState(MessageModel):
     """The InferenceReplica workflow's whole state, handed to continue-as-new.
 
@@ -154,8 +163,16 @@ class ReplicaState(MessageModel):
     that shows the target revision, or by the Instance's end."""
     removing: list[int] = Field(default_factory=list)
     """Instances told to delete that have not reported their end: appended when a scale-down,
-    a finished handover (`handovers.finish_handovers`) or the deletion (`instances.drain_all`)
-    tells one to go; an index leaves when its Instance reports it was deleted or abandoned."""
+    a finished handover, a migration or the deletion tells one to go (`deletions.tell_to_delete`);
+    an index leaves when its Instance reports it was deleted or abandoned."""
+    counts_deletes: bool = False
+    """Whether this run counts an Instance it told to delete as `Deleting` from its own request
+    (`requested_deletes`): in its status rows and its drain deadlines. Its delete requests say so
+    (`counted_since`), and the Instance sends no report that would only tell it that. Asked at
+    each run's start (`deletions.COUNTED_DELETES`)."""
+    requested_deletes: dict[int, DeleteCounted] = Field(default_factory=dict)
+    """Deletions sent with `counted_since` whose Instance has not reported its end: index -> when
+    and until when. Written with `removing` (`deletions.tell_to_delete`); an entry leaves with it."""
     instances_told_pause: InstancePauseMode | None = None
     """The pause every Instance was last told (`pause.tell_pause`, each pass); a change of
     `config.pause_mode` is news. None: unpaused (or none told yet)."""

@@ -15,8 +15,6 @@ from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from models.instance import SIGNAL_DELETE as INSTANCE_DELETE
-from models.instance import DeleteRequest as InstanceDeleteRequest
 from models.instance import InstancePhase, UpdateStrategyType
 from models.kube_ops import ListInstancePodsInput
 from models.migration import MigrationPhase
@@ -36,7 +34,8 @@ from planning.replica.template import instance_ready_timeout_seconds
 from workflows import kube_calls
 from workflows.parent import deliver
 from workflows.replica import view
-from workflows.replica.children import RunChildren, send_all, signal_instance, spec_for, start_instance
+from workflows.replica.children import RunChildren, send_all, spec_for, start_instance
+from workflows.replica.deletions import tell_to_delete
 from workflows.replica.messages import ReplicaState
 from workflows.replica.object import record
 
@@ -121,11 +120,7 @@ def context(
             *cleaning_up(state.gang_surges),
             *sorted(run.ended),
         ],
-        drain_deadlines={
-            index: status.operation.deadline
-            for index, status in state.instances.items()
-            if status.operation is not None and status.operation.type == "Delete" and status.operation.deadline
-        },
+        drain_deadlines=view.drain_deadlines(state),
         revision_names=view.names(state),
     )
 
@@ -197,8 +192,7 @@ async def start_surge(state: ReplicaState, run: RunChildren, surge: SurgeStart) 
 async def remove(state: ReplicaState, index: int, reason: str) -> None:
     if index in state.removing:
         return
-    state.removing.append(index)
-    await signal_instance(state.config, index, INSTANCE_DELETE, InstanceDeleteRequest(reason=reason))
+    await send_all(tell_to_delete(state, [index], reason))
 
 
 def moving_sources(state: ReplicaState) -> set[int]:

@@ -72,15 +72,6 @@ def without_additions_at_rest(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "conditions": kept}
 
 
-def drain_deadlines(state: ReplicaState) -> list[tuple[int, datetime]]:
-    """Each deleting Instance's drain deadline (its Delete operation's), by index."""
-    return [
-        (index, status.operation.deadline)
-        for index, status in state.instances.items()
-        if status.operation is not None and status.operation.type == "Delete" and status.operation.deadline
-    ]
-
-
 def launched_rows(state: ReplicaState) -> list[InstanceStatus]:
     """The Instances started and not heard from yet, as their first report would show them
     (a single-pod Instance sends none: `InstanceState.launched_by_parent`); none in runs that
@@ -122,7 +113,7 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
     ]
     # Constant (False) unless an Instance reports a drain deadline, so a history from before
     # the condition writes its status at the same moments.
-    planned.append(drain_overdue_condition(drain_deadlines(state), now))
+    planned.append(drain_overdue_condition(list(view.drain_deadlines(state).items()), now))
     migration_policy = policy_condition(state.migrations)
     if migration_policy is not None:
         planned.append(migration_policy)
@@ -204,7 +195,7 @@ async def publish(state: ReplicaState, now: datetime) -> datetime | None:
         instances=len(state.instances),
         now=now,
     )
-    upcoming = next_drain_deadline(drain_deadlines(state), now)
+    upcoming = next_drain_deadline(list(view.drain_deadlines(state).items()), now)
     drain_wake = upcoming + DRAIN_NOTICE if upcoming is not None else None
     if not decision.write:
         return earliest(decision.wake_at, drain_wake)

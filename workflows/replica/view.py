@@ -12,13 +12,14 @@ Imported by the workflow modules inside `workflow.unsafe.imports_passed_through(
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 from models.inferenceservice import ComponentSpec
 from models.instance import InstanceStatus, RetryBlock
 from planning.replica.budget import UpdatePolicy, update_policy
 from planning.replica.facts import InstanceFacts
 from planning.replica.migration_views import with_migrations
-from planning.replica.overlay import as_counted, replica_facts, replica_retry_blocks
+from planning.replica.overlay import as_counted, as_deleting, replica_facts, replica_retry_blocks
 from planning.replica.revisions import RevisionState, rolling_back_to
 from planning.replica.rollback import Steering, rollback_target, steer
 from planning.replica.scale import desired_replicas
@@ -87,11 +88,28 @@ def reports(state: ReplicaState) -> dict[int, InstanceStatus]:
     """Each Instance's last report, by index; one told to update and still Ready on another
     revision shown as its report of the update's start would show it (`Updating` to the
     requested revision), since it sends none when counted from the request
-    (`ReplicaState.shows_requested`). What the status rows, the safety re-list and the
-    relocations read."""
-    if not state.shows_requested:
-        return state.instances
-    return {index: as_counted(status, state.requested_updates.get(index)) for index, status in state.instances.items()}
+    (`ReplicaState.shows_requested`); likewise one told to delete, as `Deleting` out of
+    rotation (`ReplicaState.requested_deletes`). What the status rows, the safety re-list and
+    the relocations read."""
+    rows = state.instances
+    if state.shows_requested:
+        rows = {index: as_counted(status, state.requested_updates.get(index)) for index, status in rows.items()}
+    if state.requested_deletes:
+        rows = {index: as_deleting(status) if index in state.requested_deletes else status for index, status in rows.items()}
+    return rows
+
+
+def drain_deadlines(state: ReplicaState) -> dict[int, datetime]:
+    """Each deleting Instance's drain deadline, by index: its Delete operation's, as it reported
+    it, or the one counted from the request it has not reported on (`requested_deletes`)."""
+    deadlines = {
+        index: record.deadline for index, record in state.requested_deletes.items() if record.deadline is not None
+    }
+    for index, status in state.instances.items():
+        operation = status.operation
+        if operation is not None and operation.type == "Delete" and operation.deadline:
+            deadlines[index] = operation.deadline
+    return deadlines
 
 
 def facts(state: ReplicaState) -> list[InstanceFacts]:

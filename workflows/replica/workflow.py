@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.replica import migrations, relocations, teardown, view
     from workflows.replica.carry import PackedReplicaState, carried, unpacked
     from workflows.replica.children import RunChildren, runs_pod_net
+    from workflows.replica.deletions import COUNTED_DELETES
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
     from workflows.replica.messages import (
@@ -151,6 +152,7 @@ class InferenceReplicaWorkflow:
             state.requested_updates.pop(status.index, None)
             if status.index in state.removing:
                 state.removing.remove(status.index)
+            state.requested_deletes.pop(status.index, None)
         else:
             state.instances[status.index] = status
             if state.requested_updates.get(status.index) == status.target_revision:
@@ -207,6 +209,7 @@ class InferenceReplicaWorkflow:
         self.state.writes_status_locally = workflow.patched(LOCAL_STATUS_WRITE)
         self.state.shows_requested = workflow.patched(REQUESTED_ROWS)
         self.state.shows_run_cap = workflow.patched(RUN_CAP_HOLDS)
+        self.state.counts_deletes = workflow.patched(COUNTED_DELETES)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(config.isvc),

@@ -1,0 +1,69 @@
+"""Which reports of a deletion the parent counts from its own request already
+(`planning.instance.reports.deletion_counted`): those that only say the Instance is being
+deleted; its end, a change in its pods, and a failure still go out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from models.instance import InstanceFailure, InstanceOperation, InstancePhase, InstanceStatus, RetryBlockState
+from planning.instance.reports import deletion_counted, pods_held
+from planning.replica.batching import deletion_cost
+from tests.unit.planning.replica.rows import NOW
+from tests.unit.planning.replica.test_reconcile import block
+from tests.unit.planning.replica.test_status import status
+
+pytestmark = pytest.mark.unit
+
+P = InstancePhase
+READY = status(1)
+DELETE = InstanceOperation(id="delete-2", type="Delete", step="DeletePods", started_at=NOW)
+
+
+def deleting(**changes: Any) -> InstanceStatus:
+    """The Instance a moment into its deletion: out of rotation, its pod Terminating."""
+    return READY.model_copy(
+        update={"phase": P.DELETING, "operation": DELETE, "draining": True, "serving": False, "serving_pods": 0, **changes}
+    )
+
+
+@pytest.mark.parametrize(
+    ("delivered", "now", "expected"),
+    [
+        # Out of rotation, draining, its pods going: what the request says already.
+        (READY, deleting(), True),
+        (READY, deleting(ready_pods=0, ready=False, available_pods=0, available=False), True),
+        (READY, deleting(operation=DELETE.model_copy(update={"waiting": "NodeUnknown"})), True),
+        # A deletion asked while another report was the last one taken: it counts the same.
+        (status(1, P.UPDATING), deleting(), True),
+        (deleting(), deleting(ready_pods=0), True),
+        # Its end: the report the parent forgets it by.
+        (READY, deleting(deleted=True, total_pods=0), False),
+        (READY, deleting(abandoned=True), False),
+        # Not (or no longer) a deletion.
+        (READY, READY, False),
+        (READY, deleting(phase=P.READY), False),
+        # Nothing taken yet to compare with.
+        (None, deleting(), False),
+        # Its one pod Terminating (not counted in `total_pods`): one pod of the budget all the same.
+        (READY, deleting(total_pods=0), True),
+        # What the parent counts: the pods a multi-pod Instance holds of the scale-down's budget
+        # (down to 1 once they are Terminating), a failure, a retry block.
+        (READY.model_copy(update={"total_pods": 2, "desired_pods": 2}), deleting(total_pods=0), False),
+        (deleting(total_pods=2), deleting(total_pods=1), False),
+        (deleting(total_pods=1), deleting(total_pods=0), True),
+        (READY, deleting(last_failure=InstanceFailure(reason="Error", time=NOW)), False),
+        (READY, deleting(retry_block=block(RetryBlockState.BACKOFF)), False),
+        (READY, deleting(incarnation=2), False),
+        (READY, deleting(gang_scheduling_unavailable=True), False),
+    ],
+)
+def test_deletion_counted(delivered: InstanceStatus | None, now: InstanceStatus, expected: bool) -> None:
+    assert deletion_counted(delivered, now) is expected
+
+
+@pytest.mark.parametrize("pods", [0, 1, 2, 3, 8])
+def test_the_instance_counts_the_pods_it_holds_as_its_parents_budget_does(pods: int) -> None:
+    assert pods_held(deleting(total_pods=pods)) == deletion_cost(pods)
