@@ -35,18 +35,18 @@ def tell_to_delete(state: ReplicaState, indexes: Sequence[int], reason: str) -> 
     """Tell each of `indexes` to drain and delete itself for `reason`: the signals to send (in
     one workflow task, `children.send_all`), with the state already counting them."""
     config = state.config
-    now = workflow.now()
-    request = DeleteRequest(reason=reason)
+    counted: DeleteCounted | None = None
     if state.counts_deletes:
-        request = DeleteRequest(reason=reason, counted_since=now)
+        now = workflow.now()
         # Every Instance runs the component's lifecycle settings: a change of them is sent to
         # all (`instances.resend_lifecycle`), so the timeout is the config's.
         timeout = instance_ready_timeout_seconds(config.effective, config.cluster)
         counted = DeleteCounted(since=now, deadline=drain_deadline(now, timeout))
+    request = DeleteRequest(reason=reason, counted_since=counted.since if counted is not None else None)
     sends: list[Awaitable[None]] = []
     for index in indexes:
         state.removing.append(index)
-        if state.counts_deletes:
+        if counted is not None:
             state.requested_deletes[index] = counted
         sends.append(signal_instance(config, index, INSTANCE_DELETE, request))
     return sends
