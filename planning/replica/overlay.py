@@ -12,11 +12,11 @@ Each rule here was once an override in a chain of workflow mixins; it is spelled
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from models.instance import InstancePhase, InstanceStatus, RetryBlock
+from models.instance import InstanceOperation, InstancePhase, InstanceStatus, RetryBlock
 from planning.replica.budget import UpdatePolicy
 from planning.replica.facts import InstanceFacts, facts_from_status
 from planning.replica.handover import GangSurge, with_handovers
@@ -39,17 +39,18 @@ def as_counted(status: InstanceStatus, requested: str | None) -> InstanceStatus:
     return status.model_copy(update={"phase": InstancePhase.UPDATING, "target_revision": requested})
 
 
-def as_deleting(status: InstanceStatus) -> InstanceStatus:
-    """`status`, or, unless it shows its deletion already, as the Instance's report of the
-    deletion's start would show it: `Deleting`, out of rotation, its pods still counted. Such an
-    Instance sends none when its parent counts the deletion from its request
-    (`DeleteRequest.counted_since`). Its operation is left out: the Instance names it."""
+COUNTED_DELETE_ID = "delete"
+"""The id a counted deletion's operation shows in the parent's rows until the Instance reports
+its own (`delete-<n>`, numbered by the Instance)."""
+
+
+def out_of_rotation(status: InstanceStatus) -> InstanceStatus:
+    """`status` as an Instance told to delete shows it at once: out of rotation (serving
+    nothing), its pods still counted, unless it reported its deletion already."""
     if status.phase == InstancePhase.DELETING or status.deleted:
         return status
     return status.model_copy(
         update={
-            "phase": InstancePhase.DELETING,
-            "operation": None,
             "draining": True,
             "serving": False,
             "serving_pods": 0,
@@ -57,6 +58,20 @@ def as_deleting(status: InstanceStatus) -> InstanceStatus:
             "available_pods": 0,
         }
     )
+
+
+def as_deleting(status: InstanceStatus, since: datetime, deadline: datetime | None) -> InstanceStatus:
+    """`status`, or, unless it shows its deletion already, as the Instance's report of the
+    deletion's start would show it: `Deleting` out of rotation, its Delete operation started
+    `since` (the request) with its drain `deadline`. Such an Instance sends none when its
+    parent counts the deletion from its request (`DeleteRequest.counted_since`)."""
+    if status.phase == InstancePhase.DELETING or status.deleted:
+        return status
+    operation = InstanceOperation(
+        id=COUNTED_DELETE_ID, type="Delete", step="Drain", started_at=since, deadline=deadline,
+        target_revision=status.target_revision,
+    )  # fmt: skip
+    return out_of_rotation(status).model_copy(update={"phase": InstancePhase.DELETING, "operation": operation})
 
 
 def replica_facts(
@@ -67,18 +82,22 @@ def replica_facts(
     surges: Mapping[int, GangSurge],
     policy: UpdatePolicy,
     counts_requested: bool = False,
+    counted_deletes: Collection[int] = (),
 ) -> list[InstanceFacts]:
     """The rows the rules read, by index.
 
     Each report, moved to the revision an update was requested for (until the report shows
     it), and (`counts_requested`) shown `Updating` as the Instance's report of the update's
     start would show it, since such an Instance sends none (`UpdateRequest.counted_by_parent`);
-    or shown deleting once a delete was sent; an Instance started and not heard from yet, as
-    `Creating`; then the handovers in flight (`with_handovers`).
+    or shown deleting once a delete was sent, and out of rotation where the delete is counted
+    from the request (`counted_deletes`: such an Instance reports only its end); an Instance
+    started and not heard from yet, as `Creating`; then the handovers in flight (`with_handovers`).
     """
     facts: dict[int, InstanceFacts] = {}
     for index, status in reports.items():
         requested = requested_updates.get(index)
+        if index in counted_deletes:
+            status = out_of_rotation(status)
         fact = facts_from_status(as_counted(status, requested) if counts_requested else status)
         if requested is not None and status.target_revision != requested:
             fact = with_target(fact, requested, policy)

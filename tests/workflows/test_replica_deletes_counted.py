@@ -61,41 +61,38 @@ async def deleting_pods(s: Story, index: int) -> Any:
 async def test_a_scale_down_is_one_report_per_instance_and_the_replica_shows_the_drain_from_its_request(
     dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
-    cluster = {"drain_seconds": 4.0, "instance_ready_timeout_seconds": READY_TIMEOUT}
+    cluster = {"drain_seconds": 1.0, "instance_ready_timeout_seconds": READY_TIMEOUT}
     begun = datetime.now(UTC)
     async with story(dev_client, task_queue, kubesim, cluster) as s:
         await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3))
         await eventually(lambda: rows_where(s, lambda r: len(r) == 3 and all(x.phase == "Ready" for x in r.values())),
                          "three Ready Instances", within=90)  # fmt: skip
+        # Instance 2's pod kept Terminating once deleted, as another controller's finalizer would.
+        (pod,) = [p.metadata.name for p in live_pods(s) if p.metadata.labels["ome.io/instance-index"] == "2"]
+        pin(s, pod)
         await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
 
-        # While 1 and 2 drain (4 s out of rotation before their pods are deleted): Deleting rows,
-        # serving nothing, their pods still counted; the InferenceReplica heard nothing yet.
-        rows = await eventually(
-            lambda: rows_where(s, lambda r: r[1].phase == "Deleting" and r[2].phase == "Deleting"),
-            "Instances 1 and 2 shown Deleting",
-        )
-        for index in (1, 2):
-            assert (rows[index].pods.serving, rows[index].pods.total) == (0, 1), rows[index]
-        assert rows[0].phase == "Ready" and rows[0].pods.serving == 1
-
-        # The Instance's deletion counts from the InferenceReplica's request: one drain deadline.
-        # (The row shows the pass's plan; its signals leave when that workflow task completes.)
+        # The delete the InferenceReplica sent says when it counts it from.
         (asked,) = await eventually(lambda: signals(s, instance(s, 2), "delete", begun), "the delete at Instance 2")
         since = moment(asked["countedSince"])
         assert asked["reason"] == "ScaleDown"
-        operation = (await s.instance(2)).operation
-        assert operation is not None and (operation.type, operation.step) == ("Delete", "Drain")
-        assert operation.started_at == since
+        deadline = since + timedelta(seconds=READY_TIMEOUT)
 
-        # Its pod kept Terminating past the drain: the Instance waits on it with that deadline,
-        # and tells the InferenceReplica nothing it does not count already.
-        (pod,) = [p.metadata.name for p in live_pods(s) if p.metadata.labels["ome.io/instance-index"] == "2"]
-        pin(s, pod)
+        # The Instance waits for its pod with its deletion's clock started at the request (not
+        # when it took the signal): the one drain deadline both sides name.
         waiting = await eventually(lambda: deleting_pods(s, 2), "Instance 2 waiting for its pod to go")
-        assert waiting.deadline == since + timedelta(seconds=READY_TIMEOUT)
-        row = (await rows_where(s, lambda r: 2 in r) or {})[2]
-        assert (row.phase, row.pods.total, row.operation) == ("Deleting", 1, None), row
+        assert (waiting.started_at, waiting.deadline) == (since, deadline)
+
+        # The InferenceReplica shows it as it asked: Deleting, out of rotation, its pod counted,
+        # its Delete operation from the request (an Instance's own report would name `delete-<n>`).
+        rows = await eventually(lambda: rows_where(s, lambda r: 2 in r), "Instance 2's row")
+        row = rows[2]
+        assert (row.phase, row.pods.total, row.pods.serving) == ("Deleting", 1, 0), row
+        assert row.operation is not None, row
+        assert (row.operation.id, row.operation.type, row.operation.started_at, row.operation.deadline) == (
+            "delete", "Delete", since, deadline,
+        ), row  # fmt: skip
+        assert rows[0].phase == "Ready" and rows[0].pods.serving == 1
         unpin(s, pod)
 
         await eventually(lambda: rows_where(s, lambda r: sorted(r) == [0]), "only Instance 0 left", within=60)

@@ -228,11 +228,11 @@ async def write_status(state: ReplicaState, status: InferenceReplicaStatus, body
 
 def surge_serving(state: ReplicaState) -> int:
     """Instances at the drain step of a SurgeThenDrain to the update revision (a rollback's
-    stable one while rolling back), still serving."""
+    stable one while rolling back), still serving; not one told to delete."""
     target = view.target_hash(state)
     return sum(
         1
-        for status in state.instances.values()
+        for status in view.reports(state).values()
         if status.operation is not None
         and status.operation.step == "SurgeDrain"
         and status.target_revision == target
@@ -241,11 +241,12 @@ def surge_serving(state: ReplicaState) -> int:
 
 
 def failed_on_update(state: ReplicaState) -> int:
-    """Instances Failed on, or on their way to, the update revision (a rollback's while rolling back)."""
+    """Instances Failed on, or on their way to, the update revision (a rollback's while rolling
+    back); not one told to delete."""
     target = view.target_hash(state)
     return sum(
         1
-        for status in state.instances.values()
+        for status in view.reports(state).values()
         if status.phase == InstancePhase.FAILED and status.target_revision == target
     )
 

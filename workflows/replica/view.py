@@ -94,16 +94,23 @@ def reports(state: ReplicaState) -> dict[int, InstanceStatus]:
     rows = state.instances
     if state.shows_requested:
         rows = {index: as_counted(status, state.requested_updates.get(index)) for index, status in rows.items()}
-    if state.requested_deletes:
-        rows = {index: as_deleting(status) if index in state.requested_deletes else status for index, status in rows.items()}
+    asked = state.requested_deletes
+    if asked:
+        rows = {
+            index: as_deleting(status, asked[index].since, asked[index].deadline) if index in asked else status
+            for index, status in rows.items()
+        }
     return rows
 
 
 def drain_deadlines(state: ReplicaState) -> dict[int, datetime]:
     """Each deleting Instance's drain deadline, by index: its Delete operation's, as it reported
     it, or the one counted from the request it has not reported on (`requested_deletes`)."""
+    present = set(state.instances) | set(state.launched)
     deadlines = {
-        index: record.deadline for index, record in state.requested_deletes.items() if record.deadline is not None
+        index: record.deadline
+        for index, record in state.requested_deletes.items()
+        if record.deadline is not None and index in present
     }
     for index, status in state.instances.items():
         operation = status.operation
@@ -128,6 +135,7 @@ def raw_facts(state: ReplicaState) -> list[InstanceFacts]:
         state.gang_surges,
         policy(state.config),
         state.shows_requested,
+        state.requested_deletes.keys(),
     )
 
 
