@@ -32,10 +32,12 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import uuid4
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
@@ -93,6 +95,8 @@ class ServingRecord:
     samples: int = 0
     fewest_serving: int | None = None
     fewest_at: PodSnapshot | None = None
+    fewest_when: datetime | None = None
+    """When that fewest sample was taken (UTC), to read against the Instances' histories."""
     most_live_per_instance: int = 0
     stray_pods: set[str] = field(default_factory=set)
 
@@ -103,7 +107,7 @@ async def sample_until(sim: KubeSim, namespace: str, record: ServingRecord, stop
         record.samples += 1
         serving = len(seen.serving_indexes())
         if record.fewest_serving is None or serving < record.fewest_serving:
-            record.fewest_serving, record.fewest_at = serving, seen
+            record.fewest_serving, record.fewest_at, record.fewest_when = serving, seen, datetime.now(UTC)
         for index, pods in seen.live_by_index().items():
             if index is None or not 0 <= index < INSTANCES:
                 record.stray_pods.update(pod.name for pod in pods)
@@ -113,6 +117,29 @@ async def sample_until(sim: KubeSim, namespace: str, record: ServingRecord, stop
             await asyncio.wait_for(stop.wait(), SAMPLE_SECONDS)
         except TimeoutError:
             pass
+
+
+async def history_lines(client: Client, workflow_id: str, moment: datetime | None) -> str:
+    """Every run's events of `workflow_id`, one line each, timed against `moment`: what to read
+    when an Instance stopped serving (a failure leaves no other trace of which step did it)."""
+    lines = [f"--- {workflow_id}, times against the fewest-serving sample at {moment}"]
+    async for execution in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        lines.append(f"run {execution.run_id} started {execution.start_time}")
+        handle = client.get_workflow_handle(workflow_id, run_id=execution.run_id)
+        async for event in handle.fetch_history_events():
+            at = event.event_time.ToDatetime(tzinfo=UTC)
+            offset = f"{(at - moment).total_seconds():+8.3f}s" if moment is not None else at.isoformat()
+            detail = ""
+            if event.HasField("workflow_execution_signaled_event_attributes"):
+                detail = event.workflow_execution_signaled_event_attributes.signal_name
+            elif event.HasField("activity_task_scheduled_event_attributes"):
+                detail = event.activity_task_scheduled_event_attributes.activity_type.name
+            elif event.HasField("timer_started_event_attributes"):
+                detail = str(event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta())
+            if event.user_metadata.HasField("summary"):
+                detail += " " + event.user_metadata.summary.data.decode(errors="replace")
+            lines.append(f"{event.event_id:4} {offset} {EventType.Name(event.event_type)} {detail}")
+    return "\n".join(lines)
 
 
 async def wait_settled(
@@ -203,6 +230,9 @@ async def test_two_workers_killed_one_at_a_time_during_update_keep_every_instanc
         ], "each worker is killed and restarted in turn"
         fewest_at = record.fewest_at or PodSnapshot(())
         not_serving = sorted(set(range(INSTANCES)) - fewest_at.serving_indexes())
+        if record.fewest_serving != INSTANCES:
+            for index in not_serving:  # what each Instance's workflow did around that moment
+                print(await history_lines(client, instance_workflow_id(namespace, NAME, "engine", index), record.fewest_when))
         assert record.fewest_serving == INSTANCES, (
             f"only {record.fewest_serving} of {INSTANCES} Instances served at one moment (kills at {kill_moments} s); "
             f"not serving then: {not_serving}; their pods then (name, uid, image, Ready, serving, terminating): "
