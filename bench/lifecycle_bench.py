@@ -101,6 +101,10 @@ from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 OWN_NOTE = "requests naming an Instance's pod or headless Service (lifecycle_phases.instance_objects)"
 PARENTLESS_STARTS_IN_FLIGHT = 50
 """Start calls the parentless floor has open at once (`start_children`)."""
+PARENTLESS_WAITS_IN_FLIGHT = 500
+"""Result long-polls the parentless floor has open at once: the dev server refuses more than
+its per-namespace limit of concurrent polls (`namespace concurrent poller limit exceeded`), which
+2,000 open at once passed on a slow machine."""
 IDLE_SETTLE_SECONDS = 10.0
 """Quiet time before reading the worker's RSS, so it is the idle figure, not a peak."""
 
@@ -169,8 +173,14 @@ async def start_children(client: Client, instances: int, prefix: str, task_queue
                 FLOOR_CHILD, index, id=f"{prefix}-{index}", task_queue=task_queue, result_type=int
             )
 
+    waits = asyncio.Semaphore(PARENTLESS_WAITS_IN_FLIGHT)
+
+    async def finished(handle: WorkflowHandle[Any, int]) -> None:
+        async with waits:
+            await handle.result()
+
     handles = await asyncio.gather(*(start(index) for index in range(instances)))
-    await asyncio.gather(*(handle.result() for handle in handles))
+    await asyncio.gather(*(finished(handle) for handle in handles))
 
 
 # --- the run ----------------------------------------------------------------------------
