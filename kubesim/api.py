@@ -21,6 +21,7 @@ from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
 from kubesim.fastjson import clone
 from kubesim.patch import apply_patch
+from kubesim.quota import admit_pod
 from kubesim.resources import Registry, ResourceType, resource_type_from_crd
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.store import Object, Store
@@ -29,7 +30,7 @@ from kubesim.validation import validate, validate_update
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 # Kinds whose DELETE answers with the deleted object rather than a Status.
-_RETURNS_OBJECT = {("", "pods"), ("", "services")}
+_RETURNS_OBJECT = {("", "pods"), ("", "services"), ("", "resourcequotas")}
 # Server-owned metadata a client cannot change through an update.
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
                 "name", "namespace")
@@ -163,6 +164,8 @@ class Api:
         if rt.key not in _NO_GENERATION:
             meta["generation"] = 1
         track_update(None, obj, manager or "unknown")
+        if rt.key == ("", "pods"):
+            admit_pod(self.store, obj, now())
         if dry_run:
             return obj
         stored = self.store.put(rt.key, obj)

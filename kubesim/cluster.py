@@ -30,6 +30,7 @@ from kubesim.controllers.gateways import GatewayController
 from kubesim.controllers.gc import GarbageCollector, NamespaceController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.nodes import NodeLifecycle, drain_pass, healthy_conditions, unknown_conditions
+from kubesim.controllers.quota import QuotaStatus
 from kubesim.controllers.scheduling import Scheduling
 from kubesim.controllers.workloads import Deployments, ReplicaSets
 from kubesim.engines.traffic import PODS, Traffic
@@ -102,7 +103,7 @@ class Cluster:
         self.controllers: list[Controller] = [
             Scheduling(self.api, self.timing), self.kubelet, self.node_lifecycle, ReplicaSets(self.api), Deployments(self.api),
             EndpointsController(self.api), self.disruption, GarbageCollector(self.api), NamespaceController(self.api),
-            GatewayController(self.api), self.event_expiry,
+            GatewayController(self.api), self.event_expiry, QuotaStatus(self.api),
         ]
         self.api.eviction_check = self.disruption.sync
         self._runner: web.AppRunner | None = None

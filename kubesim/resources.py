@@ -83,6 +83,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _core("secrets", "Secret"),
     _core("serviceaccounts", "ServiceAccount", short_names=("sa",)),
     _core("events", "Event", short_names=("ev",)),
+    _core("resourcequotas", "ResourceQuota", short_names=("quota",), status=True),
     ResourceType(
         "apps", "v1", "deployments", "Deployment", True, ("deploy",), True, _DEPLOYMENT_SCALE, categories=("all",)
     ),

@@ -245,8 +245,23 @@ _WIDE_COLUMNS: dict[str, list[Column]] = {
     "deployments": _WORKLOAD_WIDE,
     "replicasets": _WORKLOAD_WIDE,
 }
+def _quota_usage(limits: bool) -> Callable[[Object], Any]:
+    """A ResourceQuota's `used/hard` per resource, sorted by name: `limits.*` in the Limit
+    column, everything else in Request (kubectl's `Request` shows e.g. `pods: 1/2`). kubesim
+    counts pods only (`kubesim.quota`): another resource's use shows as `?`."""
+
+    def cell(quota: Object) -> str:
+        status = _status(quota)
+        used, hard = status.get("used") or {}, status.get("hard") or {}
+        names = sorted(name for name in _spec(quota).get("hard") or {} if name.startswith("limits.") == limits)
+        return ", ".join(f"{name}: {used.get(name, '?')}/{hard.get(name, '?')}" for name in names)
+
+    return cell
+
+
 _AFTER_AGE: dict[str, list[Column]] = {
     "nodes": [("Version", "string", lambda n: (_status(n).get("nodeInfo") or {}).get("kubeletVersion"))],
+    "resourcequotas": [("Request", "string", _quota_usage(False)), ("Limit", "string", _quota_usage(True))],
 }
 # name, type, cell, priority: kubectl get events prints Last Seen, Type, Reason, Object, Message.
 _EVENT_COLUMNS: list[tuple[str, str, Callable[[Object], Any], int]] = [

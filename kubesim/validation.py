@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from kubesim.errors import ApiError, invalid
+from kubesim.quota import QUOTAS, hard_causes
 from kubesim.resources import ResourceType
 from kubesim.webhook_config import KEY as WEBHOOK_CONFIG_KEY
 from kubesim.webhook_config import configuration_causes
@@ -96,6 +97,8 @@ def _kind_causes(rt: ResourceType, obj: Object, old: Object | None = None) -> li
         return _pod_spec_causes(obj.get("spec") or {}, "spec")
     if key in (("apps", "deployments"), ("apps", "replicasets")):
         return _workload_causes(obj)
+    if key == QUOTAS:
+        return hard_causes(obj)
     if key == ("", "events") and not obj.get("involvedObject"):
         return [("involvedObject", "FieldValueRequired", "Required value")]
     if key == ("policy", "poddisruptionbudgets"):

@@ -1,0 +1,40 @@
+"""ResourceQuota status, as kube-controller-manager's resource quota controller keeps it: each
+quota's `status.hard` is its `spec.hard`, and `status.used` counts the namespace's pods that
+hold it (`kubesim.quota`: what kubesim enforces). Woken by the pods of namespaces that have a
+quota, by the quotas, and when a Terminating pod's deletion grace runs out (it stops counting).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kubesim.controllers.base import Controller
+from kubesim.quota import PODS, QUOTAS, pod_counts, quota_status, stops_counting
+from kubesim.store import Change
+from kubesim.timing import now
+
+
+class QuotaStatus(Controller):
+    name = "resourcequota-controller"
+    watches = (PODS, QUOTAS)
+
+    def relevant(self, change: Change) -> bool:
+        if change.type_key == QUOTAS:
+            return True
+        namespace = change.obj["metadata"].get("namespace") or ""
+        return bool(self.store.list(QUOTAS, namespace))
+
+    def reconcile(self) -> None:
+        at = now()
+        rt = self.api.type_of(*QUOTAS)
+        used: dict[str, int] = {}
+        stops: list[dt.datetime] = []
+        for quota in self.store.list(QUOTAS):
+            namespace = quota["metadata"].get("namespace") or ""
+            if namespace not in used:
+                counting = [pod for pod in self.store.list(PODS, namespace) if pod_counts(pod, at)]
+                used[namespace] = len(counting)
+                stops += [stop for stop in map(stops_counting, counting) if stop is not None]
+            self.api.write_status(rt, quota, quota_status(quota, used[namespace]), self.name)
+        if stops:
+            self.wake_in(max(0.0, (min(stops) - at).total_seconds()) + 0.01)
