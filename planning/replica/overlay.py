@@ -83,6 +83,7 @@ def replica_facts(
     policy: UpdatePolicy,
     counts_requested: bool = False,
     counted_deletes: Collection[int] = (),
+    launched_removals: bool = False,
 ) -> list[InstanceFacts]:
     """The rows the rules read, by index.
 
@@ -91,7 +92,10 @@ def replica_facts(
     start would show it, since such an Instance sends none (`UpdateRequest.counted_by_parent`);
     or shown deleting once a delete was sent, and out of rotation where the delete is counted
     from the request (`counted_deletes`: such an Instance reports only its end); an Instance
-    started and not heard from yet, as `Creating`; then the handovers in flight (`with_handovers`).
+    started and not heard from yet, as `Creating`, or (`launched_removals`) as deleting once
+    told to go, since one told before its first report may send none until its end: counted
+    as live, it would be planned for removal again by every pass until then; then the
+    handovers in flight (`with_handovers`).
     """
     facts: dict[int, InstanceFacts] = {}
     for index, status in reports.items():
@@ -105,15 +109,15 @@ def replica_facts(
             fact = replace(fact, phase=InstancePhase.DELETING, operation="Delete")
         facts[index] = fact
     for index, revision in launched.items():
-        facts.setdefault(
-            index,
-            InstanceFacts(
-                index=index,
-                phase=InstancePhase.CREATING,
-                target_revision=revision,
-                operation="Create",
-                has_pods=False,
-            ),
+        if index in facts:
+            continue
+        leaving = launched_removals and index in removing
+        facts[index] = InstanceFacts(
+            index=index,
+            phase=InstancePhase.DELETING if leaving else InstancePhase.CREATING,
+            target_revision=revision,
+            operation="Delete" if leaving else "Create",
+            has_pods=False,
         )
     return with_handovers([facts[index] for index in sorted(facts)], surges)
 

@@ -1,6 +1,7 @@
 """Every replay scenario `tests/replay/record_histories.py` records, with what it tells; the
-stories are in `tests/replay/scenarios.py` and `tests/replay/scenarios_newer.py`, and the
-table in tests/replay/README.md says which workflows each leaves."""
+stories are in `tests/replay/scenarios.py`, `tests/replay/scenarios_newer.py` and
+`tests/replay/scenarios_fleet.py`, and the table in tests/replay/README.md says which
+workflows each leaves."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.replay.scenarios import (
     service_scale_pause_resume,
     service_versioned_instances,
 )
+from tests.replay.scenarios_fleet import service_launched_removals
 from tests.replay.scenarios_newer import (
     service_canary,
     service_deployment_scale,
@@ -209,6 +211,13 @@ SCENARIOS = [
         "service_scale_pause_resume with Instances of version 9 and the InferenceReplica on "
         "`replica-counted-deletes`: its delete requests say `counted_since`, so the Instance scaled down and, at "
         "the end, each one deleted reports once, when it is gone (`instance-deletion-counted`)",
+    ),
+    Scenario(
+        "service_launched_removals",
+        service_launched_removals,
+        "a ResourceQuota of one pod holds a scale 1 -> 3's new Instances waiting for room (`QuotaExceeded`) and "
+        "unheard of; the scale back to 1 tells them to delete, and the InferenceReplica on "
+        "`replica-launched-removals` counts them as deleting (its facts and status rows) until their ends",
     ),
     Scenario(
         "service_run_limits",

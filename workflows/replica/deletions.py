@@ -31,6 +31,26 @@ delete from its own request (`ReplicaState.counts_deletes`). Runs from before wa
 Instance's report of its deletion's start."""
 
 
+LAUNCHED_REMOVALS = "replica-launched-removals"
+"""`workflow.patched` id, asked at each run's start: an Instance told to delete before its first
+report (only in `ReplicaState.launched`) counts as deleting, not `Creating`
+(`ReplicaState.counts_launched_removals`). A single-pod Instance told so sends no report until
+its end (its parent counts its start and its deletion from its own records), and runs from
+before counted it as live until then: each pass meanwhile planned its removal again, told it
+again and put its index on `removing` once more, where its end took off one entry and left the
+index reserved for good."""
+
+
+def count_launched_removals(state: ReplicaState) -> None:
+    """Take `LAUNCHED_REMOVALS` for this run (at its start) and, when taken, leave `removing`
+    holding each Instance still present once: a run before may have left an index twice, or
+    left one whose Instance has ended (nothing else takes it off)."""
+    state.counts_launched_removals = workflow.patched(LAUNCHED_REMOVALS)
+    if state.counts_launched_removals:
+        present = set(state.instances) | set(state.launched)
+        state.removing = [index for index in dict.fromkeys(state.removing) if index in present]
+
+
 def tell_to_delete(state: ReplicaState, indexes: Sequence[int], reason: str) -> list[Awaitable[None]]:
     """Tell each of `indexes` to drain and delete itself for `reason`: the signals to send (in
     one workflow task, `children.send_all`), with the state already counting them."""
@@ -45,7 +65,8 @@ def tell_to_delete(state: ReplicaState, indexes: Sequence[int], reason: str) -> 
     request = DeleteRequest(reason=reason, counted_since=counted.since if counted is not None else None)
     sends: list[Awaitable[None]] = []
     for index in indexes:
-        state.removing.append(index)
+        if not (state.counts_launched_removals and index in state.removing):
+            state.removing.append(index)
         if counted is not None:
             state.requested_deletes[index] = counted
         sends.append(signal_instance(config, index, INSTANCE_DELETE, request))

@@ -173,6 +173,11 @@ class ReplicaState(MessageModel):
     requested_deletes: dict[int, DeleteCounted] = Field(default_factory=dict)
     """Deletions sent with `counted_since` whose Instance has not reported its end: index -> when
     and until when. Written with `removing` (`deletions.tell_to_delete`); an entry leaves with it."""
+    counts_launched_removals: bool = False
+    """Whether this run counts an Instance told to delete before its first report came (only in
+    `launched`) as deleting: in the rules' facts, so no later pass plans its removal again, and
+    in its status row; `removing` then holds each index once. Asked at each run's start
+    (`deletions.LAUNCHED_REMOVALS`)."""
     instances_told_pause: InstancePauseMode | None = None
     """The pause every Instance was last told (`pause.tell_pause`, each pass); a change of
     `config.pause_mode` is news. None: unpaused (or none told yet)."""

@@ -34,7 +34,7 @@ from planning.replica.coordination import Coordination
 from planning.replica.facts import replica_counts
 from planning.replica.handover import handover_rows
 from planning.replica.migration_views import migration_records, migration_rows, policy_condition
-from planning.replica.overlay import earliest
+from planning.replica.overlay import as_deleting, earliest
 from planning.replica.publish import condition_key, decide_publish, digest
 from planning.replica.rollback import revision_counts, stable_missing
 from planning.replica.status import project_status, with_transitions
@@ -74,12 +74,13 @@ def without_additions_at_rest(body: dict[str, Any]) -> dict[str, Any]:
 
 def launched_rows(state: ReplicaState) -> list[InstanceStatus]:
     """The Instances started and not heard from yet, as their first report would show them
-    (a single-pod Instance sends none: `InstanceState.launched_by_parent`); none in runs that
-    did not take `shows_launched`."""
+    (a single-pod Instance sends none: `InstanceState.launched_by_parent`), or as `Deleting`
+    once told to go (`counts_launched_removals`: it may send none until its end); none in runs
+    that did not take `shows_launched`."""
     if not state.shows_launched:
         return []
     config = state.config
-    return [
+    rows = [
         InstanceStatus(
             namespace=config.namespace,
             isvc=config.isvc,
@@ -92,6 +93,11 @@ def launched_rows(state: ReplicaState) -> list[InstanceStatus]:
         )
         for index, revision in state.launched.items()
         if index not in state.instances
+    ]
+    asked = state.requested_deletes if state.counts_launched_removals else {}
+    return [
+        as_deleting(row, asked[row.index].since, asked[row.index].deadline) if row.index in asked else row
+        for row in rows
     ]
 
 

@@ -136,6 +136,7 @@ def raw_facts(state: ReplicaState) -> list[InstanceFacts]:
         policy(state.config),
         state.shows_requested,
         state.requested_deletes.keys(),
+        state.counts_launched_removals,
     )
 
 

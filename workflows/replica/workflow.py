@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.replica import migrations, relocations, teardown, view
     from workflows.replica.carry import PackedReplicaState, carried, unpacked
     from workflows.replica.children import RunChildren, runs_pod_net
-    from workflows.replica.deletions import COUNTED_DELETES
+    from workflows.replica.deletions import COUNTED_DELETES, count_launched_removals
     from workflows.replica.handovers import note_surge_report
     from workflows.replica.instances import act, drain_all, resend_lifecycle
     from workflows.replica.messages import (
@@ -210,6 +210,7 @@ class InferenceReplicaWorkflow:
         self.state.shows_requested = workflow.patched(REQUESTED_ROWS)
         self.state.shows_run_cap = workflow.patched(RUN_CAP_HOLDS)
         self.state.counts_deletes = workflow.patched(COUNTED_DELETES)
+        count_launched_removals(self.state)
         workflow.upsert_search_attributes(
             [
                 search_attributes.INFERENCE_SERVICE.value_set(config.isvc),
