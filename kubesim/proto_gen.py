@@ -26,7 +26,7 @@ from google.protobuf import descriptor_pb2
 ROOTS = [
     "k8s.io.api.core.v1." + kind
     for kind in ("Namespace", "Node", "Pod", "Service", "Endpoints", "ConfigMap", "Secret", "ServiceAccount",
-                 "Event", "Binding")
+                 "Event", "Binding", "ResourceQuota")
 ] + [
     "k8s.io.api.apps.v1.Deployment", "k8s.io.api.apps.v1.ReplicaSet",
     "k8s.io.api.discovery.v1.EndpointSlice", "k8s.io.api.policy.v1.PodDisruptionBudget",

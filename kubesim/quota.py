@@ -4,9 +4,10 @@ quota, and what a quota's status shows.
 As kube-apiserver's quota admission does, a pod's creation is refused with 403 Forbidden,
 `pods "<name>" is forbidden: exceeded quota: <quota>, requested: pods=1, used: pods=<n>,
 limited: pods=<n>`, when a ResourceQuota in its namespace limits `pods` (or `count/pods`) and
-that many pods already count against it. A pod counts as the quota evaluator counts it: unless
-it finished (Succeeded or Failed), or it is Terminating past its deletion grace (a pod stuck on
-a lost node stops holding its user's quota).
+that many pods already count against it. Against `pods` a pod counts as the quota evaluator counts it:
+unless it finished (Succeeded or Failed), or it is Terminating past its deletion grace (a pod
+stuck on a lost node stops holding its user's quota); against `count/pods` every pod stored
+counts, finished or not.
 
 What kubesim keeps of ResourceQuota beyond that: every `spec.hard` entry is shown in
 `status.hard`, and `status.used` shows the pod count (`kubesim.controllers.quota`); other
@@ -49,8 +50,11 @@ def pod_counts(pod: Object, now: dt.datetime) -> bool:
     return stop is None or now <= stop
 
 
-def pods_used(store: Store, namespace: str, now: dt.datetime) -> int:
-    return sum(1 for pod in store.list(PODS, namespace) if pod_counts(pod, now))
+def usage(store: Store, namespace: str, now: dt.datetime) -> dict[str, int]:
+    """What the pods of `namespace` use of a quota: `pods` counts the pods that hold it
+    (`pod_counts`), `count/pods` every pod in storage, as the object count does."""
+    pods = store.list(PODS, namespace)
+    return {"pods": sum(1 for pod in pods if pod_counts(pod, now)), "count/pods": len(pods)}
 
 
 def enforced(quota: Object) -> bool:
@@ -82,26 +86,32 @@ def hard_causes(quota: Object) -> list[tuple[str, str, str]]:
 
 
 def admit_pod(store: Store, pod: Object, now: dt.datetime) -> None:
-    """Refuse `pod`'s creation when a quota of its namespace has no room for one more pod."""
+    """Refuse `pod`'s creation when a quota of its namespace has no room for one more pod:
+    the first such quota by name, with each of its limits the pod would pass."""
     namespace = pod["metadata"].get("namespace") or ""
     quotas = [q for q in store.list(QUOTAS, namespace) if enforced(q) and pod_limits(q)]
     if not quotas:
         return
-    used = pods_used(store, namespace, now)
+    used = usage(store, namespace, now)
     for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
-        for key, limit in pod_limits(quota):
-            if used + 1 > limit:
-                name = pod["metadata"]["name"]
-                raise ApiError(
-                    403,
-                    f'pods "{name}" is forbidden: exceeded quota: {quota["metadata"]["name"]}, '
-                    f"requested: {key}=1, used: {key}={used}, limited: {key}={limit}",
-                    details={"name": name, "kind": "pods"},
-                )
+        over = sorted((key, limit) for key, limit in pod_limits(quota) if used[key] + 1 > limit)
+        if not over:
+            continue
+        name = pod["metadata"]["name"]
+        requested = ",".join(f"{key}=1" for key, _ in over)
+        in_use = ",".join(f"{key}={used[key]}" for key, _ in over)
+        limited = ",".join(f"{key}={limit}" for key, limit in over)
+        raise ApiError(
+            403,
+            f'pods "{name}" is forbidden: exceeded quota: {quota["metadata"]["name"]}, '
+            f"requested: {requested}, used: {in_use}, limited: {limited}",
+            details={"name": name, "kind": "pods"},
+        )
 
 
-def quota_status(quota: Object, pods: int) -> Object:
-    """What `quota`'s status shows: its hard limits, and the pods counted against them."""
+def quota_status(quota: Object, used: dict[str, int]) -> Object:
+    """What `quota`'s status shows: its hard limits, and the pods counted against them (none
+    for a scoped quota, whose pods kubesim cannot tell)."""
     hard = dict((quota.get("spec") or {}).get("hard") or {})
-    used = {key: str(pods) for key in POD_COUNT_KEYS if key in hard}
-    return {"hard": hard, "used": used}
+    shown = {key: str(used[key]) for key in POD_COUNT_KEYS if key in hard} if enforced(quota) else {}
+    return {"hard": hard, "used": shown}

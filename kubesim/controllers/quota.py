@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 from kubesim.controllers.base import Controller
-from kubesim.quota import PODS, QUOTAS, pod_counts, quota_status, stops_counting
+from kubesim.quota import PODS, QUOTAS, pod_counts, quota_status, stops_counting, usage
 from kubesim.store import Change
 from kubesim.timing import now
 
@@ -21,20 +21,31 @@ class QuotaStatus(Controller):
     def relevant(self, change: Change) -> bool:
         if change.type_key == QUOTAS:
             return True
+        if change.type == "MODIFIED" and not counting_moved(change):
+            return False
         namespace = change.obj["metadata"].get("namespace") or ""
         return bool(self.store.list(QUOTAS, namespace))
 
     def reconcile(self) -> None:
         at = now()
         rt = self.api.type_of(*QUOTAS)
-        used: dict[str, int] = {}
+        used: dict[str, dict[str, int]] = {}
         stops: list[dt.datetime] = []
         for quota in self.store.list(QUOTAS):
             namespace = quota["metadata"].get("namespace") or ""
             if namespace not in used:
+                used[namespace] = usage(self.store, namespace, at)
                 counting = [pod for pod in self.store.list(PODS, namespace) if pod_counts(pod, at)]
-                used[namespace] = len(counting)
                 stops += [stop for stop in map(stops_counting, counting) if stop is not None]
             self.api.write_status(rt, quota, quota_status(quota, used[namespace]), self.name)
         if stops:
             self.wake_in(max(0.0, (min(stops) - at).total_seconds()) + 0.01)
+
+
+def counting_moved(change: Change) -> bool:
+    """Whether a pod's change may move what it counts: its phase, or its deletion (a pod's
+    readiness flips and status writes do not)."""
+    old, new = change.old or {}, change.obj
+    return (old.get("status") or {}).get("phase") != (new.get("status") or {}).get("phase") or (
+        old.get("metadata") or {}
+    ).get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")

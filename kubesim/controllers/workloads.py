@@ -25,6 +25,8 @@ DEPLOYMENTS = ("apps", "deployments")
 REPLICASETS = ("apps", "replicasets")
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
+CREATE_RETRY_SECONDS = 5.0
+"""How soon a ReplicaSet whose pod creation was refused tries again, failing other news."""
 
 
 def controller_uid(obj: Object) -> str | None:
@@ -72,8 +74,12 @@ class ReplicaSets(Controller):
             want = int((rs.get("spec") or {}).get("replicas", 1))
             for _ in range(want - len(active)):
                 created = self._create_pod(pods_rt, rs)
-                if created is not None:
-                    active.append(created)
+                if created is None:
+                    # Refused (a full quota, say): the rest would be too. Tried again later, as
+                    # the controller's rate-limited requeue does, or at the next pod change.
+                    self.wake_in(CREATE_RETRY_SECONDS)
+                    break
+                active.append(created)
             if len(active) > want:
                 # Delete the least useful first: unscheduled, then not ready, then newest.
                 victims = sorted(active, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")),

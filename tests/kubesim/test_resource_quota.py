@@ -61,20 +61,74 @@ def test_a_pod_over_the_quota_is_refused_until_one_goes(k8s: Clients) -> None:
     k8s.core.create_namespaced_pod(ns, pod_body("d"))
 
 
-def test_count_pods_and_other_namespaces(k8s: Clients) -> None:
-    quota(k8s, "objects", {"count/pods": "1"})
-    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a"))
+def test_a_finished_pod_frees_pods_but_not_count_pods(k8s: Clients) -> None:
+    """`pods` counts pods that have not finished; `count/pods` every pod stored."""
+    ns = k8s.namespace
+    k8s.sim.set_image_behavior("exits:1", crash=True)
+    quota(k8s, "live", {"pods": "1"})
+    quota(k8s, "stored", {"count/pods": "2"})
+    k8s.core.create_namespaced_pod(ns, pod_body("done", image="exits:1", restartPolicy="Never"))
+    wait_for(lambda: k8s.core.read_namespaced_pod("done", ns).status.phase == "Failed", what="the pod to finish")
+    wait_for(lambda: used(k8s, "live") == {"pods": "0"} or None, what="the finished pod not counted")
+    assert used(k8s, "stored") == {"count/pods": "1"}
+    k8s.core.create_namespaced_pod(ns, pod_body("a"))
+    both = json.loads(refused(k8s, "b").body)["message"]
+    assert both == 'pods "b" is forbidden: exceeded quota: live, requested: pods=1, used: pods=1, limited: pods=1'
+    k8s.core.delete_namespaced_resource_quota("live", ns)
     assert json.loads(refused(k8s, "b").body)["message"].endswith(
-        "exceeded quota: objects, requested: count/pods=1, used: count/pods=1, limited: count/pods=1"
+        "exceeded quota: stored, requested: count/pods=1, used: count/pods=2, limited: count/pods=2"
     )
-    other = f"{k8s.namespace}-other"
+    other = f"{ns}-other"
     k8s.core.create_namespace({"metadata": {"name": other}})
     k8s.core.create_namespaced_pod(other, pod_body("b"))
+
+
+def test_a_pod_terminating_past_its_grace_stops_counting(k8s: Clients) -> None:
+    """A pod stuck Terminating (its node lost) holds the quota
+    until its deletion grace has passed after its deletion time, then frees it."""
+    ns = k8s.namespace
+    quota(k8s, "pod-count", {"pods": "1"})
+    k8s.core.create_namespaced_pod(ns, pod_body("stuck"))
+    wait_for(lambda: k8s.core.read_namespaced_pod("stuck", ns).status.phase == "Running" or None, what="Running")
+    node = k8s.core.read_namespaced_pod("stuck", ns).spec.node_name
+    k8s.sim.fail_node(node)
+    try:
+        k8s.core.delete_namespaced_pod("stuck", ns, grace_period_seconds=1)
+        assert refused(k8s, "next").status == 403
+        # deletionTimestamp is now + 1 s; it stops counting 1 s of grace after that.
+        wait_for(lambda: used(k8s, "pod-count") == {"pods": "0"} or None, what="the stuck pod to stop counting")
+        still = k8s.core.read_namespaced_pod("stuck", ns)
+        assert (still.status.phase, still.metadata.deletion_timestamp is not None) == ("Running", True)
+        k8s.core.create_namespaced_pod(ns, pod_body("next"))
+    finally:
+        k8s.sim.restore_node(node)
 
 
 def test_a_scoped_quota_is_kept_but_not_enforced(k8s: Clients) -> None:
     quota(k8s, "best-effort", {"pods": "0"}, scopes=["BestEffort"])
     k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a"))
+    status = wait_for(lambda: k8s.core.read_namespaced_resource_quota("best-effort", k8s.namespace).status, what="status")
+    assert status.hard == {"pods": "0"}
+    assert not status.used, "no count for pods kubesim cannot tell it covers"
+
+
+def test_a_replicaset_refused_by_the_quota_stops_and_tries_again(k8s: Clients) -> None:
+    """As the ReplicaSet controller does: a refused create is an event, and the controller
+    tries again later (here once the quota has room)."""
+    ns = k8s.namespace
+    quota(k8s, "pod-count", {"pods": "1"})
+    template = {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "main", "image": "server:1"}]}}
+    k8s.apps.create_namespaced_replica_set(
+        ns, {"metadata": {"name": "w"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "w"}}, "template": template}}
+    )
+    wait_for(lambda: len(k8s.core.list_namespaced_pod(ns).items) == 1 or None, what="one pod")
+    failed = wait_for(
+        lambda: [e for e in k8s.core.list_namespaced_event(ns).items if e.reason == "FailedCreate"] or None,
+        what="the refusal's event",
+    )
+    assert "exceeded quota: pod-count" in failed[0].message
+    k8s.core.patch_namespaced_resource_quota("pod-count", ns, {"spec": {"hard": {"pods": "3"}}})
+    wait_for(lambda: len(k8s.core.list_namespaced_pod(ns).items) == 3 or None, timeout=15, what="three pods")
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import pytest
 from models.instance import InstancePhase
 from tests.unit.planning.replica.rows import OLD
 from tests.unit.replica_rows import ready_report, replica_config
-from workflows.replica import view
+from workflows.replica import deletions, view
 from workflows.replica.instances import plan
 from workflows.replica.messages import DeleteCounted, ReplicaState
 from workflows.replica.projection import build_status
@@ -89,3 +89,47 @@ def test_its_status_row_is_deleting_with_the_requests_drain() -> None:
     assert (status.replicas, status.ready_replicas) == (1, 1)
     before, _ = build_status(state(False), NOW)
     assert [row.phase for row in before.instance_statuses] == ["Ready", "Creating", "Creating"]
+
+
+class FakeWorkflow:
+    """What `workflows.replica.deletions` asks of `temporalio.workflow`: a run that takes
+    every patch (or none), at `NOW`."""
+
+    def __init__(self, patched: bool) -> None:
+        self.taken = patched
+
+    def patched(self, _: str) -> bool:
+        return self.taken
+
+    def now(self) -> datetime:
+        return NOW
+
+
+def test_a_new_run_keeps_each_index_once_and_drops_those_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run from before may have left an index twice (told twice, its end took one off) or
+    one whose Instance has ended; a new run starts from the Instances still present."""
+    monkeypatch.setattr(deletions, "workflow", FakeWorkflow(True))
+    s = state(False)
+    s.removing = [2, 1, 2, 7]
+    deletions.count_launched_removals(s)
+    assert (s.counts_launched_removals, s.removing) == (True, [2, 1])
+
+
+def test_a_run_from_before_keeps_removing_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deletions, "workflow", FakeWorkflow(False))
+    s = state(False)
+    s.removing = [2, 1, 2, 7]
+    deletions.count_launched_removals(s)
+    assert (s.counts_launched_removals, s.removing) == (False, [2, 1, 2, 7])
+
+
+@pytest.mark.parametrize(("counts", "removing"), [(True, [1, 2]), (False, [1, 2, 2])])
+def test_telling_one_already_told_adds_no_second_entry(
+    monkeypatch: pytest.MonkeyPatch, counts: bool, removing: list[int]
+) -> None:
+    monkeypatch.setattr(deletions, "workflow", FakeWorkflow(counts))
+    monkeypatch.setattr(deletions, "signal_instance", lambda *_: None)
+    s = state(counts)
+    sends = deletions.tell_to_delete(s, [2], "ScaleDown")
+    assert (len(sends), s.removing) == (1, removing)
+    assert s.requested_deletes[2].since == NOW
