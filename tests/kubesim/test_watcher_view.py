@@ -165,17 +165,24 @@ async def test_a_mark_or_held_list_that_cannot_be_read_means_everything_is_sent_
     assert delivered_mark({DELIVERED_ANNOTATION: "[1]"}) == ({}, set())
 
 
-async def test_a_pod_gone_while_its_first_summary_was_held_is_reported_gone() -> None:
-    """Review finding: the Instance must hear that the pod it created went, although the only
-    summary that showed the pod was held back and never sent; a new lead holds afresh."""
+def _a_pod_added_to_an_empty_view() -> tuple[RecordingSink, PodWatcher, dict[str, Any]]:
+    """A view that listed no pods and no nodes (resourceVersion 2), then saw Instance 0's pod
+    created (3); its progress is held back 30 s."""
     sink = RecordingSink()
     watcher = PodWatcher(kubernetes.client.ApiClient(), sink, watch_endpoints=False, settle_seconds=30)
-    key, workflow_id = ("ns", "chat", "engine", 0), "instance/ns/chat-engine-0"
     watcher._apply(WatchItem(NODES, "RESYNC", [], "2"))
     watcher._apply(WatchItem(PODS, "RESYNC", [], "2"))
     pod = instance_pod("ns")
     pod["metadata"]["resourceVersion"] = "3"
     watcher._apply(WatchItem(PODS, "ADDED", [pod], "3"))
+    return sink, watcher, pod
+
+
+async def test_a_pod_gone_while_its_first_summary_was_held_is_reported_gone() -> None:
+    """Review finding: the Instance must hear that the pod it created went, although the only
+    summary that showed the pod was held back and never sent; a new lead holds afresh."""
+    sink, watcher, pod = _a_pod_added_to_an_empty_view()
+    key, workflow_id = ("ns", "chat", "engine", 0), "instance/ns/chat-engine-0"
     await watcher._flush()
     assert sink.to(workflow_id) == [] and watcher.holding() == 1
     watcher._apply(WatchItem(PODS, "DELETED", [pod], "4"))
@@ -228,6 +235,29 @@ def _take_out_of_rotation_and_delete(watcher: PodWatcher, serving: dict[str, Any
     ]
     watcher._apply(WatchItem(PODS, "MODIFIED", [deleted], "5"))
     return deleted
+
+
+async def test_a_pod_that_came_and_went_between_two_passes_is_reported_gone() -> None:
+    """Found by a workflow test under load: an Instance told to delete while its pod's creation
+    was in flight deletes the pod at once (an unscheduled pod goes without grace). Both events
+    reach the watcher before its next pass, which found no pods for an Instance it had told
+    nothing and sent nothing, and the Instance waited in `DeletePods` for its five-minute
+    re-list. It hears that the pod went."""
+    sink, watcher, pod = _a_pod_added_to_an_empty_view()
+    key, workflow_id = ("ns", "chat", "engine", 0), "instance/ns/chat-engine-0"
+    watcher._apply(WatchItem(PODS, "DELETED", [pod], "4"))
+    await watcher._flush()
+    (gone,) = sink.to(workflow_id)
+    assert gone.pods == () and key not in watcher._dirty
+    await watcher._flush()
+    assert len(sink.to(workflow_id)) == 1, "told once"
+    # An Instance whose pods were listed at the start and never changed is not told anything.
+    other = instance_pod("ns", index=1)
+    other["metadata"]["resourceVersion"] = "5"
+    watcher._apply(WatchItem(PODS, "RESYNC", [other], "5"))
+    watcher._apply(WatchItem(PODS, "RESYNC", [], "6"))
+    await watcher._flush()
+    assert sink.to("instance/ns/chat-engine-1") == []
 
 
 @pytest.mark.parametrize("held", [True, False], ids=["held-by-the-old-leader", "gone-past-its-mark"])

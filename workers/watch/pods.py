@@ -199,8 +199,10 @@ class PodWatcher(WatchLoop):
         """Instances whose progress is held back, with the loop time it was first held."""
         self._owed: set[InstanceKey] = set()
         """Instances this leader owes their summary since it took the lead (`lead`): changed past
-        the old leader's mark, or held back by it. Each is sent even when no pod is left, which
-        an Instance this process never told of pods otherwise is not."""
+        the old leader's mark, or held back by it; or one of their pods was seen (a watch event)
+        before they were told of any, so a pod that came and went between two passes is still
+        news. Each is sent even when no pod is left, which an Instance this process never told
+        of pods otherwise is not."""
         self._versions: dict[str, str] = {}
         """Per kind: the resourceVersion the view has reached."""
         self._delivered: dict[str, str] = {}
@@ -275,6 +277,11 @@ class PodWatcher(WatchLoop):
             self._pods.remove(key)
             if item.type != "DELETED":
                 self._pods.put(obj)
+                owner = instance_key(obj)
+                if owner is not None and owner not in self._last_sent:
+                    # Its Instance may have created it and wait to hear it went: owed a summary
+                    # even if the pod is gone again before the next pass (then one with none).
+                    self._owed.add(owner)
         elif item.type == "DELETED":
             store.pop(key, None)
         else:
