@@ -42,6 +42,16 @@ def shows_a_wait(status: InstanceStatus) -> bool:
     return status.operation is not None and status.operation.waiting is not None
 
 
+def wait_changed(delivered: InstanceStatus | None, now: InstanceStatus) -> bool:
+    """Whether what the operation waits on differs from the last report the parent took (a
+    parent that took none counts the Instance from its launch record, which waits on nothing)."""
+
+    def waiting(status: InstanceStatus | None) -> str | None:
+        return status.operation.waiting if status is not None and status.operation is not None else None
+
+    return waiting(delivered) != waiting(now)
+
+
 def counted_by_request(delivered: InstanceStatus | None, now: InstanceStatus, counted_revision: str | None) -> bool:
     """Whether the parent already counts `now` from its update request to `counted_revision`.
 

@@ -185,8 +185,10 @@ def member_nodes(state: InstanceState) -> list[str]:
     return sorted({pod.node_name for pod in pods if pod.name in state.members and pod.node_name})
 
 
-def report_fingerprint(status: InstanceStatus) -> tuple[object, ...]:
-    """What the parent cares about: a report goes out only when one of these changes."""
+def report_fingerprint(status: InstanceStatus, waits: bool = False) -> tuple[object, ...]:
+    """What the parent cares about: a report goes out only when one of these changes; with
+    `waits`, also what its operation waits on (`InstanceOperation.waiting`)."""
+    waiting = (status.operation.waiting if status.operation is not None else None,) if waits else ()
     return (
         status.phase,
         status.incarnation,
@@ -202,4 +204,5 @@ def report_fingerprint(status: InstanceStatus) -> tuple[object, ...]:
         status.deleted,
         status.abandoned,
         status.pods_digest,
+        *waiting,
     )

@@ -10,7 +10,6 @@ it afterwards, so the tests do not see each other's webhooks.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import http.client
 import json
@@ -26,90 +25,17 @@ from typing import Any
 
 import kubernetes
 import pytest
-from aiohttp import web
 
 from kubesim.handle import KubeSim
 from kubesim.timing import Timing
-from kubesim.tls import Credentials, make_credentials
+from kubesim.tls import make_credentials
 from tests.kubesim.helpers import raw_request
+from tests.kubesim.webhooks import SERVICE_HOST, Answer, WebhookServer, allow
 
 KUBECTL = "/usr/bin/kubectl"
 pytestmark = pytest.mark.kubesim
 needs_kubectl = pytest.mark.skipif(not os.path.exists(KUBECTL),
                                    reason=f"{KUBECTL} is absent (it ships in the base image)")
-SERVICE_HOST = "whsvc.whns.svc"
-Answer = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def allow(_: dict[str, Any]) -> dict[str, Any]:
-    return {"allowed": True}
-
-
-class WebhookServer:
-    """An HTTPS admission webhook on its own thread: each path answers as `answers[path]` says
-    (allow by default) after `delays[path]` seconds, and keeps every AdmissionReview it got."""
-
-    def __init__(self) -> None:
-        self.credentials: Credentials = make_credentials(("127.0.0.1", "localhost", SERVICE_HOST))
-        self.answers: dict[str, Answer] = {}
-        self.delays: dict[str, float] = {}
-        self.reviews: dict[str, list[dict[str, Any]]] = {}
-        self.queries: dict[str, list[dict[str, str]]] = {}
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        review = await request.json()
-        self.reviews.setdefault(request.path, []).append(review)
-        self.queries.setdefault(request.path, []).append(dict(request.query))
-        await asyncio.sleep(self.delays.get(request.path, 0))
-        answer = self.answers.get(request.path, allow)(review["request"])
-        if "raw" in answer:
-            return web.json_response(answer["raw"])
-        return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                  "response": {"uid": review["request"]["uid"], **answer}})
-
-    def start(self) -> WebhookServer:
-        app = web.Application()
-        app.router.add_post("/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app)
-
-        async def serve() -> int:
-            assert self._runner is not None
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.credentials.server_context())
-            await site.start()
-            return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
-
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(self._loop)
-            self.port = self._loop.run_until_complete(serve())
-            ready.set()
-            self._loop.run_forever()
-
-        threading.Thread(target=run, name="webhook", daemon=True).start()
-        assert ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        assert self._runner is not None
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-
-    @property
-    def ca_bundle(self) -> str:
-        return base64.b64encode(self.credentials.ca_pem).decode()
-
-    def url(self, path: str) -> str:
-        return f"https://127.0.0.1:{self.port}{path}"
-
-    def requests(self, path: str) -> list[dict[str, Any]]:
-        return [review["request"] for review in self.reviews.get(path, [])]
-
-
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
     with KubeSim(topology=None, timing=Timing.fast(), crds="product") as cluster:

@@ -19,7 +19,7 @@ from tests.replay.scenarios import (
     service_scale_pause_resume,
     service_versioned_instances,
 )
-from tests.replay.scenarios_fleet import service_launched_removals
+from tests.replay.scenarios_fleet import service_launched_removals, service_waits_reported
 from tests.replay.scenarios_newer import (
     service_canary,
     service_deployment_scale,
@@ -215,9 +215,16 @@ SCENARIOS = [
     Scenario(
         "service_launched_removals",
         service_launched_removals,
-        "a ResourceQuota of one pod holds a scale 1 -> 3's new Instances waiting for room (`QuotaExceeded`) and "
-        "unheard of; the scale back to 1 tells them to delete, and the InferenceReplica on "
-        "`replica-launched-removals` counts them as deleting (its facts and status rows) until their ends",
+        "an admission webhook holds pod creations: a scale 1 -> 3's new Instances wait on them, unheard of, and "
+        "the scale back to 1 tells them to delete; the InferenceReplica on `replica-launched-removals` counts them "
+        "as deleting (its facts and status rows) until their ends",
+    ),
+    Scenario(
+        "service_waits_reported",
+        service_waits_reported,
+        "a ResourceQuota of one pod holds a scale 1 -> 2's new Instance waiting for room: under version 10 "
+        "(`instance-waits-reported`) it reports the wait (`QuotaExceeded` in its row) and its end once the quota "
+        "is raised",
     ),
     Scenario(
         "service_run_limits",

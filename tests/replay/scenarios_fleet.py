@@ -1,53 +1,57 @@
 """Replay scenarios of the fleet-scale bookkeeping: what the InferenceReplica counts from its own
-records rather than from its Instances' reports. `tests/replay/catalog.py` lists them all."""
+records rather than from its Instances' reports, and which reports still carry news.
+`tests/replay/catalog.py` lists them all."""
 
 from __future__ import annotations
 
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
-from models.instance import QUERY_STATUS, InstanceStatus
-from tests.replay.scenarios import (
-    WAIT,
-    apply_accepted,
-    delete_service,
-    ready_on,
-    service_story,
-    until,
-    workflow_running,
-)
-from tests.workflows.service_harness import FAST_CLUSTER, IMAGE_1, NAME, NAMESPACE, Story, isvc_manifest
+from tests.kubesim.webhooks import WebhookServer, hold_writes, pod_writes
+from tests.replay.scenarios import WAIT, apply_accepted, delete_service, ready_on, service_story, until
+from tests.workflows.service_harness import FAST_CLUSTER, IMAGE_1, NAMESPACE, Story, isvc_manifest
 from workflows.service.messages import ScaleRequest
 
-QUOTA = "one-pod"
+HOLD_SECONDS = 3.0
 
 
-async def _waits_for_quota(s: Story, index: int) -> bool:
-    handle = s.client.get_workflow_handle(f"instance/{NAMESPACE}/{NAME}-engine-{index}")
-    if not await workflow_running(handle):
-        return False
-    status: InstanceStatus = await handle.query(QUERY_STATUS, result_type=InstanceStatus)
-    return status.operation is not None and status.operation.waiting == "QuotaExceeded"
-
-
-async def _rows(s: Story) -> list[tuple[int, str]]:
-    return [(row.index, row.phase) for row in (await s.replica_status()).instance_statuses]
+async def _rows_are(s: Story, expected: list[tuple[int, str, str | None]]) -> bool:
+    rows = [
+        (row.index, row.phase, row.operation.waiting if row.operation is not None else None)
+        for row in (await s.replica_status()).instance_statuses
+    ]
+    return rows == expected
 
 
 async def service_launched_removals(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    server = WebhookServer().start()
+    try:
+        async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+            await apply_accepted(s, isvc_manifest(minReplicas=1, maxReplicas=3))
+            await until(lambda: ready_on(s, IMAGE_1, [0]), "one Ready Instance", within=WAIT)
+            release = hold_writes(sim, server, "pod-creates", NAMESPACE, pod_writes("CREATE"), HOLD_SECONDS)
+            await s.handle().signal("scale", ScaleRequest(component="engine", replicas=3))
+            started = [(0, "Ready", None), (1, "Creating", None), (2, "Creating", None)]
+            await until(lambda: _rows_are(s, started), "1 and 2 started, unheard of (their pods' creation held)")
+            await s.handle().signal("scale", ScaleRequest(component="engine", replicas=1))
+            told = [(0, "Ready", None), (1, "Deleting", None), (2, "Deleting", None)]
+            await until(lambda: _rows_are(s, told), "1 and 2 told to delete, shown Deleting from the requests")
+            await until(lambda: ready_on(s, IMAGE_1, [0]), "1 and 2 deleted", within=WAIT)
+            release()
+            await delete_service(s)
+    finally:
+        server.stop()
+
+
+async def service_waits_reported(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
     async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
         await apply_accepted(s, isvc_manifest(minReplicas=1, maxReplicas=3))
         await until(lambda: ready_on(s, IMAGE_1, [0]), "one Ready Instance", within=WAIT)
-        s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": QUOTA}, "spec": {"hard": {"pods": "1"}}})
-        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=3))
-        for index in (1, 2):
-            await until(lambda index=index: _waits_for_quota(s, index), f"Instance {index} waiting for quota")
-        await until(lambda: _rows_are(s, [(0, "Ready"), (1, "Creating"), (2, "Creating")]), "1 and 2 unheard of")
-        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=1))
-        await until(lambda: ready_on(s, IMAGE_1, [0]), "1 and 2 deleted", within=WAIT)
-        s.core.delete_namespaced_resource_quota(QUOTA, NAMESPACE)
+        quota = {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}}
+        s.core.create_namespaced_resource_quota(NAMESPACE, quota)
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=2))
+        waiting = [(0, "Ready", None), (1, "Creating", "QuotaExceeded")]
+        await until(lambda: _rows_are(s, waiting), "Instance 1 shown waiting for quota")
+        s.core.patch_namespaced_resource_quota("one-pod", NAMESPACE, {"spec": {"hard": {"pods": "2"}}})
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "Instance 1 Ready once the quota has room", within=WAIT)
         await delete_service(s)
-
-
-async def _rows_are(s: Story, expected: list[tuple[int, str]]) -> bool:
-    return await _rows(s) == expected

@@ -1,13 +1,13 @@
 """Instances the InferenceReplica told to delete before they were ever heard from are removed
 once (`replica-launched-removals`; the rule: tests/unit/test_replica_launched_removals.py).
 
-A ResourceQuota holds the namespace to one pod, so a scale-up's new Instances wait for room
-(`QuotaExceeded`) and send no report: their parent counts them from its launch records. The
-scale-down that follows tells them to delete, and an admission webhook holds their headless
-Services' deletion a few seconds, so they stay unheard of while the remaining Instance's pod
-restarts and the InferenceReplica plans again. Runs from before counted them as live `Creating`
-Instances then, told them to delete a second time, and kept their indexes reserved for good: the
-next scale-up started Instances 3 and 4 instead of 1 and 2.
+An admission webhook holds the namespace's pod creations and deletions a few seconds each. A
+scale-up's new Instances then wait on their pod's creation with nothing to report (their parent
+counts them from its launch records); the scale-down that follows tells them to delete, and
+their deletion waits on their pod's, so they stay unheard of while the remaining Instance's pod
+restarts and the InferenceReplica plans again. Runs from before counted
+them as live `Creating` Instances then, told them to delete a second time, and kept their
+indexes reserved for good: the next scale-up started Instances 3 and 4 instead of 1 and 2.
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import kubernetes
 import pytest
 from temporalio.client import Client
 
 from kubesim.handle import KubeSim
-from tests.kubesim.test_admission_webhooks import WebhookServer
+from tests.kubesim.webhooks import WebhookServer, hold_writes, pod_writes
 from tests.workflows.service_harness import NAMESPACE, Story, eventually, isvc_manifest, story
 from tests.workflows.test_replica_deletes_counted import instance, signals
 from tests.workflows.test_replica_teardown import live_pods
 
 pytestmark = pytest.mark.workflows
 
-SERVICE_DELETE_SECONDS = 4.0
-"""How long the webhook holds each Service's deletion: the Instances' deletions wait for it."""
+HOLD_SECONDS = 4.0
+"""How long the webhook holds each pod creation and deletion: long enough for the pod relay,
+which polls, to see each pod come and go."""
 
 
 @pytest.fixture(scope="module")
@@ -37,27 +37,6 @@ def hook_server() -> Iterator[WebhookServer]:
     server = WebhookServer().start()
     yield server
     server.stop()
-
-
-def hold_service_deletes(kubesim: KubeSim, server: WebhookServer) -> None:
-    server.delays["/slow-service-delete"] = SERVICE_DELETE_SECONDS
-    hook = {
-        "name": "slow-service-delete.example.com",
-        "clientConfig": {"url": server.url("/slow-service-delete"), "caBundle": server.ca_bundle},
-        "rules": [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["services"]}],
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
-        "timeoutSeconds": 10,
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-    }
-    admission = kubernetes.client.AdmissionregistrationV1Api(kubesim.api_client())
-    admission.create_validating_webhook_configuration({"metadata": {"name": "slow-service-delete"}, "webhooks": [hook]})
-
-
-def release_service_deletes(kubesim: KubeSim) -> None:
-    kubernetes.client.AdmissionregistrationV1Api(kubesim.api_client()).delete_validating_webhook_configuration(
-        "slow-service-delete"
-    )
 
 
 async def rows(s: Story) -> list[tuple[int, str]]:
@@ -68,9 +47,21 @@ async def rows_are(s: Story, expected: list[tuple[int, str]]) -> bool:
     return await rows(s) == expected
 
 
-async def waits_for_quota(s: Story, index: int) -> bool:
-    operation = (await s.instance(index)).operation
-    return operation is not None and operation.waiting == "QuotaExceeded"
+async def rows_become(s: Story, expected: list[tuple[int, str]], what: str, within: float = 60.0) -> None:
+    """Wait for the InferenceReplica's rows to be `expected`; fail with the rows last seen and
+    the pods, which say which step held it."""
+    try:
+        await eventually(lambda: rows_are(s, expected), what, within=within)
+    except AssertionError as error:
+        pods = [(p.metadata.name, p.status.phase, p.metadata.deletion_timestamp is not None) for p in s.pods()]
+        seen = await rows(s)
+        lines = [f"{error}: rows {seen}, pods {pods}"]
+        for index, _ in seen:
+            handle = instance(s, index)
+            lines.append(f"Instance {index}: {(await handle.describe()).status}")
+            for event in (await handle.fetch_history()).events:
+                lines.append(f"  {event.event_id} {event.event_time.ToDatetime():%H:%M:%S.%f} {event.WhichOneof('attributes')}")
+        raise AssertionError("\n".join(lines)) from None
 
 
 def pod_indexes(s: Story) -> list[int]:
@@ -83,30 +74,26 @@ async def test_instances_told_to_delete_before_their_first_report_are_removed_on
     begun = datetime.now(UTC)
     async with story(dev_client, task_queue, kubesim, {"drain_seconds": 0.0}) as s:
         await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
-        await eventually(lambda: rows_are(s, [(0, "Ready")]), "Instance 0 Ready", within=90)
-        s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}})
+        await rows_become(s, [(0, "Ready")], "Instance 0 Ready", within=90)
 
+        release = hold_writes(kubesim, hook_server, "pods", NAMESPACE, pod_writes("CREATE", "DELETE"), HOLD_SECONDS)
         await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3))
-        for index in (1, 2):
-            await eventually(lambda index=index: waits_for_quota(s, index), f"Instance {index} waiting for quota")
-        assert await rows(s) == [(0, "Ready"), (1, "Creating"), (2, "Creating")], "unheard of: from the launch records"
-
-        hold_service_deletes(kubesim, hook_server)
+        # Unheard of: from the launch records.
+        await rows_become(s, [(0, "Ready"), (1, "Creating"), (2, "Creating")], "1 and 2 started")
         await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
-        await eventually(lambda: rows_are(s, [(0, "Ready"), (1, "Deleting"), (2, "Deleting")]), "1 and 2 Deleting")
-        # Instance 0's pod restarts while their Services' deletion is held: its reports make
-        # the InferenceReplica plan again (twice) with 1 and 2 still unheard of.
-        (pod,) = live_pods(s)
-        kubesim.kill_pod(NAMESPACE, pod.metadata.name)
-        await eventually(lambda: rows_are(s, [(0, "Ready")]), "1 and 2 gone, 0 Ready again", within=60)
+        await rows_become(s, [(0, "Ready"), (1, "Deleting"), (2, "Deleting")], "1 and 2 Deleting")
+        # Instance 0's pod restarts while their pods' creation, then deletion, is held: its
+        # reports make the InferenceReplica plan again (twice) with 1 and 2 unheard of.
+        (pod,) = [p.metadata.name for p in live_pods(s) if p.metadata.labels["ome.io/instance-index"] == "0"]
+        kubesim.kill_pod(NAMESPACE, pod)
+        await rows_become(s, [(0, "Ready")], "1 and 2 gone, 0 Ready again", within=60)
 
         for index in (1, 2):
             asked: list[Any] = await signals(s, instance(s, index), "delete", begun)
             assert [a["reason"] for a in asked] == ["ScaleDown"], f"Instance {index} told to delete once"
 
         # Their indexes are free again: the next scale-up starts Instances 1 and 2.
-        release_service_deletes(kubesim)
-        s.core.delete_namespaced_resource_quota("one-pod", NAMESPACE)
+        release()
         await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3))
-        await eventually(lambda: rows_are(s, [(0, "Ready"), (1, "Ready"), (2, "Ready")]), "three Ready", within=90)
+        await rows_become(s, [(0, "Ready"), (1, "Ready"), (2, "Ready")], "three Ready", within=90)
         assert pod_indexes(s) == [0, 1, 2]

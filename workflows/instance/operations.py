@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance import rules as policy
     from planning.instance.pods import POD_GROUP_LABEL, PodGroupStanding, render_headless_service
     from planning.instance.resting import PARENT_NET_BACKSTOP, rests_on_parent_net
-    from planning.instance.state import InstanceState, build_status, newer_observation, report_fingerprint
+    from planning.instance.state import InstanceState, build_status, newer_observation
     from workflows import kube_calls, search_attributes, tracing, waiting
     from workflows.events import EventType, isvc_ref, record_event
     from workflows.instance import gang as instance_gang
@@ -196,7 +196,7 @@ class InstanceOperations(InstanceReports):
         return (
             self.spec.relisted_by_parent
             and rests_on_parent_net(state.phase, state.operation, state.draining)
-            and self.last_report == report_fingerprint(build_status(state, workflow.now()))
+            and self.last_report == self.fingerprint(build_status(state, workflow.now()))
             and not self.counted_update_held()
         )
 

@@ -22,7 +22,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
-    from planning.instance.reports import counted_by_request, deletion_counted, shows_a_wait
+    from planning.instance.reports import counted_by_request, deletion_counted, shows_a_wait, wait_changed
     from planning.instance.state import InstanceState, build_status, report_fingerprint
     from workflows.instance.versions import (
         COUNTED_WAITS_REPORTED,
@@ -49,6 +49,8 @@ class InstanceReports:
     """Whether this run reports to its parent through a local activity (`REPORT_BY_LOCAL_ACTIVITY`)."""
     reports_beside: bool = False
     """Whether the loop's reports go out beside the next step (`REPORT_BESIDE_NEXT_STEP`)."""
+    reports_waits: bool = False
+    """Whether a wait's start or end is news to the parent (`WAITS_REPORTED`, decided at the run's start)."""
     counted_deletion: bool = False
     """Whether the deletion under way is one the parent counts from its request
     (`DeleteRequest.counted_since`, `DELETION_COUNTED`; decided when the deletion starts)."""
@@ -98,7 +100,7 @@ class InstanceReports:
         other one would otherwise leave the parent holding a status already gone (`send_report`
         compares again once it is the report's turn)."""
         status = build_status(self.state, workflow.now())
-        fingerprint = report_fingerprint(status) + (("held_drain",) if held_drain else ())
+        fingerprint = self.fingerprint(status) + (("held_drain",) if held_drain else ())
         if fingerprint == self.last_report and (self.sending is None or not self.takes(REPORT_BACK_TO_DELIVERED)):
             return None
         if not held_drain and self.counted_by_parent(status):
@@ -113,11 +115,19 @@ class InstanceReports:
             return None
         return Report(parent, status, fingerprint)
 
+    def fingerprint(self, status: InstanceStatus) -> tuple[object, ...]:
+        """What a report is compared by: `report_fingerprint`, with the operation's wait under
+        `WAITS_REPORTED`."""
+        return report_fingerprint(status, waits=self.reports_waits)
+
     def counted_by_parent(self, status: InstanceStatus) -> bool:
         """Whether the parent counts `status` from its own request already, so it is not sent:
         a deletion it asked for (`deletion_counted`), or an update
         (`planning.instance.reports.counted_by_request`, `UPDATE_REPORTS_COUNTED`) unless the
-        report says the update waits (`shows_a_wait`, `COUNTED_WAITS_REPORTED`)."""
+        report says the update waits (`shows_a_wait`, `COUNTED_WAITS_REPORTED`); never one whose
+        wait started or ended since the last report taken (`WAITS_REPORTED`)."""
+        if self.reports_waits and wait_changed(self.delivered, status):
+            return False
         if self.counted_deletion:
             return deletion_counted(self.delivered, status)
         if not counted_by_request(self.delivered, status, self.state.update_counted_by_parent):

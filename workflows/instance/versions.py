@@ -102,6 +102,14 @@ A single-pod Instance's deletion then reports once, when it ends. Asked only whe
 request is taken. Histories from before reported the deletion's start as well, and started
 its clock when the Instance took the request."""
 
+WAITS_REPORTED = "instance-waits-reported"
+"""What an operation waits on (`InstanceOperation.waiting`: `QuotaExceeded`, `Unschedulable`,
+`PodGroupTerminating`, `NodeUnknown`, a held drain) is news for the parent: a report goes out
+when it starts or ends, so the parent's row shows it (`omectl rollout tree`'s `waiting ...`).
+Decided at the run's start. Runs from before reported a wait only with other news or, under
+`COUNTED_WAITS_REPORTED`, a counted update's wait's start; an Instance whose pods a full quota
+refused stayed a bare `Creating` row."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -117,6 +125,7 @@ CHANGES: dict[int, frozenset[str]] = {
     7: frozenset({UPDATE_REPORTS_COUNTED}),
     8: frozenset({COUNTED_WAITS_REPORTED, HELD_UPDATE_OFF_NET}),
     9: frozenset({DELETION_COUNTED}),
+    10: frozenset({WAITS_REPORTED}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

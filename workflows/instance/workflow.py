@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.pods import InstancePods
     from planning.instance.pause import hold_update
-    from planning.instance.state import InstanceState, build_status, newer_observation, report_fingerprint
+    from planning.instance.state import InstanceState, build_status, newer_observation
     from planning.instance.steps import next_step, next_wake
     from workflows import search_attributes, tracing, waiting
     from workflows.instance.lifecycle import InstanceLifecycle
@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         REPORT_BESIDE_NEXT_STEP,
         REPORT_BY_LOCAL_ACTIVITY,
         SERVING_AT_CREATE,
+        WAITS_REPORTED,
     )
 
 P = InstancePhase
@@ -154,6 +155,7 @@ class InstanceWorkflow(InstanceLifecycle):
         self.local_kube = self.takes(LOCAL_KUBE_CALLS)
         self.local_report = self.takes(REPORT_BY_LOCAL_ACTIVITY)
         self.reports_beside = self.takes(REPORT_BESIDE_NEXT_STEP)
+        self.reports_waits = self.takes(WAITS_REPORTED)
         self.waits.keep = self.takes(KEPT_TIMER)
         self.serving_at_create = self.local_kube and self.takes(SERVING_AT_CREATE)
         # Each operation (create, update, restart, delete) is its own trace; between them, the
@@ -196,7 +198,7 @@ class InstanceWorkflow(InstanceLifecycle):
         status = build_status(self.state, workflow.now())
         if not implied or status.phase != P.CREATING or status.total_pods:
             return False
-        self.last_report = report_fingerprint(status)
+        self.last_report = self.fingerprint(status)
         self.delivered = status
         return True
 

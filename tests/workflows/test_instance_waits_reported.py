@@ -1,0 +1,53 @@
+"""What an Instance's operation waits on reaches its InferenceReplica's row (Instance version 10,
+`instance-waits-reported`; the rule: tests/unit/test_instance_wait_reports.py).
+
+A ResourceQuota holds the namespace to one pod: a scale-up's new Instances wait for room
+(`QuotaExceeded`). Their rows say so, as `omectl rollout tree` prints them (`waiting
+QuotaExceeded`); before, a single-pod Instance sent nothing until its pod existed and its row
+was a bare `Creating` from the launch record. Once the quota has room, the wait's end is news too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from kubesim.handle import KubeSim
+from tests.workflows.service_harness import NAMESPACE, Story, eventually, isvc_manifest, story
+
+pytestmark = pytest.mark.workflows
+
+
+async def rows(s: Story) -> list[tuple[int, str, str | None]]:
+    """(index, phase, what its operation waits on) of each row of the InferenceReplica's status."""
+    status = await s.replica_status()
+    return [
+        (row.index, row.phase, row.operation.waiting if row.operation is not None else None)
+        for row in status.instance_statuses
+    ]
+
+
+async def rows_are(s: Story, expected: list[tuple[int, str, str | None]]) -> Any:
+    return await rows(s) == expected
+
+
+async def test_a_create_waiting_for_quota_shows_in_the_replicas_rows_until_it_has_room(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(dev_client, task_queue, kubesim) as s:
+        await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
+        await eventually(lambda: rows_are(s, [(0, "Ready", None)]), "Instance 0 Ready", within=90)
+        s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}})
+
+        await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3))
+        waiting = [(0, "Ready", None), (1, "Creating", "QuotaExceeded"), (2, "Creating", "QuotaExceeded")]
+        await eventually(lambda: rows_are(s, waiting), "1 and 2 shown waiting for quota")
+        instance = await s.instance(1)
+        assert instance.operation is not None and instance.operation.waiting == "QuotaExceeded"
+
+        s.core.patch_namespaced_resource_quota("one-pod", NAMESPACE, {"spec": {"hard": {"pods": "3"}}})
+        ready = [(0, "Ready", None), (1, "Ready", None), (2, "Ready", None)]
+        # The create tries again within `QUOTA_RECHECK` (30 s): quota frees without a pod event.
+        await eventually(lambda: rows_are(s, ready), "three Ready, no wait shown", within=90)
