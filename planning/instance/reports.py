@@ -52,6 +52,15 @@ def wait_changed(delivered: InstanceStatus | None, now: InstanceStatus) -> bool:
     return waiting(delivered) != waiting(now)
 
 
+def deletion_wait_news(delivered: InstanceStatus | None, now: InstanceStatus) -> bool:
+    """Whether a deletion's report carries news of a wait: one of the deletion's own (a held
+    drain, a node gone unknown) starting, changing or ending. A create's or an update's wait
+    ending as the deletion starts is what the request implies."""
+    if not wait_changed(delivered, now):
+        return False
+    return shows_a_wait(now) or (delivered is not None and delivered.phase == InstancePhase.DELETING)
+
+
 def counted_by_request(delivered: InstanceStatus | None, now: InstanceStatus, counted_revision: str | None) -> bool:
     """Whether the parent already counts `now` from its update request to `counted_revision`.
 

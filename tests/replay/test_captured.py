@@ -7,10 +7,16 @@ first report (`rollout_changed`); signals are handled first in a task, so that c
 report as a stranger's and the components held on `Plan` until the test gave up.
 `workflows.service.rollouts.RUN_TRACKED_BEFORE_START` mends it for new runs; this history has no
 such marker, so it must replay on the old path, as a service still running it would.
+
+`quota_wait_before_version_10__Instance.json`: an Instance started under workflow version 9
+(recorded for `service_launched_removals` on 2026-12-07) whose pod a full ResourceQuota refused:
+it waited on `QuotaExceeded` without reporting it, then was told to delete and reported once,
+deleted. Version 10 reports such waits (`instance-waits-reported`); a version-9 run must not.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -23,6 +29,7 @@ pytestmark = pytest.mark.workflows
 
 CAPTURED = Path(__file__).parent / "captured"
 REPORT_WITH_START = CAPTURED / "rollout_report_with_its_start__InferenceService.json"
+QUOTA_WAIT_V9 = CAPTURED / "quota_wait_before_version_10__Instance.json"
 
 
 def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -> None:
@@ -35,6 +42,23 @@ def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -
     assert report > started and not completed_between, "the report must reach the task that sees the start"
 
 
-async def test_the_captured_history_replays_on_current_code() -> None:
-    result = await replayer(list(WORKFLOWS)).replay_workflow(history(REPORT_WITH_START), raise_on_replay_failure=False)
-    assert result.replay_failure is None, f"{REPORT_WITH_START.name}: {result.replay_failure}"
+@pytest.mark.parametrize("captured", [REPORT_WITH_START, QUOTA_WAIT_V9], ids=lambda path: path.stem)
+async def test_the_captured_history_replays_on_current_code(captured: Path) -> None:
+    result = await replayer(list(WORKFLOWS)).replay_workflow(history(captured), raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{captured.name}: {result.replay_failure}"
+
+
+def test_the_version_9_instance_waited_on_the_quota_and_reported_only_its_end() -> None:
+    events = json.loads(QUOTA_WAIT_V9.read_text())["events"]
+    started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
+    assert json.loads(base64.b64decode(started))["workflow_version"] == 9
+    assert "exceeded quota" in json.dumps(events)
+    # Reports go out as `temporal.signal_workflow` local activities: their markers.
+    markers = [
+        base64.b64decode(payload["data"])
+        for event in events
+        for detail in event.get("markerRecordedEventAttributes", {}).get("details", {}).values()
+        for payload in detail.get("payloads", [])
+    ]
+    reports = [data for data in markers if b'"activity_type":"temporal.signal_workflow"' in data]
+    assert len(reports) == 1, "one report, deleted: its wait was not reported"

@@ -9,7 +9,8 @@ with the new `InstancePods`.
 Level-triggered by design: a summary is the whole current state of an Instance's pods, not
 a delta, so a lost signal is repaired by the next one, and a restarted watcher (which has
 sent nothing yet) brings every Instance up to date with its first pass. It never sends the
-same summary twice in a row to an Instance; a resync after a 410 or a cut stream
+same summary twice in a row to an Instance, but for a second "no pods" when a pod came and
+went between two passes (its Instance may have made it); a resync after a 410 or a cut stream
 re-evaluates everything and sends only what differs.
 
 Under leader election (`python -m workers.watcher` runs two) the standby keeps its view warm
@@ -199,9 +200,9 @@ class PodWatcher(WatchLoop):
         """Instances whose progress is held back, with the loop time it was first held."""
         self._owed: set[InstanceKey] = set()
         """Instances this leader owes their summary since it took the lead (`lead`): changed past
-        the old leader's mark, or held back by it; or one of their pods was seen (a watch event)
-        before they were told of any, so a pod that came and went between two passes is still
-        news. Each is sent even when no pod is left, which an Instance this process never told
+        the old leader's mark, or held back by it; or, while leading, one of their pods was seen (a
+        watch event) before they were told of any, so a pod that came and went between two passes
+        is still news (a standby leaves that to `lead`, which counts it changed). Each is sent even when no pod is left, which an Instance this process never told
         of pods otherwise is not."""
         self._versions: dict[str, str] = {}
         """Per kind: the resourceVersion the view has reached."""
@@ -278,7 +279,7 @@ class PodWatcher(WatchLoop):
             if item.type != "DELETED":
                 self._pods.put(obj)
                 owner = instance_key(obj)
-                if owner is not None and owner not in self._last_sent:
+                if self.sending and owner is not None and owner not in self._last_sent:
                     # Its Instance may have created it and wait to hear it went: owed a summary
                     # even if the pod is gone again before the next pass (then one with none).
                     self._owed.add(owner)

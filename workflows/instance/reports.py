@@ -22,7 +22,13 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.instance import PARENT_SIGNAL_INSTANCE_CHANGED, InstanceStatus
-    from planning.instance.reports import counted_by_request, deletion_counted, shows_a_wait, wait_changed
+    from planning.instance.reports import (
+        counted_by_request,
+        deletion_counted,
+        deletion_wait_news,
+        shows_a_wait,
+        wait_changed,
+    )
     from planning.instance.state import InstanceState, build_status, report_fingerprint
     from workflows.instance.versions import (
         COUNTED_WAITS_REPORTED,
@@ -124,12 +130,14 @@ class InstanceReports:
         """Whether the parent counts `status` from its own request already, so it is not sent:
         a deletion it asked for (`deletion_counted`), or an update
         (`planning.instance.reports.counted_by_request`, `UPDATE_REPORTS_COUNTED`) unless the
-        report says the update waits (`shows_a_wait`, `COUNTED_WAITS_REPORTED`); never one whose
-        wait started or ended since the last report taken (`WAITS_REPORTED`)."""
+        report says the update waits (`shows_a_wait`, `COUNTED_WAITS_REPORTED`). Under
+        `WAITS_REPORTED`, never one whose wait started or ended since the last report taken;
+        for a deletion, only a wait of the deletion's own (`deletion_wait_news`)."""
+        if self.counted_deletion:
+            news = self.reports_waits and deletion_wait_news(self.delivered, status)
+            return not news and deletion_counted(self.delivered, status)
         if self.reports_waits and wait_changed(self.delivered, status):
             return False
-        if self.counted_deletion:
-            return deletion_counted(self.delivered, status)
         if not counted_by_request(self.delivered, status, self.state.update_counted_by_parent):
             return False
         if not self.takes(UPDATE_REPORTS_COUNTED):
