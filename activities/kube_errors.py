@@ -21,10 +21,15 @@ from typing import Any
 
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from models.kube_ops import NON_RETRYABLE_ERRORS, KubeErrorType
 
+EXPECTED_ERRORS = frozenset({KubeErrorType.QUOTA_EXCEEDED})
+"""Refusals the workflow waits out as a matter of course (a full ResourceQuota: the Instance
+tries again every 30 s): benign to the SDK, which then logs them at debug, without the warning
+and traceback it writes for a failed activity (hundreds a minute for a fleet held by its quota),
+and does not count them as failures in its metrics."""
 MESSAGE_LIMIT = 1000
 # A Retry-After beyond this is not trusted: the workflow's own retry policy takes over.
 MAX_RETRY_AFTER = timedelta(minutes=5)
@@ -134,6 +139,7 @@ def translate(error: BaseException, action: str) -> ApplicationError:
             type=error_type.value,
             non_retryable=error_type in NON_RETRYABLE_ERRORS,
             next_retry_delay=delay,
+            category=ApplicationErrorCategory.BENIGN if error_type in EXPECTED_ERRORS else ApplicationErrorCategory.UNSPECIFIED,
         )
     if isinstance(error, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError | OSError):
         return ApplicationError(

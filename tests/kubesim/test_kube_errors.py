@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube import KubeActivities
@@ -62,6 +62,8 @@ def test_translation_table(
     error.headers = headers
     translated = translate(error, "do something")
     assert translated.type == expected and translated.non_retryable is not retryable
+    benign = translated.category == ApplicationErrorCategory.BENIGN
+    assert benign is (expected == "QuotaExceeded"), "only a refusal waited out as a matter of course is benign"
     assert translated.message.startswith("do something: HTTP")
     if headers:
         assert translated.next_retry_delay == timedelta(seconds=7)
