@@ -133,13 +133,14 @@ def translate(error: BaseException, action: str) -> ApplicationError:
         reason = str(status.get("reason") or error.reason or "")
         message = cap(f"{action}: HTTP {code} {reason}: {server_message}")
         delay = retry_after(error) if code in (429, 503, 504) else None
+        expected = error_type in EXPECTED_ERRORS
         return ApplicationError(
             message,
             {"code": code, "reason": reason},
             type=error_type.value,
             non_retryable=error_type in NON_RETRYABLE_ERRORS,
             next_retry_delay=delay,
-            category=ApplicationErrorCategory.BENIGN if error_type in EXPECTED_ERRORS else ApplicationErrorCategory.UNSPECIFIED,
+            category=ApplicationErrorCategory.BENIGN if expected else ApplicationErrorCategory.UNSPECIFIED,
         )
     if isinstance(error, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError | OSError):
         return ApplicationError(
