@@ -251,13 +251,36 @@ async def test_a_pod_that_came_and_went_between_two_passes_is_reported_gone() ->
     assert gone.pods == () and key not in watcher._dirty
     await watcher._flush()
     assert len(sink.to(workflow_id)) == 1, "told once"
-    # An Instance whose pods were listed at the start and never changed is not told anything.
+    # A pod first seen in a re-list (created while the stream was cut, after a 410) and gone
+    # before the next pass: its Instance hears it went, once.
     other = instance_pod("ns", index=1)
     other["metadata"]["resourceVersion"] = "5"
     watcher._apply(WatchItem(PODS, "RESYNC", [other], "5"))
-    watcher._apply(WatchItem(PODS, "RESYNC", [], "6"))
+    watcher._apply(WatchItem(PODS, "DELETED", [other], "6"))
     await watcher._flush()
-    assert sink.to("instance/ns/chat-engine-1") == []
+    await watcher._flush()
+    (gone,) = sink.to("instance/ns/chat-engine-1")
+    assert gone.pods == ()
+
+
+async def test_a_relist_owes_only_what_changed_and_a_standby_owes_nothing() -> None:
+    """A re-list's pods count as seen (owed a summary even if gone by the next pass) only where
+    they are new or changed since the view's last look; a standby owes nothing, since `lead`
+    counts such a pod changed."""
+    _, watcher, pod = _a_pod_added_to_an_empty_view()
+    await watcher._flush()
+    watcher._owed.clear()  # as if told; held back only by the settle time
+    watcher._apply(WatchItem(PODS, "RESYNC", [pod], "4"))
+    assert watcher._owed == set(), "listed unchanged"
+    moved = copy.deepcopy(pod)
+    moved["metadata"]["resourceVersion"] = "5"
+    watcher._apply(WatchItem(PODS, "RESYNC", [moved], "5"))
+    assert watcher._owed == {("ns", "chat", "engine", 0)}, "changed while not watched"
+    standby = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=False)
+    await standby.follow()
+    standby._apply(WatchItem(NODES, "RESYNC", [], "1"))
+    standby._apply(WatchItem(PODS, "RESYNC", [instance_pod("ns", index=3)], "2"))
+    assert standby._owed == set()
 
 
 @pytest.mark.parametrize("held", [True, False], ids=["held-by-the-old-leader", "gone-past-its-mark"])

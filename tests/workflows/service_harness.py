@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -26,11 +27,12 @@ from activities.kube_rest import KubeRest
 from bench.idle_cost import workflow_ids
 from bench.lifecycle_stack import poll_until
 from kubesim.handle import KubeSim
+from kubesim.store import Change
 from models.canary_analysis import CanarySettingsResult
 from models.instance import SIGNAL_PODS_CHANGED, InstanceStatus
 from models.migration import MigrationAudit
 from models.pods import InstancePods
-from planning.pod_summary import InstanceKey, group_by_instance, instance_pods
+from planning.pod_summary import InstanceKey, group_by_instance, instance_key, instance_pods
 from workers.worker import build_worker
 from workflows.names import instance_workflow_id, irep_workflow_id, isvc_workflow_id
 from workflows.replica.workflow import InferenceReplicaWorkflow
@@ -222,7 +224,9 @@ class PodRelay:
     each Instance the same `InstancePods` summary the watcher would (`planning.pod_summary`),
     and, like the watcher, only when it changed: never the same summary twice in a row, so an
     Instance that needed a repeat to wake up stalls here as it would in production. Polling
-    keeps these tests independent of watch-stream timing.
+    keeps these tests independent of watch-stream timing. A pod created and gone between two
+    polls still reaches its Instance, as with the watcher (which owes a summary to an Instance
+    one of whose pods it saw): the relay follows the store's pod creations for that alone.
 
     `lag_seconds` delays every delivery (in order), as a busy watcher or a slow signal path
     does: summaries then reach a workflow after its own writes and lists. `delivered` holds,
@@ -240,14 +244,28 @@ class PodRelay:
         self.signals = 0
         self.task: asyncio.Task[None] | None = None
         self.outbox: asyncio.Queue[tuple[float, InstanceKey, InstancePods]] = asyncio.Queue()
+        self.created: set[InstanceKey] = set()
+        """Instances a pod was created for since the last poll (added from the store's thread)."""
+        self._created_lock = threading.Lock()
+        self._unsubscribe = sim.cluster.store.subscribe(self._on_change)
+
+    def _on_change(self, change: Change) -> None:
+        if change.type_key == ("", "pods") and change.type == "ADDED":
+            key = instance_key(change.obj)
+            if key is not None:
+                with self._created_lock:
+                    self.created.add(key)
 
     def snapshot(self) -> dict[InstanceKey, InstancePods]:
+        # Taken before the list: a pod created after it and gone before it is next poll's.
+        with self._created_lock:
+            created, self.created = self.created, set()
         pods = self.rest.get("/api/v1/pods", [("labelSelector", "ome.io/inferenceservice")])
         nodes = self.rest.get("/api/v1/nodes", [])
         by_name = {node["metadata"]["name"]: node for node in nodes.get("items") or []}
         version = str(pods["metadata"].get("resourceVersion") or "")
         grouped = group_by_instance(pods.get("items") or [], by_name, resource_version=version)
-        for key in self.sent:
+        for key in set(self.sent) | created:
             grouped.setdefault(key, instance_pods(key, [], by_name, resource_version=version))
         return grouped
 
@@ -285,6 +303,7 @@ class PodRelay:
         self.task = asyncio.create_task(self.run(), name="pod-relay")
 
     async def stop(self) -> None:
+        self._unsubscribe()
         if self.task is not None:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

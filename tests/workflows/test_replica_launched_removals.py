@@ -28,8 +28,8 @@ from tests.workflows.test_replica_teardown import live_pods
 pytestmark = pytest.mark.workflows
 
 HOLD_SECONDS = 4.0
-"""How long the webhook holds each pod creation and deletion: long enough for the pod relay,
-which polls, to see each pod come and go."""
+"""How long the webhook holds each pod creation and deletion: long enough for Instance 0's pod to
+restart and the InferenceReplica to plan again while Instances 1 and 2 are unheard of."""
 
 
 @pytest.fixture(scope="module")

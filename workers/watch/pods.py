@@ -201,7 +201,7 @@ class PodWatcher(WatchLoop):
         self._owed: set[InstanceKey] = set()
         """Instances this leader owes their summary since it took the lead (`lead`): changed past
         the old leader's mark, or held back by it; or, while leading, one of their pods was seen (a
-        watch event) before they were told of any, so a pod that came and went between two passes
+        watch event, or new in a re-list) before they were told of any, so a pod that came and went between two passes
         is still news (a standby leaves that to `lead`, which counts it changed). Each is sent
         even when no pod is left, which an Instance this process never told of pods otherwise is
         not."""
@@ -252,6 +252,8 @@ class PodWatcher(WatchLoop):
             for obj in list(before.values()) + item.objects:
                 self._mark(item.kind, obj)
             after = {_object_key(obj): obj for obj in item.objects}
+            if item.kind == PODS:
+                self._owe_listed(before, after)
             for key in before.keys() | after.keys():
                 # An object listed carries the version of its own last change; a vanished one
                 # went at some point up to the list.
@@ -279,11 +281,7 @@ class PodWatcher(WatchLoop):
             self._pods.remove(key)
             if item.type != "DELETED":
                 self._pods.put(obj)
-                owner = instance_key(obj)
-                if self.sending and owner is not None and owner not in self._last_sent:
-                    # Its Instance may have created it and wait to hear it went: owed a summary
-                    # even if the pod is gone again before the next pass (then one with none).
-                    self._owed.add(owner)
+                self._owe(obj)
         elif item.type == "DELETED":
             store.pop(key, None)
         else:
@@ -292,6 +290,25 @@ class PodWatcher(WatchLoop):
             self._mark(item.kind, old)
         self._mark(item.kind, obj)
         self._note(item.kind, old, None if item.type == "DELETED" else obj, item.resource_version)
+
+    def _owe(self, pod: dict[str, Any]) -> None:
+        """While leading, a pod seen for an Instance not yet told of any (its Instance may have
+        created it and wait to hear it went) owes that Instance a summary: one with no pods if
+        the pod is gone again before the next pass."""
+        owner = instance_key(pod)
+        if self.sending and owner is not None and owner not in self._last_sent:
+            self._owed.add(owner)
+
+    def _owe_listed(
+        self, before: dict[tuple[str, str], dict[str, Any]], after: dict[tuple[str, str], dict[str, Any]]
+    ) -> None:
+        """A re-list's pods that are new, or changed since the view last saw them, count as seen
+        (`_owe`), as a watch event's would: they were created or changed while we were not
+        watching."""
+        for key, pod in after.items():
+            old = before.get(key)
+            if old is None or _object_version(old) != _object_version(pod):
+                self._owe(pod)
 
     def _note(
         self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, version: str, *, moved: bool = False
