@@ -4,8 +4,8 @@ The boundary rule (ARCHITECTURE.md "Activities"): a request the API server refus
 merits (400/415/422 Invalid, 403 Forbidden or over quota, 404 where the object had to
 exist, 409 AlreadyExists of someone else's object) is permanent and non-retryable; a
 request that lost a race or met a busy or unreachable server (409 on a stale
-resourceVersion, 410, 429, 5xx, connection errors, 401 while a token rotates) is
-retryable, and a Retry-After from the server becomes `next_retry_delay`. The error's
+resourceVersion, 410, 429, 5xx, connection errors, 401 while a token rotates, 403 from a
+quota not yet counted) is retryable, and a Retry-After from the server becomes `next_retry_delay`. The error's
 `type` is a `KubeErrorType` value so workflows branch on types, never on message text.
 Messages are capped so a failure can never exceed Temporal's payload limits.
 """
@@ -108,7 +108,13 @@ def _api_error_type(error: ApiException, message: str) -> KubeErrorType:
     if code == 403:
         # ResourceQuota admission answers 403 "exceeded quota": the Instance waits for room
         # (spec §9 `QuotaExceeded` hold) rather than failing like an RBAC refusal.
-        return KubeErrorType.QUOTA_EXCEEDED if "exceeded quota" in message else KubeErrorType.FORBIDDEN
+        if "exceeded quota" in message:
+            return KubeErrorType.QUOTA_EXCEEDED
+        # ... and "status unknown for quota" while the quota controller has not counted a quota
+        # (just created, or a limit on a resource it cannot count yet): retried, not a refusal.
+        if "status unknown for quota" in message:
+            return KubeErrorType.QUOTA_NOT_COUNTED
+        return KubeErrorType.FORBIDDEN
     if code == 404:
         return KubeErrorType.NOT_FOUND
     if code == 409:

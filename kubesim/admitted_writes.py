@@ -1,6 +1,7 @@
 """The admission step of kubesim's HTTP write path: a write runs first as a dry run, which gives
 the validating webhooks (`kubesim.admission_webhooks`) the object it would store, and then, if
-they allow it, for real; their warnings go out as the response's Warning headers.
+they allow it, for real; their warnings go out as the response's Warning headers. The quota
+judges the write after the webhooks, as the API server's last validating admission.
 
 The server hands each write over as a function `write(dry_run) -> result` (the same API call,
 dry or not), so defaulting, validation and preconditions stay where they are and are applied once
@@ -18,6 +19,7 @@ from aiohttp import web
 from kubesim.admission_webhooks import SUBRESOURCE_KINDS, Attributes, Hook, ValidatingWebhooks
 from kubesim.api import Api
 from kubesim.errors import conflict
+from kubesim.quota import QUOTA_AFTER_WEBHOOKS
 from kubesim.resources import ResourceType
 from kubesim.subresources import get_scale
 
@@ -64,6 +66,16 @@ def _options(request: web.Request, operation: str, patch: bool, extra: Object | 
     return options
 
 
+def preview(write: Callable[[bool], Any]) -> Any:
+    """What `write` would do, for the webhooks to judge: a dry run not yet judged on the quota,
+    which is admitted after them (`kubesim.quota.QUOTA_AFTER_WEBHOOKS`)."""
+    token = QUOTA_AFTER_WEBHOOKS.set(True)
+    try:
+        return write(True)
+    finally:
+        QUOTA_AFTER_WEBHOOKS.reset(token)
+
+
 def _rv(obj: Object | None) -> str | None:
     return obj["metadata"].get("resourceVersion") if obj is not None else None
 
@@ -99,7 +111,7 @@ class AdmittedWrites:
             hooks = self.webhooks.hooks(asked)
             if not hooks:
                 return write(dry_run)
-            outcome = write(True)
+            outcome = preview(write)
             new: Object | None = None if op == "DELETE" else outcome
             obj_name = name or (new or {})["metadata"]["name"]
             if op != "CREATE":
@@ -110,7 +122,7 @@ class AdmittedWrites:
                                             namespace=obj_name if rt.key == ("", "namespaces") else namespace)
             await self._admit(request, dataclasses.replace(asked, obj=new), hooks)
             if dry_run:
-                return outcome
+                return write(True)  # judged on the quota now, as it would be stored
             if _rv(api.find(rt.group, rt.plural, scope, obj_name)) == _rv(old):
                 return write(False)
         raise conflict(rt.group, rt.plural, name, "the object kept changing while admission webhooks were called; "

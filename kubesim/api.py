@@ -21,7 +21,7 @@ from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
 from kubesim.fastjson import clone
 from kubesim.patch import apply_patch
-from kubesim.quota import admit_pod
+from kubesim.quota import QUOTA_AFTER_WEBHOOKS, QUOTAS, admit_pod
 from kubesim.resources import Registry, ResourceType, resource_type_from_crd
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.store import Object, Store
@@ -164,10 +164,13 @@ class Api:
         if rt.key not in _NO_GENERATION:
             meta["generation"] = 1
         track_update(None, obj, manager or "unknown")
-        if rt.key == ("", "pods"):
-            admit_pod(self.store, obj, now())
+        charges = []
+        if rt.key == ("", "pods") and not QUOTA_AFTER_WEBHOOKS.get():
+            charges = admit_pod(self.store, obj)
         if dry_run:
             return obj
+        for quota, status in charges:
+            self.write_status(self.type_of(*QUOTAS), quota, status, "kube-apiserver")
         stored = self.store.put(rt.key, obj)
         if rt.key == CRD_KEY:
             self._register_crd(stored)

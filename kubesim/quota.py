@@ -1,24 +1,36 @@
 """ResourceQuota on the number of pods: the admission that refuses a pod over its namespace's
 quota, and what a quota's status shows.
 
-As kube-apiserver's quota admission does, a pod's creation is refused with 403 Forbidden,
-`pods "<name>" is forbidden: exceeded quota: <quota>, requested: pods=1, used: pods=<n>,
-limited: pods=<n>`, when a ResourceQuota in its namespace limits `pods` (or `count/pods`) and
-that many pods already count against it. Against `pods` a pod counts as the quota evaluator counts it:
-unless it finished (Succeeded or Failed), or it is Terminating past its deletion grace (a pod
-stuck on a lost node stops holding its user's quota); against `count/pods` every pod stored
-counts, finished or not.
+As kube-apiserver's quota admission does, a pod's creation is judged against each quota's
+status, which the quota controller keeps (`kubesim.controllers.quota`), not against the pods
+themselves: a quota counts from the moment its status names its limits (one just created limits
+nothing until then), and room a pod frees shows once the controller has counted again. A pod
+admitted is charged to every quota that limits it at once (`status.used` one higher), so pods
+created faster than the controller counts are still held to the limit. The creation is refused
+with 403 Forbidden:
+- `pods "<name>" is forbidden: exceeded quota: <quota>, requested: pods=1, used: pods=<n>,
+  limited: pods=<n>` when a quota of its namespace limits `pods` (or `count/pods`) and that many
+  already count against it;
+- `pods "<name>" is forbidden: status unknown for quota: <quota>, resources: pods` when a quota's
+  status names a limit but no use of it.
+
+Quota admission comes last, after the validating webhooks (`QUOTA_AFTER_WEBHOOKS`), as the
+ResourceQuota plugin is the API server's last validating admission.
+
+Against `pods` a pod counts as the quota evaluator counts it: unless it finished (Succeeded or
+Failed), or it is Terminating past its deletion grace (a pod stuck on a lost node stops holding
+its user's quota); against `count/pods` every pod stored counts, finished or not.
 
 What kubesim keeps of ResourceQuota beyond that: every `spec.hard` entry is shown in
-`status.hard`, and `status.used` shows the pod count (`kubesim.controllers.quota`); other
-resources (cpu, memory, object counts) and quota scopes are stored but not enforced, and a
-quota with `scopes` or a `scopeSelector` is not enforced at all (it could not be told which
-pods it covers).
+`status.hard`, and `status.used` shows the pod count; other resources (cpu, memory, object
+counts) and quota scopes are stored but not enforced, and a quota with `scopes` or a
+`scopeSelector` is not enforced at all (it could not be told which pods it covers).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from contextvars import ContextVar
 from typing import Any
 
 from kubesim.errors import ApiError
@@ -30,6 +42,9 @@ PODS = ("", "pods")
 QUOTAS = ("", "resourcequotas")
 POD_COUNT_KEYS = ("pods", "count/pods")
 """The `spec.hard` names that limit the number of pods."""
+QUOTA_AFTER_WEBHOOKS: ContextVar[bool] = ContextVar("quota_after_webhooks", default=False)
+"""Set while a write is previewed for the validating webhooks (`kubesim.admitted_writes`): the
+preview is not judged on the quota, which comes after them."""
 
 
 def stops_counting(pod: Object) -> dt.datetime | None:
@@ -62,12 +77,6 @@ def enforced(quota: Object) -> bool:
     return not spec.get("scopes") and not spec.get("scopeSelector")
 
 
-def pod_limits(quota: Object) -> list[tuple[str, int]]:
-    """The pod-count limits of `quota` (`pods`, `count/pods`), as (name, limit)."""
-    hard: dict[str, Any] = (quota.get("spec") or {}).get("hard") or {}
-    return [(key, int(parse_quantity(hard[key]))) for key in POD_COUNT_KEYS if key in hard]
-
-
 def hard_causes(quota: Object) -> list[tuple[str, str, str]]:
     """Validation causes for `spec.hard`: each value a quantity, none negative."""
     causes: list[tuple[str, str, str]] = []
@@ -85,28 +94,45 @@ def hard_causes(quota: Object) -> list[tuple[str, str, str]]:
     return causes
 
 
-def admit_pod(store: Store, pod: Object, now: dt.datetime) -> None:
-    """Refuse `pod`'s creation when a quota of its namespace has no room for one more pod:
-    the first such quota by name, with each of its limits the pod would pass."""
+def _count(value: Any) -> int:
+    return int(parse_quantity(value))
+
+
+def admit_pod(store: Store, pod: Object) -> list[tuple[Object, Object]]:
+    """Refuse `pod`'s creation when a quota of its namespace, by its status, has no room for one
+    more pod (the first such quota by name, with each of its limits the pod would pass) or does
+    not know its use yet; else the charges: each quota that limits pods, with its status one pod
+    higher."""
     namespace = pod["metadata"].get("namespace") or ""
-    quotas = [q for q in store.list(QUOTAS, namespace) if enforced(q) and pod_limits(q)]
-    if not quotas:
-        return
-    used = usage(store, namespace, now)
-    for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
-        over = sorted((key, limit) for key, limit in pod_limits(quota) if used[key] + 1 > limit)
-        if not over:
+    name = pod["metadata"]["name"]
+    charges: list[tuple[Object, Object]] = []
+    for quota in sorted(store.list(QUOTAS, namespace), key=lambda q: q["metadata"]["name"]):
+        status = quota.get("status") or {}
+        hard, used = status.get("hard") or {}, status.get("used") or {}
+        limited = sorted(key for key in POD_COUNT_KEYS if key in hard)
+        if not enforced(quota) or not limited:
             continue
-        name = pod["metadata"]["name"]
-        requested = ",".join(f"{key}=1" for key, _ in over)
-        in_use = ",".join(f"{key}={used[key]}" for key, _ in over)
-        limited = ",".join(f"{key}={limit}" for key, limit in over)
-        raise ApiError(
-            403,
-            f'pods "{name}" is forbidden: exceeded quota: {quota["metadata"]["name"]}, '
-            f"requested: {requested}, used: {in_use}, limited: {limited}",
-            details={"name": name, "kind": "pods"},
-        )
+        quota_name = quota["metadata"]["name"]
+        unknown = [key for key in limited if key not in used]
+        if unknown:
+            raise _forbidden(name, f"status unknown for quota: {quota_name}, resources: {','.join(unknown)}")
+        counts = {key: (_count(used[key]), _count(hard[key])) for key in limited}
+        over = [(key, n, limit) for key, (n, limit) in counts.items() if n + 1 > limit]
+        if over:
+            raise _forbidden(
+                name,
+                f"exceeded quota: {quota_name}, "
+                f"requested: {','.join(f'{key}=1' for key, _, _ in over)}, "
+                f"used: {','.join(f'{key}={n}' for key, n, _ in over)}, "
+                f"limited: {','.join(f'{key}={limit}' for key, _, limit in over)}",
+            )
+        charged = {key: str(n + 1) for key, (n, _) in counts.items()}
+        charges.append((quota, {**status, "used": {**used, **charged}}))
+    return charges
+
+
+def _forbidden(name: str, why: str) -> ApiError:
+    return ApiError(403, f'pods "{name}" is forbidden: {why}', details={"name": name, "kind": "pods"})
 
 
 def quota_status(quota: Object, used: dict[str, int]) -> Object:

@@ -80,6 +80,7 @@ class KubeErrorType(StrEnum):
     CONFLICT = "Conflict"  # 409 on a stale resourceVersion
     TOO_MANY_REQUESTS = "TooManyRequests"  # 429, with Retry-After honoured
     SERVER_ERROR = "ServerError"  # 5xx
+    QUOTA_NOT_COUNTED = "QuotaNotCounted"  # 403 "status unknown for quota": not counted yet
     UNREACHABLE = "Unreachable"  # connection refused / reset / timeout
 
 

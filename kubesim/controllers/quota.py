@@ -1,7 +1,9 @@
 """ResourceQuota status, as kube-controller-manager's resource quota controller keeps it: each
 quota's `status.hard` is its `spec.hard`, and `status.used` counts the namespace's pods that
 hold it (`kubesim.quota`: what kubesim enforces). Woken by the pods of namespaces that have a
-quota, by the quotas, and when a Terminating pod's deletion grace runs out (it stops counting).
+quota, by a quota's creation, deletion and change of limits (not by status writes, its own or
+the admission's charges), and when a Terminating pod's deletion grace runs out (it stops
+counting).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import datetime as dt
 
 from kubesim.controllers.base import Controller
 from kubesim.quota import PODS, QUOTAS, pod_counts, quota_status, stops_counting, usage
-from kubesim.store import Change
+from kubesim.store import Change, Object
 from kubesim.timing import now
 
 
@@ -20,7 +22,8 @@ class QuotaStatus(Controller):
 
     def relevant(self, change: Change) -> bool:
         if change.type_key == QUOTAS:
-            return True
+            # Not its own status writes, nor the admission's charges: a new limit or a new quota.
+            return change.type != "MODIFIED" or hard_of(change.old) != hard_of(change.obj)
         if change.type == "MODIFIED" and not counting_moved(change):
             return False
         namespace = change.obj["metadata"].get("namespace") or ""
@@ -40,6 +43,10 @@ class QuotaStatus(Controller):
             self.api.write_status(rt, quota, quota_status(quota, used[namespace]), self.name)
         if stops:
             self.wake_in(max(0.0, (min(stops) - at).total_seconds()) + 0.01)
+
+
+def hard_of(quota: Object | None) -> object:
+    return ((quota or {}).get("spec") or {}).get("hard")
 
 
 def counting_moved(change: Change) -> bool:

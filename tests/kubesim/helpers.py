@@ -106,3 +106,11 @@ def wait_pod(
         return pod if predicate(pod) else None
 
     return wait_for(check, timeout=timeout, what=f"pod {name}: {what}")
+
+
+def quota_counted(core: kubernetes.client.CoreV1Api, namespace: str, name: str) -> bool:
+    """Whether ResourceQuota `name`'s status names its limits. Admission judges a pod on the
+    quota's status, so a quota limits nothing until its controller has counted it (as in
+    Kubernetes): a test that means to be held by it waits for this."""
+    status = core.read_namespaced_resource_quota(name, namespace).status
+    return bool(status is not None and status.hard)

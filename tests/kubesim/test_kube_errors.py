@@ -48,6 +48,13 @@ def test_unreachable_api_server_is_retryable() -> None:
             "QuotaExceeded",
             False,
         ),
+        (
+            403,
+            '{"reason":"Forbidden","message":"pods \\"x\\" is forbidden: status unknown for quota: q, resources: pods"}',
+            {},
+            "QuotaNotCounted",
+            True,
+        ),
         (409, '{"reason":"AlreadyExists","message":"pods \\"x\\" already exists"}', {}, "NameTaken", False),
         (409, '{"reason":"Conflict","message":"the object has been modified"}', {}, "Conflict", True),
         (415, '{"reason":"UnsupportedMediaType","message":"bad"}', {}, "Invalid", False),

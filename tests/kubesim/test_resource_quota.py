@@ -1,6 +1,7 @@
 """ResourceQuota on the pod count (`kubesim.quota`): a pod over its namespace's quota is refused
-with the API server's 403 `exceeded quota`, the quota's status counts the pods that hold it,
-and a pod that is gone (or finished) frees its room."""
+with the API server's 403 `exceeded quota`, judged on the quota's status (which counts the pods
+that hold it, and is charged at each admission), after the validating webhooks; a pod that is
+gone (or finished) frees its room once counted."""
 
 from __future__ import annotations
 
@@ -13,13 +14,20 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from tests.kubesim.helpers import Clients, pod_body, wait_for
+from kubesim.controllers.quota import QuotaStatus
+from kubesim.errors import ApiError
+from kubesim.quota import QUOTAS, admit_pod
+from kubesim.store import Store
+from tests.kubesim.helpers import Clients, pod_body, quota_counted, wait_for
+from tests.kubesim.webhooks import WebhookServer, hold_writes, pod_writes
 
 KUBECTL = "/usr/bin/kubectl"
 
 
 def quota(k8s: Clients, name: str, hard: dict[str, str], **spec: Any) -> None:
+    """Create a quota and wait until its status names its limits: only then does it limit."""
     k8s.core.create_namespaced_resource_quota(k8s.namespace, {"metadata": {"name": name}, "spec": {"hard": hard, **spec}})
+    wait_for(lambda: quota_counted(k8s.core, k8s.namespace, name) or None, what=f"quota {name} counted")
 
 
 def used(k8s: Clients, name: str) -> dict[str, str] | None:
@@ -54,6 +62,8 @@ def test_a_pod_over_the_quota_is_refused_until_one_goes(k8s: Clients) -> None:
         k8s.core.create_namespaced_pod(ns, pod_body("c"), dry_run="All")
     assert dry.value.status == 403
     k8s.core.delete_namespaced_pod("a", ns, grace_period_seconds=0)
+    # The room shows once the controller has counted again (admission reads the status).
+    wait_for(lambda: used(k8s, "pod-count") == {"pods": "1"} or None, what="one pod counted")
     k8s.core.create_namespaced_pod(ns, pod_body("c"))
     assert wait_for(lambda: used(k8s, "pod-count") == {"pods": "2"} or None, what="still two pods counted")
     # The API server answers a quota's deletion with the object deleted, as it does a pod's.
@@ -75,6 +85,7 @@ def test_a_finished_pod_frees_pods_but_not_count_pods(k8s: Clients) -> None:
     both = json.loads(refused(k8s, "b").body)["message"]
     assert both == 'pods "b" is forbidden: exceeded quota: live, requested: pods=1, used: pods=1, limited: pods=1'
     k8s.core.delete_namespaced_resource_quota("live", ns)
+    wait_for(lambda: used(k8s, "stored") == {"count/pods": "2"} or None, what="two pods stored, counted")
     assert json.loads(refused(k8s, "b").body)["message"].endswith(
         "exceeded quota: stored, requested: count/pods=1, used: count/pods=2, limited: count/pods=2"
     )
@@ -154,3 +165,99 @@ def test_kubectl_shows_the_pods_counted(k8s: Clients, tmp_path: Path) -> None:
     assert shown[0].split() == ["NAME", "AGE", "REQUEST", "LIMIT"]
     assert shown[1].startswith("pod-count")
     assert shown[1].endswith("pods: 1/3, requests.cpu: ?/4   limits.memory: ?/8Gi")
+
+
+def test_admission_reads_and_charges_the_status_not_the_pods(k8s: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As kube-apiserver's: each pod admitted is charged to the quota's status at once, so the
+    limit holds however far behind the controller's count is; and room a pod frees shows only
+    once the controller has counted again. Here the controller stops counting after its first
+    count."""
+    quota(k8s, "pod-count", {"pods": "2"})
+    (controller,) = [c for c in k8s.sim.cluster.controllers if isinstance(c, QuotaStatus)]
+    monkeypatch.setattr(controller, "relevant", lambda change: False)
+    for name in ("a", "b"):
+        k8s.core.create_namespaced_pod(k8s.namespace, pod_body(name))
+    assert used(k8s, "pod-count") == {"pods": "2"}, "charged by the admission"
+    assert refused(k8s, "c").status == 403
+    k8s.core.delete_namespaced_pod("a", k8s.namespace, grace_period_seconds=0)
+    assert refused(k8s, "c").status == 403, "not counted again yet"
+    monkeypatch.undo()
+    k8s.sim.call(controller.poke)
+    wait_for(lambda: used(k8s, "pod-count") == {"pods": "1"} or None, what="counted again")
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("c"))
+
+
+def test_the_webhooks_judge_a_pod_before_the_quota(k8s: Clients) -> None:
+    """The quota is the API server's last validating admission: a pod the webhooks deny is told
+    their reason even when the quota is full, and a pod the quota refuses was shown to them."""
+    server = WebhookServer().start()
+    remove = hold_writes(k8s.sim, server, "watch-pods", k8s.namespace, pod_writes("CREATE"), 0.0)
+    try:
+        quota(k8s, "none", {"pods": "0"})
+        error = refused(k8s, "a")
+        assert "exceeded quota: none" in json.loads(error.body)["message"]
+        assert [r["name"] for r in server.requests("/hold-watch-pods")] == ["a"], "asked before the quota refused"
+        server.answers["/hold-watch-pods"] = lambda _: {"allowed": False, "status": {"code": 403, "message": "no"}}
+        denied = json.loads(refused(k8s, "b").body)["message"]
+        assert "exceeded quota" not in denied and "no" in denied
+        # A dry run is judged on the quota too, after the webhooks.
+        server.answers.pop("/hold-watch-pods")
+        with pytest.raises(ApiException) as dry:
+            k8s.core.create_namespaced_pod(k8s.namespace, pod_body("c"), dry_run="All")
+        assert "exceeded quota: none" in json.loads(dry.value.body)["message"]
+    finally:
+        remove()
+        server.stop()
+
+
+def _quota(name: str, status: dict[str, Any] | None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"metadata": {"name": name, "namespace": "ns"}, "spec": {"hard": {"pods": "2"}, **spec}}
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+@pytest.mark.parametrize(
+    ("quotas", "outcome"),
+    [
+        pytest.param([_quota("q", None)], {}, id="just-created: no status, no limit yet"),
+        pytest.param([_quota("q", {"hard": {"pods": "2"}, "used": {"pods": "1"}})], {"q": {"pods": "2"}}, id="room"),
+        pytest.param(
+            [_quota("q", {"hard": {"pods": "2", "count/pods": "5"}, "used": {"pods": "1", "count/pods": "4"}})],
+            {"q": {"pods": "2", "count/pods": "5"}},
+            id="both counts charged",
+        ),
+        pytest.param(
+            [_quota("q", {"hard": {"pods": "3"}, "used": {"pods": "2"}})],
+            {"q": {"pods": "3"}},
+            id="the status's limit, not the spec's (not yet counted)",
+        ),
+        pytest.param(
+            [_quota("b", {"hard": {"pods": "2"}, "used": {"pods": "2"}}),
+             _quota("a", {"hard": {"pods": "2"}, "used": {"pods": "2"}})],
+            'pods "p" is forbidden: exceeded quota: a, requested: pods=1, used: pods=2, limited: pods=2',
+            id="full: the first by name",
+        ),
+        pytest.param(
+            [_quota("q", {"hard": {"pods": "2"}, "used": {}})],
+            'pods "p" is forbidden: status unknown for quota: q, resources: pods',
+            id="limit without use",
+        ),
+        pytest.param(
+            [_quota("q", {"hard": {"pods": "0"}, "used": {}}, scopes=["BestEffort"])], {}, id="scoped: not enforced"
+        ),
+        pytest.param([_quota("q", {"hard": {"requests.cpu": "1"}, "used": {}})], {}, id="no pod count: not enforced"),
+    ],
+)
+def test_admission_judges_a_pod_on_each_quotas_status(quotas: list[dict[str, Any]], outcome: Any) -> None:
+    store = Store()
+    for body in quotas:
+        store.put(QUOTAS, body)
+    pod = {"metadata": {"name": "p", "namespace": "ns"}}
+    if isinstance(outcome, str):
+        with pytest.raises(ApiError) as error:
+            admit_pod(store, pod)
+        assert (error.value.code, error.value.message) == (403, outcome)
+        return
+    charged = {quota["metadata"]["name"]: status["used"] for quota, status in admit_pod(store, pod)}
+    assert charged == outcome

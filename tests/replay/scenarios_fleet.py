@@ -7,6 +7,7 @@ from __future__ import annotations
 from temporalio.testing import WorkflowEnvironment
 
 from kubesim.handle import KubeSim
+from tests.kubesim.helpers import quota_counted
 from tests.kubesim.webhooks import WebhookServer, hold_writes, pod_writes
 from tests.replay.scenarios import WAIT, apply_accepted, delete_service, ready_on, service_story, until
 from tests.workflows.service_harness import FAST_CLUSTER, IMAGE_1, NAMESPACE, Story, isvc_manifest
@@ -49,6 +50,7 @@ async def service_waits_reported(env: WorkflowEnvironment, sim: KubeSim, task_qu
         await until(lambda: ready_on(s, IMAGE_1, [0]), "one Ready Instance", within=WAIT)
         quota = {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}}
         s.core.create_namespaced_resource_quota(NAMESPACE, quota)
+        await until(lambda: quota_counted(s.core, NAMESPACE, "one-pod"), "the quota counted")
         await s.handle().signal("scale", ScaleRequest(component="engine", replicas=2))
         waiting = [(0, "Ready", None), (1, "Creating", "QuotaExceeded")]
         await until(lambda: _rows_are(s, waiting), "Instance 1 shown waiting for quota")

@@ -15,6 +15,7 @@ import pytest
 from temporalio.client import Client
 
 from kubesim.handle import KubeSim
+from tests.kubesim.helpers import quota_counted
 from tests.workflows.service_harness import NAMESPACE, Story, eventually, isvc_manifest, story
 
 pytestmark = pytest.mark.workflows
@@ -40,6 +41,7 @@ async def test_a_create_waiting_for_quota_shows_in_the_replicas_rows_until_it_ha
         await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
         await eventually(lambda: rows_are(s, [(0, "Ready", None)]), "Instance 0 Ready", within=90)
         s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}})
+        await eventually(lambda: quota_counted(s.core, NAMESPACE, "one-pod"), "the quota counted")
 
         await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3))
         waiting = [(0, "Ready", None), (1, "Creating", "QuotaExceeded"), (2, "Creating", "QuotaExceeded")]
