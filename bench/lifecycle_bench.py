@@ -341,7 +341,7 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
             figures.add(
                 "update: all on new image",
                 f"{update_seconds:.2f} s",
-                f"{update_seconds / update_floor:.2f}x floor ({update_seconds / floor_seconds:.2f}x the first)",
+                f"{update_seconds / update_floor:.2f}x floor ({update_seconds / floor_seconds:.2f}x the bring-up's)",
             )
             figures.add(
                 "update: fewest serving", f"{fewest}", f"of {n}, sampled every {SAMPLE_SECONDS * 1000:.0f} ms"

@@ -135,6 +135,13 @@ class Api:
     # ---- create ----------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, namespace: str, body: Any, manager: str = "", dry_run: bool = False) -> Object:
+        obj, charges = self._admit_create(rt, namespace, body, manager)
+        return obj if dry_run else self._store_created(rt, obj, charges)
+
+    def _admit_create(
+        self, rt: ResourceType, namespace: str, body: Any, manager: str
+    ) -> tuple[Object, list[tuple[Object, Object]]]:
+        """The object a create would store, and the quota charges its admission makes."""
         obj = self._check_body(rt, body, namespace)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -167,8 +174,10 @@ class Api:
         charges = []
         if rt.key == ("", "pods") and not QUOTA_AFTER_WEBHOOKS.get():
             charges = admit_pod(self.store, obj)
-        if dry_run:
-            return obj
+        return obj, charges
+
+    def _store_created(self, rt: ResourceType, obj: Object, charges: list[tuple[Object, Object]]) -> Object:
+        """Store an admitted create, charging its quotas first (as the quota admission does)."""
         for quota, status in charges:
             self.write_status(self.type_of(*QUOTAS), quota, status, "kube-apiserver")
         stored = self.store.put(rt.key, obj)
@@ -253,14 +262,9 @@ class Api:
         if current is None:
             fields = result["metadata"].pop("managedFields")
             result["metadata"].pop("resourceVersion", None)
-            created = self.create(rt, namespace, result, manager, dry_run=True)
+            created, charges = self._admit_create(rt, namespace, result, manager)
             created["metadata"]["managedFields"] = fields
-            if dry_run:
-                return created
-            stored = self.store.put(rt.key, created)
-            if rt.key == CRD_KEY:
-                self._register_crd(stored)
-            return stored
+            return created if dry_run else self._store_created(rt, created, charges)
         self._check_preconditions(rt, current, result["metadata"].get("resourceVersion"), None)
         return self.commit_update(rt, current, self._check_body(rt, result, namespace), "", subresource,
                                    dry_run, track=False)

@@ -99,23 +99,28 @@ def _count(value: Any) -> int:
 
 
 def admit_pod(store: Store, pod: Object) -> list[tuple[Object, Object]]:
-    """Refuse `pod`'s creation when a quota of its namespace, by its status, has no room for one
-    more pod (the first such quota by name, with each of its limits the pod would pass) or does
-    not know its use yet; else the charges: each quota that limits pods, with its status one pod
-    higher."""
+    """Refuse `pod`'s creation when a quota of its namespace does not know its use yet (its
+    status names a pod limit but no use of it), or, by its status, has no room for one more pod
+    (the first such quota by name, with each of its limits the pod would pass); else the
+    charges: each quota that limits pods, with its status one pod higher."""
     namespace = pod["metadata"].get("namespace") or ""
     name = pod["metadata"]["name"]
-    charges: list[tuple[Object, Object]] = []
+    judged = []
     for quota in sorted(store.list(QUOTAS, namespace), key=lambda q: q["metadata"]["name"]):
         status = quota.get("status") or {}
         hard, used = status.get("hard") or {}, status.get("used") or {}
         limited = sorted(key for key in POD_COUNT_KEYS if key in hard)
         if not enforced(quota) or not limited:
             continue
+        # Every quota's use must be known before any is judged full.
+        if any(key not in used for key in limited):
+            quota_name = quota["metadata"]["name"]
+            raise _forbidden(name, f"status unknown for quota: {quota_name}, resources: {','.join(limited)}")
+        judged.append((quota, status, limited))
+    charges: list[tuple[Object, Object]] = []
+    for quota, status, limited in judged:
         quota_name = quota["metadata"]["name"]
-        unknown = [key for key in limited if key not in used]
-        if unknown:
-            raise _forbidden(name, f"status unknown for quota: {quota_name}, resources: {','.join(unknown)}")
+        hard, used = status["hard"], status["used"]
         counts = {key: (_count(used[key]), _count(hard[key])) for key in limited}
         over = [(key, n, limit) for key, (n, limit) in counts.items() if n + 1 > limit]
         if over:

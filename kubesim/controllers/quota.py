@@ -2,8 +2,8 @@
 quota's `status.hard` is its `spec.hard`, and `status.used` counts the namespace's pods that
 hold it (`kubesim.quota`: what kubesim enforces). Woken by the pods of namespaces that have a
 quota, by a quota's creation, deletion and change of limits (not by status writes, its own or
-the admission's charges), and when a Terminating pod's deletion grace runs out (it stops
-counting).
+the admission's charges), when a Terminating pod's deletion grace runs out (it stops
+counting), and every five minutes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from kubesim.controllers.base import Controller
 from kubesim.quota import PODS, QUOTAS, pod_counts, quota_status, stops_counting, usage
 from kubesim.store import Change, Object
 from kubesim.timing import now
+
+RESYNC_SECONDS = 300.0
+"""kube-controller-manager's `--resource-quota-sync-period` default: every quota is counted
+again this often, whatever changed."""
 
 
 class QuotaStatus(Controller):
@@ -41,6 +45,9 @@ class QuotaStatus(Controller):
                 counting = [pod for pod in self.store.list(PODS, namespace) if pod_counts(pod, at)]
                 stops += [stop for stop in map(stops_counting, counting) if stop is not None]
             self.api.write_status(rt, quota, quota_status(quota, used[namespace]), self.name)
+        if used:
+            # A full recount every `RESYNC_SECONDS` puts right a status someone else overwrote.
+            self.wake_in(RESYNC_SECONDS)
         if stops:
             self.wake_in(max(0.0, (min(stops) - at).total_seconds()) + 0.01)
 

@@ -18,7 +18,7 @@ from kubesim.controllers.quota import QuotaStatus
 from kubesim.errors import ApiError
 from kubesim.quota import QUOTAS, admit_pod
 from kubesim.store import Store
-from tests.kubesim.helpers import Clients, pod_body, quota_counted, wait_for
+from tests.kubesim.helpers import Clients, pod_body, quota_counted, raw_request, wait_for
 from tests.kubesim.webhooks import WebhookServer, hold_writes, pod_writes
 
 KUBECTL = "/usr/bin/kubectl"
@@ -175,10 +175,16 @@ def test_admission_reads_and_charges_the_status_not_the_pods(k8s: Clients, monke
     quota(k8s, "pod-count", {"pods": "2"})
     (controller,) = [c for c in k8s.sim.cluster.controllers if isinstance(c, QuotaStatus)]
     monkeypatch.setattr(controller, "relevant", lambda change: False)
-    for name in ("a", "b"):
-        k8s.core.create_namespaced_pod(k8s.namespace, pod_body(name))
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a"))
+    # A pod made by server-side apply is charged the same way.
+    path = f"/api/v1/namespaces/{k8s.namespace}/pods/b?fieldManager=test"
+    code, _ = raw_request(k8s.sim, "PATCH", path, json.dumps(pod_body("b")), "application/apply-patch+yaml")
+    assert code == 201
     assert used(k8s, "pod-count") == {"pods": "2"}, "charged by the admission"
     assert refused(k8s, "c").status == 403
+    code, body = raw_request(k8s.sim, "PATCH", path.replace("/b?", "/c?"), json.dumps(pod_body("c")),
+                             "application/apply-patch+yaml")
+    assert (code, body["message"][:34]) == (403, 'pods "c" is forbidden: exceeded qu')
     k8s.core.delete_namespaced_pod("a", k8s.namespace, grace_period_seconds=0)
     assert refused(k8s, "c").status == 403, "not counted again yet"
     monkeypatch.undo()
@@ -244,6 +250,12 @@ def _quota(name: str, status: dict[str, Any] | None, **spec: Any) -> dict[str, A
             id="limit without use",
         ),
         pytest.param(
+            [_quota("a", {"hard": {"pods": "2"}, "used": {"pods": "2"}}),
+             _quota("b", {"hard": {"pods": "2", "count/pods": "9"}, "used": {"pods": "0"}})],
+            'pods "p" is forbidden: status unknown for quota: b, resources: count/pods,pods',
+            id="any use unknown before any quota is judged full",
+        ),
+        pytest.param(
             [_quota("q", {"hard": {"pods": "0"}, "used": {}}, scopes=["BestEffort"])], {}, id="scoped: not enforced"
         ),
         pytest.param([_quota("q", {"hard": {"requests.cpu": "1"}, "used": {}})], {}, id="no pod count: not enforced"),
@@ -261,3 +273,17 @@ def test_admission_judges_a_pod_on_each_quotas_status(quotas: list[dict[str, Any
         return
     charged = {quota["metadata"]["name"]: status["used"] for quota, status in admit_pod(store, pod)}
     assert charged == outcome
+
+
+def test_a_status_someone_overwrote_is_put_right_by_the_periodic_recount(
+    k8s: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-controller-manager counts every quota again every five minutes (here 0.2 s), not
+    only when pods change: a status another client wrote is put right."""
+    monkeypatch.setattr("kubesim.controllers.quota.RESYNC_SECONDS", 0.2)
+    quota(k8s, "pod-count", {"pods": "2"})
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a"))
+    wait_for(lambda: used(k8s, "pod-count") == {"pods": "1"} or None, what="one pod counted")
+    wrong = {"status": {"hard": {"pods": "2"}, "used": {"pods": "2"}}}
+    k8s.core.patch_namespaced_resource_quota_status("pod-count", k8s.namespace, wrong)
+    wait_for(lambda: used(k8s, "pod-count") == {"pods": "1"} or None, what="counted again")

@@ -114,8 +114,10 @@ async def test_a_pod_lost_while_the_watcher_was_down_is_caught_by_the_replica_re
             status = await s.instance()
             return status.phase == InstancePhase.READY and status.serving and s.live_uid(POD) not in (None, old_uid)
 
-        await eventually(serving_again, "the Instance serving again on a new pod")
-        await s.relay.stop()
+        try:
+            await eventually(serving_again, "the Instance serving again on a new pod")
+        finally:
+            await s.relay.stop()  # the story stops only the relay it started
         # The InferenceReplica's net did it, not a timer of the Instance's own.
         assert "kube.list_component_pods" in await scheduled_activities(s, "InferenceReplica")
 
