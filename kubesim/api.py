@@ -21,7 +21,7 @@ from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
 from kubesim.fastjson import clone
 from kubesim.patch import apply_patch
-from kubesim.quota import QUOTA_AFTER_WEBHOOKS, QUOTAS, admit_pod
+from kubesim.quota import QUOTA_AFTER_WEBHOOKS, QUOTAS, Charges, admit_pod
 from kubesim.resources import Registry, ResourceType, resource_type_from_crd
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.store import Object, Store
@@ -140,7 +140,7 @@ class Api:
 
     def _admit_create(
         self, rt: ResourceType, namespace: str, body: Any, manager: str
-    ) -> tuple[Object, list[tuple[Object, Object]]]:
+    ) -> tuple[Object, Charges]:
         """The object a create would store, and the quota charges its admission makes."""
         obj = self._check_body(rt, body, namespace)
         meta = obj["metadata"]
@@ -171,12 +171,12 @@ class Api:
         if rt.key not in _NO_GENERATION:
             meta["generation"] = 1
         track_update(None, obj, manager or "unknown")
-        charges = []
+        charges: Charges = []
         if rt.key == ("", "pods") and not QUOTA_AFTER_WEBHOOKS.get():
             charges = admit_pod(self.store, obj)
         return obj, charges
 
-    def _store_created(self, rt: ResourceType, obj: Object, charges: list[tuple[Object, Object]]) -> Object:
+    def _store_created(self, rt: ResourceType, obj: Object, charges: Charges) -> Object:
         """Store an admitted create, charging its quotas first (as the quota admission does)."""
         for quota, status in charges:
             self.write_status(self.type_of(*QUOTAS), quota, status, "kube-apiserver")

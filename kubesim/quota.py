@@ -42,6 +42,8 @@ PODS = ("", "pods")
 QUOTAS = ("", "resourcequotas")
 POD_COUNT_KEYS = ("pods", "count/pods")
 """The `spec.hard` names that limit the number of pods."""
+Charges = list[tuple[Object, Object]]
+"""What a pod's admission charges: each quota with its status once charged."""
 QUOTA_AFTER_WEBHOOKS: ContextVar[bool] = ContextVar("quota_after_webhooks", default=False)
 """Set while a write is previewed for the validating webhooks (`kubesim.admitted_writes`): the
 preview is not judged on the quota, which comes after them."""
@@ -98,7 +100,7 @@ def _count(value: Any) -> int:
     return int(parse_quantity(value))
 
 
-def admit_pod(store: Store, pod: Object) -> list[tuple[Object, Object]]:
+def admit_pod(store: Store, pod: Object) -> Charges:
     """Refuse `pod`'s creation when a quota of its namespace does not know its use yet (its
     status names a pod limit but no use of it), or, by its status, has no room for one more pod
     (the first such quota by name, with each of its limits the pod would pass); else the
@@ -117,7 +119,7 @@ def admit_pod(store: Store, pod: Object) -> list[tuple[Object, Object]]:
             quota_name = quota["metadata"]["name"]
             raise _forbidden(name, f"status unknown for quota: {quota_name}, resources: {','.join(limited)}")
         judged.append((quota, status, limited))
-    charges: list[tuple[Object, Object]] = []
+    charges: Charges = []
     for quota, status, limited in judged:
         quota_name = quota["metadata"]["name"]
         hard, used = status["hard"], status["used"]
