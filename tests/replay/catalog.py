@@ -19,7 +19,11 @@ from tests.replay.scenarios import (
     service_scale_pause_resume,
     service_versioned_instances,
 )
-from tests.replay.scenarios_fleet import service_launched_removals, service_waits_reported
+from tests.replay.scenarios_fleet import (
+    service_gang_deletes_counted,
+    service_launched_removals,
+    service_waits_reported,
+)
 from tests.replay.scenarios_newer import (
     service_canary,
     service_deployment_scale,
@@ -225,6 +229,13 @@ SCENARIOS = [
         "a ResourceQuota of one pod holds a scale 1 -> 2's new Instance waiting for room: under version 10 "
         "(`instance-waits-reported`) it reports the wait (`QuotaExceeded` in its row) and its end once the quota "
         "is raised",
+    ),
+    Scenario(
+        "service_gang_deletes_counted",
+        service_gang_deletes_counted,
+        "Instances of a leader and a worker, scaled 1 -> 2 -> 1: the InferenceReplica counts Instance 1 as deleting "
+        "from its request (`replica-counted-deletes`), and the Instance (version 10) reports its pods going "
+        "Terminating, which frees two pods of the scale-down budget (`pods_held`), then its end",
     ),
     Scenario(
         "service_run_limits",

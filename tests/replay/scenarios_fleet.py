@@ -57,3 +57,33 @@ async def service_waits_reported(env: WorkflowEnvironment, sim: KubeSim, task_qu
         s.core.patch_namespaced_resource_quota("one-pod", NAMESPACE, {"spec": {"hard": {"pods": "2"}}})
         await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "Instance 1 Ready once the quota has room", within=WAIT)
         await delete_service(s)
+
+
+def _gang_pods(s: Story) -> dict[int, int]:
+    """Index -> live pods (leader and worker) of each engine Instance."""
+    counts: dict[int, int] = {}
+    for pod in s.pods():
+        if pod.metadata.deletion_timestamp is None:
+            index = int(pod.metadata.labels["ome.io/instance-index"])
+            counts[index] = counts.get(index, 0) + 1
+    return counts
+
+
+async def service_gang_deletes_counted(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        await apply_accepted(s, isvc_manifest(minReplicas=1, maxReplicas=2, leader={}, worker={"size": 1}))
+        await until(lambda: _rows_are(s, [(0, "Ready", None)]), "Instance 0 Ready")
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=2))
+        ready = [(0, "Ready", None), (1, "Ready", None)]
+        await until(lambda: _rows_are(s, ready), "Instances 0 and 1 Ready, leader and worker each")
+        # Pods that take 12 s to exit, in real time (fast timing scales the grace period too):
+        # the watcher holds a pod's way out up to 10 s (`WAY_OUT_SETTLE_SECONDS`), then the
+        # Instance hears its pods Terminating and reports what it holds of the budget.
+        fast = sim.cluster.timing.factor
+        sim.set_image_behavior(IMAGE_1, stop_seconds=12.0)
+        sim.set_default_timing(factor=1.0)
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=1))
+        await until(lambda: _rows_are(s, [(0, "Ready", None)]), "Instance 1 deleted", within=WAIT)
+        await until(lambda: _gang_pods(s) == {0: 2}, "Instance 1's two pods gone")
+        sim.set_default_timing(factor=fast)
+        await delete_service(s)

@@ -11,6 +11,7 @@ workflow (`tests/replay/changed_workflows.py`) must fail, so the check can fail.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from functools import cache
@@ -98,6 +99,22 @@ def test_histories_cover_every_scenario_and_workflow_type() -> None:
         events = json.loads(path.read_text())["events"]
         started = events[0]["workflowExecutionStartedEventAttributes"]
         assert started["workflowType"]["name"] == workflow_type(path), f"{path.name} is misnamed"
+
+
+def test_the_gang_deletion_reports_what_it_holds_before_its_end() -> None:
+    """`service_gang_deletes_counted` covers `pods_held`: the two-pod Instance told to delete
+    reports once its pods are Terminating (one pod of the budget held, not two), then its end. A
+    re-recording in which the watcher's hold swallowed the first report would not cover it."""
+    replica = HISTORIES / "service_gang_deletes_counted__InferenceReplica__0.json"
+    events = json.loads(replica.read_text())["events"]
+    reports = [
+        json.loads(base64.b64decode(payload["data"]))
+        for event in events
+        if event.get("workflowExecutionSignaledEventAttributes", {}).get("signalName") == "instance_changed"
+        for payload in event["workflowExecutionSignaledEventAttributes"]["input"]["payloads"]
+    ]
+    deleting = [(r["total_pods"], r["deleted"]) for r in reports if r["index"] == 1 and r["phase"] == "Deleting"]
+    assert deleting == [(0, False), (0, True)]
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
