@@ -5,8 +5,9 @@ merits (400/415/422 Invalid, 403 Forbidden or over quota, 404 where the object h
 exist, 409 AlreadyExists of someone else's object) is permanent and non-retryable; a
 request that lost a race or met a busy or unreachable server (409 on a stale
 resourceVersion, 410, 429, 5xx, connection errors, 401 while a token rotates, 403 from a
-quota not yet counted) is retryable, and a Retry-After from the server becomes `next_retry_delay`. The error's
-`type` is a `KubeErrorType` value so workflows branch on types, never on message text.
+quota not yet counted) is retryable, and a Retry-After from the server becomes
+`next_retry_delay`. The error's `type` is a `KubeErrorType` value so workflows branch on
+types, never on message text.
 Messages are capped so a failure can never exceed Temporal's payload limits.
 """
 

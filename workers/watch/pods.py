@@ -201,10 +201,10 @@ class PodWatcher(WatchLoop):
         self._owed: set[InstanceKey] = set()
         """Instances this leader owes their summary since it took the lead (`lead`): changed past
         the old leader's mark, or held back by it; or, while leading, one of their pods was seen (a
-        watch event, or new in a re-list) before they were told of any, so a pod that came and went between two passes
-        is still news (a standby leaves that to `lead`, which counts it changed). Each is sent
-        even when no pod is left, which an Instance this process never told of pods otherwise is
-        not."""
+        watch event, or new in a re-list) before they were told of any, so a pod that came and
+        went between two passes is still news (a standby leaves that to `lead`, which counts it
+        changed). Each is sent even when no pod is left, which an Instance this process never
+        told of pods otherwise is not."""
         self._versions: dict[str, str] = {}
         """Per kind: the resourceVersion the view has reached."""
         self._delivered: dict[str, str] = {}
