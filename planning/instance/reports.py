@@ -36,20 +36,21 @@ UNCHANGED_WHILE_COUNTED = (
 """What a report the parent counts from its request must show as the last one it took did."""
 
 
+def waiting_on(status: InstanceStatus | None) -> str | None:
+    """What `status`'s operation waits on (`InstanceOperation.waiting`), or None."""
+    return status.operation.waiting if status is not None and status.operation is not None else None
+
+
 def shows_a_wait(status: InstanceStatus) -> bool:
     """Whether `status` says its operation waits (`InstanceOperation.waiting`: `QuotaExceeded`,
     `Unschedulable`, a held drain): news the parent cannot count from its request."""
-    return status.operation is not None and status.operation.waiting is not None
+    return waiting_on(status) is not None
 
 
 def wait_changed(delivered: InstanceStatus | None, now: InstanceStatus) -> bool:
     """Whether what the operation waits on differs from the last report the parent took (a
     parent that took none counts the Instance from its launch record, which waits on nothing)."""
-
-    def waiting(status: InstanceStatus | None) -> str | None:
-        return status.operation.waiting if status is not None and status.operation is not None else None
-
-    return waiting(delivered) != waiting(now)
+    return waiting_on(delivered) != waiting_on(now)
 
 
 def deletion_wait_news(delivered: InstanceStatus | None, now: InstanceStatus) -> bool:

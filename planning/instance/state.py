@@ -24,6 +24,7 @@ from models.instance import (
 from models.pods import InstancePods
 from planning.instance.health import InstanceLevels, levels
 from planning.instance.pods import pod_names
+from planning.instance.reports import waiting_on
 from planning.instance.resting import rests_on_parent_net
 from planning.pod_summary import pods_digest
 
@@ -188,7 +189,7 @@ def member_nodes(state: InstanceState) -> list[str]:
 def report_fingerprint(status: InstanceStatus, waits: bool = False) -> tuple[object, ...]:
     """What the parent cares about: a report goes out only when one of these changes; with
     `waits`, also what its operation waits on (`InstanceOperation.waiting`)."""
-    waiting = (status.operation.waiting if status.operation is not None else None,) if waits else ()
+    waiting = (waiting_on(status),) if waits else ()
     return (
         status.phase,
         status.incarnation,
