@@ -6,6 +6,7 @@ receives, and the fingerprint that decides whether the parent needs a new report
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,7 +22,7 @@ from models.instance import (
     RestartRequest,
     RetryBlock,
 )
-from models.pods import InstancePods
+from models.pods import InstancePods, PodSummary
 from planning.instance.health import InstanceLevels, levels
 from planning.instance.pods import pod_names
 from planning.instance.reports import waiting_on
@@ -102,6 +103,11 @@ class InstanceState(BaseModel):
     blocked_by_finalizer: list[str] = Field(default_factory=list)
     """Uids of pods whose `PodDeleteBlockedByFinalizer` was recorded: once per pod, across
     continue-as-new."""
+    deleted_uids: list[str] = Field(default_factory=list)
+    """Uids of the pods the Instance's own deletion deleted (its delete call returned): they
+    count as Terminating from then on (`current_levels`), before an observation says so. The
+    watcher holds a pod's way out up to 10 s, and a multi-pod Instance's report that it holds
+    one pod of its parent's scale-down budget, not all of them, waits for it no longer."""
 
 
 def newer_observation(candidate: InstancePods, current: InstancePods | None) -> bool:
@@ -127,11 +133,19 @@ def newer_observation(candidate: InstancePods, current: InstancePods | None) -> 
 
 def current_levels(state: InstanceState, now: datetime) -> InstanceLevels:
     """Levels of the Instance's current members, from the last observation."""
-    pods = state.pods.pods if state.pods is not None else ()
+    pods = known_terminating(state.pods.pods if state.pods is not None else (), state.deleted_uids)
     listed = state.pods.endpoints_listed if state.pods is not None else None
     members = state.members or dict.fromkeys(pod_names(state.spec, state.active_ordinal), "")
     spec = state.running_spec or state.spec
     return levels(pods, members, spec.pod_count, spec.min_ready_seconds, now, listed)
+
+
+def known_terminating(pods: Sequence[PodSummary], deleted_uids: Collection[str]) -> tuple[PodSummary, ...]:
+    """`pods`, those with a uid in `deleted_uids` (deleted by the Instance) as Terminating."""
+    return tuple(
+        pod.model_copy(update={"terminating": True}) if pod.uid in deleted_uids and not pod.terminating else pod
+        for pod in pods
+    )
 
 
 def build_status(state: InstanceState, now: datetime) -> InstanceStatus:

@@ -234,8 +234,9 @@ SCENARIOS = [
         "service_gang_deletes_counted",
         service_gang_deletes_counted,
         "Instances of a leader and a worker, scaled 1 -> 2 -> 1: the InferenceReplica counts Instance 1 as deleting "
-        "from its request (`replica-counted-deletes`), and the Instance (version 10) reports its pods going "
-        "Terminating, which frees two pods of the scale-down budget (`pods_held`), then its end",
+        "from its request (`replica-counted-deletes`), and the Instance (version 11) reports its pods "
+        "Terminating once its delete call returns (`instance-deleted-pods-terminating`), which frees one of "
+        "its two pods of the scale-down budget (`pods_held`), then its end",
     ),
     Scenario(
         "service_run_limits",

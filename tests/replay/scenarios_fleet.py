@@ -77,8 +77,9 @@ async def service_gang_deletes_counted(env: WorkflowEnvironment, sim: KubeSim, t
         ready = [(0, "Ready", None), (1, "Ready", None)]
         await until(lambda: _rows_are(s, ready), "Instances 0 and 1 Ready, leader and worker each")
         # Pods that take 12 s to exit, in real time (fast timing scales the grace period too):
-        # the watcher holds a pod's way out up to 10 s (`WAY_OUT_SETTLE_SECONDS`), then the
-        # Instance hears its pods Terminating and reports what it holds of the budget.
+        # the Instance counts them Terminating once its delete call returns and reports what it
+        # holds of the budget then, not when the watcher lets their way out through (up to 10 s,
+        # `WAY_OUT_SETTLE_SECONDS`).
         fast = sim.cluster.timing.factor
         sim.set_image_behavior(IMAGE_1, stop_seconds=12.0)
         sim.set_default_timing(factor=1.0)

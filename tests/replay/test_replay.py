@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 
@@ -103,18 +104,27 @@ def test_histories_cover_every_scenario_and_workflow_type() -> None:
 
 def test_the_gang_deletion_reports_what_it_holds_before_its_end() -> None:
     """`service_gang_deletes_counted` covers `pods_held`: the two-pod Instance told to delete
-    reports once its pods are Terminating (one pod of the budget held, not two), then its end. A
-    re-recording in which the watcher's hold swallowed the first report would not cover it."""
+    reports once its delete call returned (its pods Terminating: one pod of the budget held, not
+    two), then its end. Its pods take 12 s to exit and the watcher holds their way out 10 s: a
+    recording whose first report came that late was made by the Instance of before version 11,
+    which waited for the watcher (`DELETED_PODS_TERMINATING`)."""
     replica = HISTORIES / "service_gang_deletes_counted__InferenceReplica__0.json"
     events = json.loads(replica.read_text())["events"]
-    reports = [
-        json.loads(base64.b64decode(payload["data"]))
+    signals = [
+        (datetime.fromisoformat(event["eventTime"]), event["workflowExecutionSignaledEventAttributes"])
         for event in events
-        if event.get("workflowExecutionSignaledEventAttributes", {}).get("signalName") == "instance_changed"
-        for payload in event["workflowExecutionSignaledEventAttributes"]["input"]["payloads"]
+        if "workflowExecutionSignaledEventAttributes" in event
     ]
-    deleting = [(r["total_pods"], r["deleted"]) for r in reports if r["index"] == 1 and r["phase"] == "Deleting"]
-    assert deleting == [(0, False), (0, True)]
+    scaled_down = [at for at, signal in signals if signal["signalName"] == "configure"][-1]
+    deleting = [
+        (at - scaled_down, report["total_pods"], report["deleted"])
+        for at, signal in signals
+        if signal["signalName"] == "instance_changed"
+        for report in (json.loads(base64.b64decode(p["data"])) for p in signal["input"]["payloads"])
+        if report["index"] == 1 and report["phase"] == "Deleting"
+    ]
+    assert [(pods, deleted) for _, pods, deleted in deleting] == [(0, False), (0, True)]
+    assert deleting[0][0] < timedelta(seconds=5) < deleting[1][0], deleting
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

@@ -185,6 +185,24 @@ async def test_drain_before_delete(harness: KubeHarness) -> None:
     assert final.deleted and harness.live_pods() == {}
 
 
+async def test_deleted_gang_pods_count_as_terminating_at_once(harness: KubeHarness) -> None:
+    """A two-pod Instance being deleted counts its pods Terminating once its delete call returns,
+    not when the watcher reports them: the watcher holds a pod's way out up to 10 s, and the
+    parent's scale-down budget reads what the Instance holds (`pods_held`: one pod, not two)."""
+    handle = await harness.start(harness.spec(image="slowstop:1", workers=1, drain_seconds=0.0))
+    await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving)
+    # Pods that take 12 s to exit, in real time (fast timing scales the grace period too).
+    harness.sim.set_image_behavior("slowstop:1", stop_seconds=12.0)
+    harness.sim.set_default_timing(factor=1.0)
+    await handle.signal("delete", DeleteRequest())
+    status = await harness.until_real(handle, lambda s: s.phase == P.DELETING and s.total_pods == 0, within=5)
+    assert (status.ready_pods, status.deleted) == (0, False)
+    exiting = sorted(name for name, pod in harness.pods().items() if pod["metadata"].get("deletionTimestamp"))
+    assert exiting == ["chat-engine-1-leader-0", "chat-engine-1-worker-0"], "the pods went before the check"
+    final = await harness.until_real(handle, lambda s: s.deleted, within=60)
+    assert final.deleted and harness.pods() == {}
+
+
 async def test_scenarios_end_right_under_api_faults_and_cut_watches(harness: KubeHarness) -> None:
     """10% of API answers are 500/409/429 and every watch is cut each 10 s: same outcomes."""
     harness.sim.inject_faults(error_rate=0.1, codes=(500, 409, 429), watch_cut_seconds=10.0)

@@ -99,6 +99,8 @@ class InstanceTeardown(InstanceOperations):
         deleted_at = self.pods_seq
         gate = self.out_of_rotation(reason, targets) if at_once else None
         deleted = await self.delete_pods(targets, reason, gate)
+        if deleting and len(deleted) > 1 and self.takes(versions.DELETED_PODS_TERMINATING):
+            self.state.deleted_uids = sorted(targets[name] for name in deleted if targets[name])
         deadline: datetime | None = None
         overdue_at: datetime | None = None
         operation = self.state.operation

@@ -110,6 +110,13 @@ Decided at the run's start. Runs from before reported a wait only with other new
 `COUNTED_WAITS_REPORTED`, a counted update's wait's start; an Instance whose pods a full quota
 refused stayed a bare `Creating` row."""
 
+DELETED_PODS_TERMINATING = "instance-deleted-pods-terminating"
+"""A multi-pod Instance's deletion counts the pods its delete call deleted as Terminating at once
+(`InstanceState.deleted_uids`), so its report that it holds one pod of its parent's scale-down
+budget, not all of them, goes out when the call returns. Asked only when such a deletion
+deletes more than one pod. Runs from before waited for an observation to show the pods
+Terminating: the watcher holds a pod's way out up to 10 s (`WAY_OUT_SETTLE_SECONDS`)."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -126,6 +133,7 @@ CHANGES: dict[int, frozenset[str]] = {
     8: frozenset({COUNTED_WAITS_REPORTED, HELD_UPDATE_OFF_NET}),
     9: frozenset({DELETION_COUNTED}),
     10: frozenset({WAITS_REPORTED}),
+    11: frozenset({DELETED_PODS_TERMINATING}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

@@ -8,6 +8,7 @@ import pytest
 
 from models.instance import InstancePhase, InstanceSpec
 from models.pods import InstancePods, PodSummary
+from planning.instance.reports import pods_held
 from planning.instance.state import InstanceState, build_status, report_fingerprint
 
 pytestmark = pytest.mark.unit
@@ -80,6 +81,29 @@ def test_draining_instance_is_not_serving() -> None:
     )
     status = build_status(state, NOW)
     assert status.draining and not status.serving and not status.available
+
+
+@pytest.mark.parametrize(
+    ("deleted_uids", "total", "ready", "held"),
+    [
+        ([], 2, 2, 2),  # the delete not returned yet, or runs from before: as observed
+        (["a"], 1, 1, 1),
+        (["a", "b"], 0, 0, 1),  # all deleted: one pod of the scale-down budget, not two
+        (["a-old"], 2, 2, 2),  # an earlier incarnation's uid: these pods are others
+    ],
+)
+def test_pods_the_deletion_deleted_count_as_terminating(
+    deleted_uids: list[str], total: int, ready: int, held: int
+) -> None:
+    state = gang_state(
+        phase=InstancePhase.DELETING,
+        members={"chat-engine-3-leader-0": "a", "chat-engine-3-worker-0": "b"},
+        pods=observed(serving_pod("chat-engine-3-leader-0", "a"), serving_pod("chat-engine-3-worker-0", "b")),
+        deleted_uids=deleted_uids,
+    )
+    status = build_status(state, NOW)
+    assert (status.total_pods, status.ready_pods, pods_held(status)) == (total, ready, held)
+    assert all(not pod.terminating for pod in state.pods.pods)  # type: ignore[union-attr]  # the observation kept
 
 
 def test_fingerprint_ignores_time_but_not_counts_or_phase() -> None:
