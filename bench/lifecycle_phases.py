@@ -14,6 +14,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -157,16 +158,32 @@ def per_instance_requests(sim: KubeSim, instances: int, isvc: str = NAME) -> tup
     return counters["total"] / instances, own / instances, shown
 
 
-async def pod_failures(
-    sim: KubeSim, instances: int, count: int, seed: int, within: float
-) -> tuple[list[float], list[float], set[int], set[int]]:
-    """Kill one Instance's container at a time: seconds to the recreation's first step, to
-    serving again, the Instances killed, and those whose recreation never started."""
-    to_recreation: list[float] = []
-    to_serving: list[float] = []
-    killed = set(random.Random(seed).sample(range(instances), min(count, instances)))
-    missed: set[int] = set()
-    for index in sorted(killed):
+@dataclass
+class PodFailures:
+    """What `pod_failures` saw, per Instance killed and recreated: seconds from the kill to its
+    recreation's first step and to serving again."""
+
+    to_recreation: dict[int, float] = field(default_factory=dict)
+    to_serving: dict[int, float] = field(default_factory=dict)
+    killed: set[int] = field(default_factory=set)
+    missed: set[int] = field(default_factory=set)
+    """Killed Instances whose recreation never started (the container restarted in place)."""
+
+    def slowest(self) -> str:
+        """The Instance slowest to serve again, with both its times: where to look first."""
+        index = max(self.to_serving, key=self.to_serving.__getitem__)
+        return (
+            f"Instance {index}: serving again after {self.to_serving[index]:.2f} s, "
+            f"its recreation begun after {self.to_recreation[index] * 1000:.0f} ms"
+        )
+
+
+async def pod_failures(sim: KubeSim, instances: int, count: int, seed: int, within: float) -> PodFailures:
+    """Kill one Instance's container at a time, and time its recreation and its serving again."""
+    seen = PodFailures()
+    to_recreation, to_serving, missed = seen.to_recreation, seen.to_serving, seen.missed
+    seen.killed = set(random.Random(seed).sample(range(instances), min(count, instances)))
+    for index in sorted(seen.killed):
         pods = [p for p in (await snapshot(sim)).live() if p.index == index and p.serving]
         if len(pods) != 1:
             raise RuntimeError(f"Instance {index} has {len(pods)} serving pods before its failure")
@@ -191,7 +208,7 @@ async def pod_failures(
             # the figures report (as a count), not a reason to stop the bench.
             missed.add(index)
             continue
-        to_recreation.append(time.monotonic() - started)
+        to_recreation[index] = time.monotonic() - started
 
         async def serving_again(uid: str = victim.uid, index: int = index) -> bool:
             seen = await snapshot(sim)
@@ -201,8 +218,8 @@ async def pod_failures(
             )
 
         await wait_for(f"Instance {index} to serve again", serving_again, within, FAILURE_POLL_SECONDS)
-        to_serving.append(time.monotonic() - started)
-    return to_recreation, to_serving, killed, missed
+        to_serving[index] = time.monotonic() - started
+    return seen
 
 
 async def delete(client: Client, sim: KubeSim, within: float, namespace: str = NAMESPACE) -> float:
