@@ -173,6 +173,12 @@ def validate_update(rt: ResourceType, old: Object, new: Object) -> None:
         old_ip, new_ip = (old.get("spec") or {}).get("clusterIP"), (new.get("spec") or {}).get("clusterIP")
         if new_ip and new_ip != old_ip:
             causes.append(("spec.clusterIP", "FieldValueInvalid", f'Invalid value: "{new_ip}": field is immutable'))
+    elif key == ("", "resourcequotas"):
+        old_scopes, new_scopes = ((obj.get("spec") or {}).get("scopes") or [] for obj in (old, new))
+        if set(old_scopes) != set(new_scopes):
+            shown = "{" + ", ".join(f'"{scope}"' for scope in new_scopes) + "}" if new_scopes else "(nil)"
+            causes.append(("spec.scopes", "FieldValueInvalid",
+                           f"Invalid value: []core.ResourceQuotaScope{shown}: field is immutable"))
     elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
         old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
         if old_spec.get("group") != new_spec.get("group") or old_spec.get("scope") != new_spec.get("scope"):

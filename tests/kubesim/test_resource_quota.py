@@ -123,6 +123,20 @@ def test_a_scoped_quota_is_kept_but_not_enforced(k8s: Clients) -> None:
     assert not status.used, "no count for pods kubesim cannot tell it covers"
 
 
+def test_a_quotas_scopes_cannot_change(k8s: Clients) -> None:
+    quota(k8s, "best-effort", {"pods": "0"}, scopes=["BestEffort"])
+    with pytest.raises(ApiException) as err:
+        k8s.core.patch_namespaced_resource_quota("best-effort", k8s.namespace, {"spec": {"scopes": ["NotBestEffort"]}})
+    assert err.value.status == 422
+    assert json.loads(err.value.body)["message"] == (
+        'ResourceQuota "best-effort" is invalid: spec.scopes: Invalid value: '
+        '[]core.ResourceQuotaScope{"NotBestEffort"}: field is immutable'
+    )
+    # The same scopes in another order are the same set; the limits themselves may change.
+    k8s.core.patch_namespaced_resource_quota("best-effort", k8s.namespace, {"spec": {"hard": {"pods": "3"}}})
+    assert k8s.core.read_namespaced_resource_quota("best-effort", k8s.namespace).spec.scopes == ["BestEffort"]
+
+
 def test_a_replicaset_refused_by_the_quota_stops_and_tries_again(k8s: Clients) -> None:
     """As the ReplicaSet controller does: a refused create is an event, and the controller
     tries again later (here once the quota has room)."""
