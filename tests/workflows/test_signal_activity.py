@@ -2,22 +2,25 @@
 time-skipping server: it delivers to a running workflow, answers `delivered=False` without
 retrying for a workflow that is not running and for a signal the server refuses (raising for
 a retry on anything else), and the
-workflow side (`workflows.parent.deliver_local`) turns those answers into True/False."""
+workflow side (`workflows.parent.deliver_local`) turns those answers into True/False. Against
+the real dev server: a signal to a workflow that is closing, which the server refuses until its
+continue-as-new is through, arrives within a second of the new run."""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import pytest
-from temporalio import workflow
-from temporalio.client import Client
+from temporalio import activity, workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.workflow_signals import SignalActivities
+from activities.workflow_signals import UNANSWERED_SEND_AGAIN_SECONDS, SignalActivities
 from models.signal_ops import SignalWorkflowInput
 from workflows.parent import deliver_local
 
@@ -112,3 +115,84 @@ async def test_an_unavailable_server_raises_for_a_retry() -> None:
     request = SignalWorkflowInput(workflow_id="w", signal="hello", payload={})
     with pytest.raises(RPCError):
         await run_activity(cast(Client, _Refusing(RPCStatusCode.UNAVAILABLE)), request)
+
+
+SLOW_STEP_SECONDS = 4.2
+"""How long the closing run's last workflow task takes (a local activity holds it open): the
+server refuses signals for that long, past two of the client's throttled retries (1 s, then
+2 s, each +-20%) and short of its third (4 s more)."""
+
+
+@activity.defn(name="slow_step")
+async def slow_step() -> None:
+    await asyncio.sleep(SLOW_STEP_SECONDS)
+
+
+@workflow.defn(name="ClosingTarget")
+class ClosingTarget:
+    """Its first run, told to go, takes one slow step and continues as new; the next run keeps
+    every `hello` until `done`."""
+
+    def __init__(self) -> None:
+        self.go = self.done = False
+        self.heard: list[dict[str, object]] = []
+
+    @workflow.run
+    async def run(self, first: bool) -> list[dict[str, object]]:
+        if first:
+            await workflow.wait_condition(lambda: self.go)
+            await workflow.execute_local_activity(slow_step, start_to_close_timeout=timedelta(seconds=30))
+            workflow.continue_as_new(False)
+        await workflow.wait_condition(lambda: self.done)
+        return self.heard
+
+    @workflow.signal(name="go")
+    def go_on(self) -> None:
+        self.go = True
+
+    @workflow.signal(name="hello")
+    def hello(self, payload: dict[str, object]) -> None:
+        self.heard.append(payload)
+
+    @workflow.signal(name="done")
+    def finish(self) -> None:
+        self.done = True
+
+
+async def _failed_tasks(handle: WorkflowHandle[ClosingTarget, list[dict[str, object]]]) -> int:
+    history = await handle.fetch_history()
+    return sum(1 for event in history.events if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+
+
+async def test_a_report_to_a_closing_workflow_arrives_soon_after_its_new_run(dev_client: Client, task_queue: str) -> None:
+    """The server refuses signals to a run whose continue-as-new it already refused once (news
+    came in during the task) while the retried task runs; the client's own retries of that
+    refusal wait 1, 2, 4 s. The activity sends again each `UNANSWERED_SEND_AGAIN_SECONDS` (1 s),
+    so the report reaches the new run within about that of its start, not seconds later, and
+    once: a send cut off does not go on in the background."""
+    assert UNANSWERED_SEND_AGAIN_SECONDS <= 1.0
+    async with Worker(dev_client, task_queue=task_queue, workflows=[ClosingTarget], activities=[slow_step]):
+        handle = await dev_client.start_workflow(ClosingTarget.run, True, id=f"closing-{task_queue}", task_queue=task_queue)
+        await handle.signal(ClosingTarget.go_on)
+        await asyncio.sleep(1.0)
+        # News during the slow task: the server refuses its continue-as-new, and the next task
+        # (the slow step again) is one whose signals it refuses.
+        await handle.signal(ClosingTarget.hello, {"text": "early"})
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await _failed_tasks(handle):
+            assert asyncio.get_running_loop().time() < deadline, "the continue-as-new was never refused"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        request = SignalWorkflowInput(workflow_id=handle.id, signal="hello", payload={"text": "report"})
+        delivered, _ = await run_activity(dev_client, request)
+        assert delivered
+        sent_at = datetime.now(UTC)
+        new_run = await dev_client.get_workflow_handle(handle.id).describe()
+        assert new_run.run_id != handle.first_execution_run_id, "the report came before the new run"
+        late = (sent_at - new_run.start_time).total_seconds()
+        assert late < 1.6, f"the report came {late:.2f} s after the new run"
+        # Past the client's third throttled retry of any send cut off: none arrives.
+        await asyncio.sleep(8.0)
+        current = dev_client.get_workflow_handle(handle.id)
+        await current.signal(ClosingTarget.finish)
+        assert await current.result() == [{"text": "report"}]
