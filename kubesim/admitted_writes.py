@@ -19,7 +19,7 @@ from aiohttp import web
 from kubesim.admission_webhooks import SUBRESOURCE_KINDS, Attributes, Hook, ValidatingWebhooks
 from kubesim.api import Api
 from kubesim.errors import conflict
-from kubesim.quota import QUOTA_AFTER_WEBHOOKS
+from kubesim.quota import WEBHOOK_PREVIEW
 from kubesim.resources import ResourceType
 from kubesim.subresources import get_scale
 
@@ -68,12 +68,12 @@ def _options(request: web.Request, operation: str, patch: bool, extra: Object | 
 
 def preview(write: Callable[[bool], Any]) -> Any:
     """What `write` would do, for the webhooks to judge: a dry run not yet judged on the quota,
-    which is admitted after them (`kubesim.quota.QUOTA_AFTER_WEBHOOKS`)."""
-    token = QUOTA_AFTER_WEBHOOKS.set(True)
+    which is admitted after them (`kubesim.quota.WEBHOOK_PREVIEW`)."""
+    token = WEBHOOK_PREVIEW.set(True)
     try:
         return write(True)
     finally:
-        QUOTA_AFTER_WEBHOOKS.reset(token)
+        WEBHOOK_PREVIEW.reset(token)
 
 
 def _rv(obj: Object | None) -> str | None:

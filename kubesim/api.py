@@ -21,7 +21,7 @@ from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
 from kubesim.fastjson import clone
 from kubesim.patch import apply_patch
-from kubesim.quota import QUOTA_AFTER_WEBHOOKS, QUOTAS, Charges, admit_pod
+from kubesim.quota import QUOTAS, WEBHOOK_PREVIEW, Charges, admit_pod
 from kubesim.resources import Registry, ResourceType, resource_type_from_crd
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.store import Object, Store
@@ -136,7 +136,7 @@ class Api:
 
     def create(self, rt: ResourceType, namespace: str, body: Any, manager: str = "", dry_run: bool = False) -> Object:
         obj, charges = self._admit_create(rt, namespace, body, manager)
-        return obj if dry_run else self._store_created(rt, obj, charges)
+        return self._dry_created(rt, obj) if dry_run else self._store_created(rt, obj, charges)
 
     def _admit_create(
         self, rt: ResourceType, namespace: str, body: Any, manager: str
@@ -152,8 +152,6 @@ class Api:
         else:
             meta.pop("namespace", None)
         validate(rt, obj)
-        if self.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is not None:
-            raise errors.already_exists(rt.group, rt.plural, meta["name"])
         if meta.get("resourceVersion"):
             # etcd3's store refuses this with an internal error, which is what clients see.
             raise ApiError(500, "resourceVersion should not be set on objects to be created")
@@ -172,18 +170,33 @@ class Api:
             meta["generation"] = 1
         track_update(None, obj, manager or "unknown")
         charges: Charges = []
-        if rt.key == ("", "pods") and not QUOTA_AFTER_WEBHOOKS.get():
+        if rt.key == ("", "pods") and not WEBHOOK_PREVIEW.get():
             charges = admit_pod(self.store, obj)
         return obj, charges
 
     def _store_created(self, rt: ResourceType, obj: Object, charges: Charges) -> Object:
-        """Store an admitted create, charging its quotas first (as the quota admission does)."""
+        """Store an admitted create, charging its quotas first (as the quota admission does: a
+        name found taken by storage afterwards leaves the charge until the quota is counted
+        again)."""
         for quota, status in charges:
             self.write_status(self.type_of(*QUOTAS), quota, status, "kube-apiserver")
+        self._name_free(rt, obj)
         stored = self.store.put(rt.key, obj)
         if rt.key == CRD_KEY:
             self._register_crd(stored)
         return stored
+
+    def _dry_created(self, rt: ResourceType, obj: Object) -> Object:
+        """A dryRun create's answer: storage's dry run finds a taken name too (not the webhooks'
+        preview, `WEBHOOK_PREVIEW`: the name is judged after them)."""
+        if not WEBHOOK_PREVIEW.get():
+            self._name_free(rt, obj)
+        return obj
+
+    def _name_free(self, rt: ResourceType, obj: Object) -> None:
+        meta = obj["metadata"]
+        if self.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is not None:
+            raise errors.already_exists(rt.group, rt.plural, meta["name"])
 
     def _check_body(self, rt: ResourceType, body: Any, namespace: str) -> Object:
         if not isinstance(body, dict):
@@ -264,7 +277,7 @@ class Api:
             result["metadata"].pop("resourceVersion", None)
             created, charges = self._admit_create(rt, namespace, result, manager)
             created["metadata"]["managedFields"] = fields
-            return created if dry_run else self._store_created(rt, created, charges)
+            return self._dry_created(rt, created) if dry_run else self._store_created(rt, created, charges)
         self._check_preconditions(rt, current, result["metadata"].get("resourceVersion"), None)
         return self.commit_update(rt, current, self._check_body(rt, result, namespace), "", subresource,
                                    dry_run, track=False)

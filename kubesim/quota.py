@@ -14,8 +14,10 @@ with 403 Forbidden:
 - `pods "<name>" is forbidden: status unknown for quota: <quota>, resources: pods` when a quota's
   status names a limit but no use of it.
 
-Quota admission comes last, after the validating webhooks (`QUOTA_AFTER_WEBHOOKS`), as the
-ResourceQuota plugin is the API server's last validating admission.
+Quota admission comes last, after the validating webhooks (`WEBHOOK_PREVIEW`), as the
+ResourceQuota plugin is the API server's last validating admission; a create of a name already
+taken is refused after it, by storage (409 AlreadyExists), and its charge stays until the quota
+is counted again, as on the API server.
 
 Against `pods` a pod counts as the quota evaluator counts it: unless it finished (Succeeded or
 Failed), or it is Terminating past its deletion grace (a pod stuck on a lost node stops holding
@@ -44,9 +46,10 @@ POD_COUNT_KEYS = ("pods", "count/pods")
 """The `spec.hard` names that limit the number of pods."""
 Charges = list[tuple[Object, Object]]
 """What a pod's admission charges: each quota with its status once charged."""
-QUOTA_AFTER_WEBHOOKS: ContextVar[bool] = ContextVar("quota_after_webhooks", default=False)
+WEBHOOK_PREVIEW: ContextVar[bool] = ContextVar("webhook_preview", default=False)
 """Set while a write is previewed for the validating webhooks (`kubesim.admitted_writes`): the
-preview is not judged on the quota, which comes after them."""
+preview is not judged on the quota, which comes after them, nor a create on its name being
+taken, which storage finds after the whole admission."""
 
 
 def stops_counting(pod: Object) -> dt.datetime | None:

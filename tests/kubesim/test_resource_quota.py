@@ -207,6 +207,29 @@ def test_admission_reads_and_charges_the_status_not_the_pods(k8s: Clients, monke
     k8s.core.create_namespaced_pod(k8s.namespace, pod_body("c"))
 
 
+def test_a_taken_name_is_refused_after_the_quota(k8s: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Storage finds a name taken after the whole admission: a full quota refuses a pod whose
+    name is taken (403, not 409); with room, the pod is charged, then refused 409, and the charge
+    stays until the quota is counted again, as on the API server. A dryRun finds it taken too."""
+    quota(k8s, "pod-count", {"pods": "2"})
+    (controller,) = [c for c in k8s.sim.cluster.controllers if isinstance(c, QuotaStatus)]
+    monkeypatch.setattr(controller, "relevant", lambda change: False)
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a"))
+    with pytest.raises(ApiException) as dry:
+        k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a"), dry_run="All")
+    assert (dry.value.status, json.loads(dry.value.body)["reason"]) == (409, "AlreadyExists")
+    assert used(k8s, "pod-count") == {"pods": "1"}, "a dry run charges nothing"
+    taken = refused(k8s, "a")
+    assert (taken.status, json.loads(taken.body)["message"]) == (409, 'pods "a" already exists')
+    assert used(k8s, "pod-count") == {"pods": "2"}, "charged before storage refused the name"
+    full = refused(k8s, "a")
+    assert full.status == 403
+    assert json.loads(full.body)["message"].startswith('pods "a" is forbidden: exceeded quota: pod-count')
+    monkeypatch.undo()
+    k8s.sim.call(controller.poke)
+    wait_for(lambda: used(k8s, "pod-count") == {"pods": "1"} or None, what="counted again")
+
+
 def test_the_webhooks_judge_a_pod_before_the_quota(k8s: Clients) -> None:
     """The quota is the API server's last validating admission: a pod the webhooks deny is told
     their reason even when the quota is full, and a pod the quota refuses was shown to them."""
@@ -225,6 +248,11 @@ def test_the_webhooks_judge_a_pod_before_the_quota(k8s: Clients) -> None:
         with pytest.raises(ApiException) as dry:
             k8s.core.create_namespaced_pod(k8s.namespace, pod_body("c"), dry_run="All")
         assert "exceeded quota: none" in json.loads(dry.value.body)["message"]
+        # A create of a name already taken is shown to the webhooks too: storage refuses it after.
+        k8s.core.delete_namespaced_resource_quota("none", k8s.namespace)
+        k8s.core.create_namespaced_pod(k8s.namespace, pod_body("d"))
+        server.answers["/hold-watch-pods"] = lambda _: {"allowed": False, "status": {"code": 403, "message": "no"}}
+        assert refused(k8s, "d").status == 403, "the webhook's denial, not AlreadyExists"
     finally:
         remove()
         server.stop()
