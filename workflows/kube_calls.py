@@ -128,6 +128,19 @@ def error_type(error: BaseException) -> str | None:
     return None
 
 
+def _retry(surface: tuple[str, ...]) -> RetryPolicy:
+    """`KUBE_RETRY`, with the error types `surface` (retryable elsewhere) surfacing at once too."""
+    if not surface:
+        return KUBE_RETRY
+    return RetryPolicy(
+        initial_interval=KUBE_RETRY.initial_interval,
+        backoff_coefficient=KUBE_RETRY.backoff_coefficient,
+        maximum_interval=KUBE_RETRY.maximum_interval,
+        maximum_attempts=KUBE_RETRY.maximum_attempts,
+        non_retryable_error_types=[*NON_RETRYABLE_TYPES, *surface],
+    )
+
+
 async def _call(
     name: str,
     arg: BaseModel,
@@ -137,7 +150,9 @@ async def _call(
     batch: bool = False,
     schedule_to_close: timedelta | None = None,
     local: bool = False,
+    surface: tuple[str, ...] = (),
 ) -> Result:
+    retry_policy = _retry(surface)
     if local:
         give_up = LOCAL_GIVE_UP if schedule_to_close is None else min(schedule_to_close, LOCAL_GIVE_UP)
         try:
@@ -147,7 +162,7 @@ async def _call(
                 result_type=result_type,
                 start_to_close_timeout=min(BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT, LOCAL_CALL_TIMEOUT),
                 schedule_to_close_timeout=give_up,
-                retry_policy=KUBE_RETRY,
+                retry_policy=retry_policy,
                 local_retry_threshold=LOCAL_RETRY_THRESHOLD,
                 summary=summary,
             )
@@ -178,15 +193,22 @@ async def _call(
         start_to_close_timeout=BATCH_TIMEOUT if batch else SINGLE_CALL_TIMEOUT,
         heartbeat_timeout=KUBE_HEARTBEAT,
         schedule_to_close_timeout=schedule_to_close,
-        retry_policy=KUBE_RETRY,
+        retry_policy=retry_policy,
         summary=summary,
     )
     return result
 
 
 async def create_pods(
-    arg: CreatePodsInput, *, summary: str, schedule_to_close: timedelta | None = None, local: bool = False
+    arg: CreatePodsInput,
+    *,
+    summary: str,
+    schedule_to_close: timedelta | None = None,
+    local: bool = False,
+    surface: tuple[str, ...] = (),
 ) -> CreatePodsResult:
+    """`surface`: error types the caller handles itself (an Instance waits on `QuotaNotCounted`
+    as on `QuotaExceeded`) rather than have them retried."""
     return await _call(
         KUBE_CREATE_PODS,
         arg,
@@ -195,6 +217,7 @@ async def create_pods(
         batch=True,
         schedule_to_close=schedule_to_close,
         local=local,
+        surface=surface,
     )
 
 

@@ -40,6 +40,9 @@ STUCK_REASONS = frozenset(
 )
 # Holds that stop the readiness clock and grant a full window afterwards (§9).
 HOLD_QUOTA = "QuotaExceeded"
+HOLD_QUOTA_NOT_COUNTED = "QuotaNotCounted"
+"""A quota of the namespace its controller has not counted yet (403 `status unknown for quota`:
+just created, or a limit on a resource it cannot count): the create waits as for room."""
 HOLD_UNSCHEDULABLE = "Unschedulable"
 HOLD_POD_GROUP_TERMINATING = "PodGroupTerminating"
 HOLD_NODE_UNKNOWN = "NodeUnknown"

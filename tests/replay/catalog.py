@@ -22,6 +22,7 @@ from tests.replay.scenarios import (
 from tests.replay.scenarios_fleet import (
     service_gang_deletes_counted,
     service_launched_removals,
+    service_quota_not_counted,
     service_waits_reported,
 )
 from tests.replay.scenarios_newer import (
@@ -229,6 +230,14 @@ SCENARIOS = [
         "a ResourceQuota of one pod holds a scale 1 -> 2's new Instance waiting for room: under version 10 "
         "(`instance-waits-reported`) it reports the wait (`QuotaExceeded` in its row) and its end once the quota "
         "is raised",
+    ),
+    Scenario(
+        "service_quota_not_counted",
+        service_quota_not_counted,
+        "a ResourceQuota its controller has not counted (`status unknown for quota`) holds a scale 1 -> 3's new "
+        "Instances: under version 11 (`instance-quota-not-counted-waits`) they wait, their rows showing "
+        "`QuotaNotCounted`; a scale to 2 ends Instance 2 while it waits, and Instance 1 is Ready once the quota is "
+        "counted",
     ),
     Scenario(
         "service_gang_deletes_counted",

@@ -59,6 +59,24 @@ async def service_waits_reported(env: WorkflowEnvironment, sim: KubeSim, task_qu
         await delete_service(s)
 
 
+async def service_quota_not_counted(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        await apply_accepted(s, isvc_manifest(minReplicas=1, maxReplicas=3))
+        await until(lambda: ready_on(s, IMAGE_1, [0]), "one Ready Instance", within=WAIT)
+        s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": "pods"}, "spec": {"hard": {"pods": "1"}}})
+        await until(lambda: quota_counted(s.core, NAMESPACE, "pods"), "the quota counted")
+        # Its use unknown again, as for a quota just created: the API server refuses every pod.
+        s.core.patch_namespaced_resource_quota_status("pods", NAMESPACE, [{"op": "remove", "path": "/status/used"}])
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=3))
+        waiting = [(0, "Ready", None), (1, "Creating", "QuotaNotCounted"), (2, "Creating", "QuotaNotCounted")]
+        await until(lambda: _rows_are(s, waiting), "Instances 1 and 2 shown waiting for the quota's count")
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=2))
+        await until(lambda: _rows_are(s, waiting[:2]), "Instance 2 gone while its create waited")
+        s.core.patch_namespaced_resource_quota("pods", NAMESPACE, {"spec": {"hard": {"pods": "2"}}})
+        await until(lambda: ready_on(s, IMAGE_1, [0, 1]), "Instance 1 Ready once the quota is counted", within=WAIT)
+        await delete_service(s)
+
+
 def _gang_pods(s: Story) -> dict[int, int]:
     """Index -> live pods (leader and worker) of each engine Instance."""
     counts: dict[int, int] = {}

@@ -5,6 +5,11 @@ A ResourceQuota holds the namespace to one pod: a scale-up's new Instances wait 
 (`QuotaExceeded`). Their rows say so, as `omectl rollout tree` prints them (`waiting
 QuotaExceeded`); before, a single-pod Instance sent nothing until its pod existed and its row
 was a bare `Creating` from the launch record. Once the quota has room, the wait's end is news too.
+
+A quota its controller has not counted (the API server's 403 `status unknown for quota`) holds a
+create the same way, shown as `QuotaNotCounted` (Instance version 11,
+`instance-quota-not-counted-waits`): before, the create was retried inside its activity call, its
+row a bare `Creating`, and a scale-down could not end it until the quota was counted.
 """
 
 from __future__ import annotations
@@ -34,14 +39,19 @@ async def rows_are(s: Story, expected: list[tuple[int, str, str | None]]) -> Any
     return await rows(s) == expected
 
 
+async def one_ready_under_a_quota_of_one_pod(s: Story, quota: str) -> None:
+    """Instance 0 Ready, then a quota of one pod on the namespace, counted."""
+    await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
+    await eventually(lambda: rows_are(s, [(0, "Ready", None)]), "Instance 0 Ready", within=90)
+    s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": quota}, "spec": {"hard": {"pods": "1"}}})
+    await eventually(lambda: quota_counted(s.core, NAMESPACE, quota), "the quota counted")
+
+
 async def test_a_create_waiting_for_quota_shows_in_the_replicas_rows_until_it_has_room(
     dev_client: Client, task_queue: str, kubesim: KubeSim
 ) -> None:
     async with story(dev_client, task_queue, kubesim) as s:
-        await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
-        await eventually(lambda: rows_are(s, [(0, "Ready", None)]), "Instance 0 Ready", within=90)
-        s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}})
-        await eventually(lambda: quota_counted(s.core, NAMESPACE, "one-pod"), "the quota counted")
+        await one_ready_under_a_quota_of_one_pod(s, "one-pod")
 
         await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3))
         waiting = [(0, "Ready", None), (1, "Creating", "QuotaExceeded"), (2, "Creating", "QuotaExceeded")]
@@ -53,3 +63,24 @@ async def test_a_create_waiting_for_quota_shows_in_the_replicas_rows_until_it_ha
         ready = [(0, "Ready", None), (1, "Ready", None), (2, "Ready", None)]
         # The create tries again within `QUOTA_RECHECK` (30 s): quota frees without a pod event.
         await eventually(lambda: rows_are(s, ready), "three Ready, no wait shown", within=90)
+
+
+async def test_a_create_waiting_for_a_quota_to_be_counted_shows_and_can_be_called_off(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    async with story(dev_client, task_queue, kubesim) as s:
+        await one_ready_under_a_quota_of_one_pod(s, "pods")
+        # Its use unknown again, as for a quota just created: the API server refuses every pod.
+        s.core.patch_namespaced_resource_quota_status("pods", NAMESPACE, [{"op": "remove", "path": "/status/used"}])
+
+        await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3))
+        waiting = [(0, "Ready", None), (1, "Creating", "QuotaNotCounted"), (2, "Creating", "QuotaNotCounted")]
+        await eventually(lambda: rows_are(s, waiting), "1 and 2 shown waiting for the quota to be counted")
+        # A scale-down ends a wait: Instance 2 goes without its create ever getting through.
+        await s.apply(isvc_manifest(minReplicas=2, maxReplicas=2))
+        await eventually(lambda: rows_are(s, waiting[:2]), "Instance 2 gone while its create waited")
+        assert [p.metadata.labels["ome.io/instance-index"] for p in s.pods()] == ["0"], "no pod got through"
+
+        # A new limit has the controller count the quota: the create gets through within `QUOTA_RECHECK`.
+        s.core.patch_namespaced_resource_quota("pods", NAMESPACE, {"spec": {"hard": {"pods": "3"}}})
+        await eventually(lambda: rows_are(s, [(0, "Ready", None), (1, "Ready", None)]), "two Ready", within=90)

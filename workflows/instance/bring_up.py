@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.health import (
         HOLD_POD_GROUP_TERMINATING,
         HOLD_QUOTA,
+        HOLD_QUOTA_NOT_COUNTED,
         BringUpAssessment,
         assess_bring_up,
         levels,
@@ -38,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
 P = InstancePhase
 Outcome = InstanceFailure | Literal["ok", "interrupted"]
 QUOTA_RECHECK = timedelta(seconds=30)
-"""How soon a create refused for quota is tried again; quota frees without a pod event."""
+"""How soon a create refused for quota is tried again; quota frees without a pod event (and is
+counted without one)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ class Attempt:
     first_seen: dict[str, datetime] = field(default_factory=dict)
     group_checks: int = 0
     group_hold: bool = False
-    quota_hold: bool = False
+    quota_hold: str | None = None
+    """The hold a quota's refusal of the last create puts the attempt on (`QuotaExceeded`, or
+    `QuotaNotCounted` under `versions.QUOTA_NOT_COUNTED_WAITS`)."""
 
     def missing(self) -> list[dict[str, Any]]:
         return [self.by_name[name] for name, uid in self.members.items() if not uid]
@@ -75,6 +79,11 @@ class Attempt:
 
 
 class InstanceBringUp(InstanceTeardown):
+    quota_not_counted_waits: bool = False
+    """Whether a create refused by a quota not counted yet waits as one refused for room
+    (`versions.QUOTA_NOT_COUNTED_WAITS`, decided at the run's start) instead of being retried
+    inside its activity call."""
+
     async def bring_up(
         self, manifests: list[dict[str, Any]], members: dict[str, str] | None = None
     ) -> BringUp:
@@ -125,7 +134,7 @@ class InstanceBringUp(InstanceTeardown):
     async def create_missing(self, attempt: Attempt) -> InstanceFailure | None:
         """Create the pods not created yet, after settling the PodGroup they name; notes the
         holds (a terminating PodGroup, quota) on `attempt`."""
-        attempt.quota_hold = attempt.group_hold = False
+        attempt.quota_hold, attempt.group_hold = None, False
         missing = attempt.missing()
         if missing and attempt.pod_group_pending:
             standing = await self.settle_pod_group(list(attempt.by_name.values()))
@@ -138,8 +147,10 @@ class InstanceBringUp(InstanceTeardown):
             created = await self.create_pods(missing)
             if isinstance(created, InstanceFailure):
                 return created
-            attempt.quota_hold = created is None
-            attempt.members.update(created or {})
+            if isinstance(created, str):
+                attempt.quota_hold = created
+            else:
+                attempt.members.update(created)
             attempt.created_seq = self.pods_seq
         return None
 
@@ -173,7 +184,7 @@ class InstanceBringUp(InstanceTeardown):
     ) -> datetime | None:
         """Advance the readiness clock by the holds in force; its deadline, shown as progress."""
         holds = ([HOLD_POD_GROUP_TERMINATING] if attempt.group_hold else []) + check.holds
-        holds += [HOLD_QUOTA] if attempt.quota_hold else []
+        holds += [attempt.quota_hold] if attempt.quota_hold else []
         # A pause stops the readiness clock too, and shows as the operation's `waiting` (§5).
         holds = readiness_holds(self.state.pause_mode) + holds
         attempt.clock = attempt.clock.observe(holds, now)
@@ -210,9 +221,9 @@ class InstanceBringUp(InstanceTeardown):
             wakes.append(now + timedelta(seconds=policy.pod_group_recheck_seconds(attempt.group_checks)))
         await self.wait_for_news(self.next_force_delete(occupied, now, min(wakes) if wakes else None), since)
 
-    async def create_pods(self, manifests: list[dict[str, Any]]) -> InstanceFailure | dict[str, str] | None:
-        """Create the not-yet-created pods: the ones made (name -> uid), or None when some wait
-        on quota."""
+    async def create_pods(self, manifests: list[dict[str, Any]]) -> InstanceFailure | dict[str, str] | str:
+        """Create the not-yet-created pods: the ones made (name -> uid), or the hold (a name) when
+        a quota refused them."""
         spec = self.spec
         incarnation = manifests[0]["metadata"]["labels"].get("ome.io/incarnation", "?")
         gate = None
@@ -229,12 +240,15 @@ class InstanceBringUp(InstanceTeardown):
                     + (", serving once ready" if gate is not None else "")
                 ),
                 local=self.local_kube,
+                surface=(KubeErrorType.QUOTA_NOT_COUNTED,) if self.quota_not_counted_waits else (),
             )
         except ActivityError as error:
             kind = kube_calls.error_type(error)
             message = str(error.cause or error)[:1000]
             if kind == KubeErrorType.QUOTA_EXCEEDED:
-                return None
+                return HOLD_QUOTA
+            if kind == KubeErrorType.QUOTA_NOT_COUNTED:
+                return HOLD_QUOTA_NOT_COUNTED
             if kind == KubeErrorType.INVALID:
                 # The API server refuses the revision's own pod spec: its fault, it counts.
                 return InstanceFailure(

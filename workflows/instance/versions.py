@@ -117,6 +117,14 @@ budget, not all of them, goes out when the call returns. Asked only when such a 
 deletes more than one pod. Runs from before waited for an observation to show the pods
 Terminating: the watcher holds a pod's way out up to 10 s (`WAY_OUT_SETTLE_SECONDS`)."""
 
+QUOTA_NOT_COUNTED_WAITS = "instance-quota-not-counted-waits"
+"""Decided once at the start of each run: a create the API server refuses because a quota of the
+namespace is not counted yet (`QuotaNotCounted`, 403 `status unknown for quota`) waits as one a
+full quota refuses (`QuotaExceeded`): its operation shows `waiting QuotaNotCounted`, the
+readiness clock stops, the create is tried again at news or after 30 s, and a delete or a newer
+revision can end the wait. Runs from before retried the create inside its activity call (1, 2,
+4 ... 60 s): a bare `Creating` row, and a delete waited for the quota to be counted."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -133,7 +141,7 @@ CHANGES: dict[int, frozenset[str]] = {
     8: frozenset({COUNTED_WAITS_REPORTED, HELD_UPDATE_OFF_NET}),
     9: frozenset({DELETION_COUNTED}),
     10: frozenset({WAITS_REPORTED}),
-    11: frozenset({DELETED_PODS_TERMINATING}),
+    11: frozenset({DELETED_PODS_TERMINATING, QUOTA_NOT_COUNTED_WAITS}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 
