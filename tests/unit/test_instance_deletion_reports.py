@@ -4,11 +4,20 @@ deleted; its end, a change in its pods, and a failure still go out."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
 
-from models.instance import InstanceFailure, InstanceOperation, InstancePhase, InstanceStatus, RetryBlockState
+from models.instance import (
+    DeleteRequest,
+    InstanceFailure,
+    InstanceOperation,
+    InstancePhase,
+    InstanceStatus,
+    RetryBlockState,
+)
 from planning.instance.reports import deletion_counted, pods_held
 from planning.replica.batching import deletion_cost
 from tests.unit.planning.replica.rows import NOW
@@ -67,3 +76,29 @@ def test_deletion_counted(delivered: InstanceStatus | None, now: InstanceStatus,
 @pytest.mark.parametrize("pods", [0, 1, 2, 3, 8])
 def test_the_instance_counts_the_pods_it_holds_as_its_parents_budget_does(pods: int) -> None:
     assert pods_held(deleting(total_pods=pods)) == deletion_cost(pods)
+
+
+@pytest.mark.parametrize(
+    ("wire", "says", "deadline"),
+    [
+        # A counting parent says the drain deadline, or that there is none.
+        ({"counted_since": "2026-01-01T00:00:00Z", "drain_deadline": "2026-01-01T00:10:00Z"}, True, "00:10"),
+        ({"counted_since": "2026-01-01T00:00:00Z", "drain_deadline": None}, True, None),
+        # A parent of before had no such field: the Instance reckons it from its own spec.
+        ({"counted_since": "2026-01-01T00:00:00Z"}, False, None),
+        # Nor does a deletion the parent does not count.
+        ({"drain_deadline": None}, False, None),
+    ],
+)
+def test_a_delete_request_says_its_drain_deadline_only_when_the_parent_sent_one(
+    wire: dict[str, Any], says: bool, deadline: str | None
+) -> None:
+    request = DeleteRequest.model_validate_json(json.dumps({"reason": "ScaleDown", **wire}))
+    assert request.says_drain_deadline() is says
+    shown = request.drain_deadline.strftime("%H:%M") if request.drain_deadline is not None else None
+    assert shown == deadline
+    # The workflows' data converter carries every field, None included.
+    sent = DeleteRequest(reason="ScaleDown", counted_since=NOW, drain_deadline=None)
+    converter = pydantic_data_converter.payload_converter
+    (received,) = converter.from_payloads(converter.to_payloads([sent]), [DeleteRequest])
+    assert received.says_drain_deadline()

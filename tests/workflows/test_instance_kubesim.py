@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+import kubernetes
 import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
@@ -199,6 +200,30 @@ async def test_deleted_gang_pods_count_as_terminating_at_once(harness: KubeHarne
     assert (status.ready_pods, status.deleted) == (0, False)
     exiting = sorted(name for name, pod in harness.pods().items() if pod["metadata"].get("deletionTimestamp"))
     assert exiting == ["chat-engine-1-leader-0", "chat-engine-1-worker-0"], "the pods went before the check"
+    final = await harness.until_real(handle, lambda s: s.deleted, within=60)
+    assert final.deleted and harness.pods() == {}
+
+
+async def test_a_counted_deletion_takes_its_drain_deadline_from_the_parent(harness: KubeHarness) -> None:
+    """A delete the parent counts says when its drain is overdue (`DeleteRequest.drain_deadline`):
+    the Instance takes it as it is, not its own start + `instanceReadyTimeout` (an hour here),
+    which a lifecycle change may not have reached yet when the delete did."""
+    handle = await harness.start(harness.spec(instance_ready_timeout_seconds=3600.0, drain_seconds=0.0))
+    await harness.until_real(handle, lambda s: s.phase == P.READY and s.serving)
+    (pod,) = harness.live_pods()
+    kubernetes.client.CoreV1Api(harness.sim.api_client()).patch_namespaced_pod(
+        pod, harness.namespace, {"metadata": {"finalizers": ["example.com/keep"]}}
+    )
+    asked = datetime.now(UTC)
+    said = asked + timedelta(seconds=30)
+    await handle.signal("delete", DeleteRequest(reason="ScaleDown", counted_since=asked, drain_deadline=said))
+    status = await harness.until_real(handle, lambda s: s.phase == P.DELETING and s.operation is not None)
+    await harness.until_skipping(handle, lambda s: "DrainOverdue" in harness.events(), step=10.0, within=60)
+    (message,) = [e["message"] for e in harness.sim.objects("", "events", harness.namespace) if e["reason"] == "DrainOverdue"]
+    assert f"(deadline {said:%Y-%m-%dT%H:%M:%SZ})" in message, (message, status.operation)
+    kubernetes.client.CoreV1Api(harness.sim.api_client()).patch_namespaced_pod(
+        pod, harness.namespace, [{"op": "remove", "path": "/metadata/finalizers"}]
+    )
     final = await harness.until_real(handle, lambda s: s.deleted, within=60)
     assert final.deleted and harness.pods() == {}
 

@@ -218,3 +218,28 @@ def _condition(s: Story, kind: str, status: str) -> dict[str, Any] | None:
 
 def _terminating(s: Story) -> list[str]:
     return sorted(p.metadata.name for p in s.pods() if p.metadata.deletion_timestamp is not None)
+
+
+async def test_a_scale_down_with_a_new_ready_timeout_gives_one_drain_deadline(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    """A scale-down applied together with a shorter `instanceReadyTimeout`: the Instance told to
+    go says in its `DrainOverdue` the deadline its row shows. It takes it from the
+    InferenceReplica's request (`DeleteRequest.drain_deadline`); here the pass sends the
+    lifecycle change first, which the Instance's own reckoning would have agreed with too:
+    tests/workflows/test_instance_kubesim.py covers a request whose deadline differs from it."""
+    cluster = {"drain_seconds": 0.2, "instance_ready_timeout_seconds": 3600.0}
+    async with story(dev_client, task_queue, kubesim, cluster) as s:
+        await s.apply(isvc_manifest(minReplicas=2, maxReplicas=2, topologySpread="Preferred"))
+        await eventually(lambda: serving(s, 2), "two serving engine pods", within=90)
+        by_index = {int(p.metadata.labels["ome.io/instance-index"]): p.metadata.name for p in live_pods(s)}
+        pin(s, by_index[1])  # removed first: the end of the keep order
+        shorter = {"instanceReadyTimeout": "4s"}
+        await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1, topologySpread="Preferred", lifecycle=shorter))
+        (overdue,) = await eventually(lambda: events(s, "DrainOverdue"), "a DrainOverdue event", within=40)
+        rows = {row.index: row for row in (await s.replica_status()).instance_statuses}
+        operation = rows[1].operation
+        assert operation is not None and operation.type == "Delete" and operation.deadline is not None
+        assert f"(deadline {operation.deadline:%Y-%m-%dT%H:%M:%SZ})" in overdue, (overdue, operation)
+        unpin(s, by_index[1])
+        await eventually(lambda: [p.metadata.name for p in s.pods()] == [by_index[0]], "Instance 1 removed")

@@ -140,7 +140,11 @@ class InstanceLifecycle(InstanceUpdates):
         self.begin("Delete", "Drain", request.counted_since if counted else None)
         targets = await self.all_pods()
         drain = spec.drain_seconds if request.drain_seconds is None else request.drain_seconds
-        await self.teardown(targets, drain, f"delete: {request.reason}", deleting=True)
+        # The drain deadline as the parent counts it, when it says one (even None).
+        said = counted and request.says_drain_deadline()
+        await self.teardown(
+            targets, drain, f"delete: {request.reason}", deleting=True, overdue_at=request.drain_deadline, said=said
+        )
         if state.pod_group_crd:
             await self.delete_own_pod_group()
         await kube_calls.delete_object(

@@ -62,7 +62,11 @@ def tell_to_delete(state: ReplicaState, indexes: Sequence[int], reason: str) -> 
         # all (`instances.resend_lifecycle`), so the timeout is the config's.
         timeout = instance_ready_timeout_seconds(config.effective, config.cluster)
         counted = DeleteCounted(since=now, deadline=drain_deadline(now, timeout))
-    request = DeleteRequest(reason=reason, counted_since=counted.since if counted is not None else None)
+    request = (
+        DeleteRequest(reason=reason, counted_since=counted.since, drain_deadline=counted.deadline)
+        if counted is not None
+        else DeleteRequest(reason=reason)
+    )
     sends: list[Awaitable[None]] = []
     for index in indexes:
         if not (state.counts_launched_removals and index in state.removing):
