@@ -211,11 +211,8 @@ async def pod_failures(sim: KubeSim, instances: int, count: int, seed: int, with
         to_recreation[index] = time.monotonic() - started
 
         async def serving_again(uid: str = victim.uid, index: int = index) -> bool:
-            seen = await snapshot(sim)
-            return (
-                any(p.index == index and p.uid != uid for p in seen.live())
-                and index in seen.serving_indexes()
-            )
+            now = await snapshot(sim)
+            return any(p.index == index and p.uid != uid for p in now.live()) and index in now.serving_indexes()
 
         await wait_for(f"Instance {index} to serve again", serving_again, within, FAILURE_POLL_SECONDS)
         to_serving[index] = time.monotonic() - started

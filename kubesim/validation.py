@@ -174,9 +174,10 @@ def validate_update(rt: ResourceType, old: Object, new: Object) -> None:
         if new_ip and new_ip != old_ip:
             causes.append(("spec.clusterIP", "FieldValueInvalid", f'Invalid value: "{new_ip}": field is immutable'))
     elif key == ("", "resourcequotas"):
-        old_scopes, new_scopes = ((obj.get("spec") or {}).get("scopes") or [] for obj in (old, new))
-        if set(old_scopes) != set(new_scopes):
-            shown = "{" + ", ".join(f'"{scope}"' for scope in new_scopes) + "}" if new_scopes else "(nil)"
+        old_scopes, new_scopes = ((obj.get("spec") or {}).get("scopes") for obj in (old, new))
+        if set(map(str, old_scopes or [])) != set(map(str, new_scopes or [])):
+            # Go's %#v of the new slice: nil when the field is absent, {} when it is empty.
+            shown = "(nil)" if new_scopes is None else "{" + ", ".join(f'"{scope}"' for scope in new_scopes) + "}"
             causes.append(("spec.scopes", "FieldValueInvalid",
                            f"Invalid value: []core.ResourceQuotaScope{shown}: field is immutable"))
     elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):

@@ -346,13 +346,14 @@ class DeleteRequest(StatusModel):
     """With `counted_since`: when the deletion's drain becomes overdue (`DrainOverdue`) as the
     parent counts it, `counted_since` + the component's `instanceReadyTimeout` at the request
     (None: no deadline). The Instance takes it as it is (`says_drain_deadline`), so the two agree
-    when a lifecycle change reaches the Instance only after the delete. A request from a parent
-    of before, which had no such field, leaves the Instance to reckon it from its own spec."""
+    when a lifecycle change reaches the Instance only after the delete."""
+    drain_deadline_said: bool = False
+    """Set with `drain_deadline` by the parent. A request of before said nothing of it: the
+    Instance then reckons the deadline from its own spec."""
 
     def says_drain_deadline(self) -> bool:
-        """Whether the parent that counts this deletion said its drain deadline (even None): a
-        request of before has no `drain_deadline` at all, which only `model_fields_set` tells."""
-        return self.counted_since is not None and "drain_deadline" in self.model_fields_set
+        """Whether the parent that counts this deletion said its drain deadline (even None)."""
+        return self.counted_since is not None and self.drain_deadline_said
 
 
 class ReleaseHeldRequest(StatusModel):

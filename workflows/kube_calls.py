@@ -24,6 +24,7 @@ Callers switch behind a `workflow.patched` id of their own, decided once per run
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import TypeVar
 
@@ -132,13 +133,7 @@ def _retry(surface: tuple[str, ...]) -> RetryPolicy:
     """`KUBE_RETRY`, with the error types `surface` (retryable elsewhere) surfacing at once too."""
     if not surface:
         return KUBE_RETRY
-    return RetryPolicy(
-        initial_interval=KUBE_RETRY.initial_interval,
-        backoff_coefficient=KUBE_RETRY.backoff_coefficient,
-        maximum_interval=KUBE_RETRY.maximum_interval,
-        maximum_attempts=KUBE_RETRY.maximum_attempts,
-        non_retryable_error_types=[*NON_RETRYABLE_TYPES, *surface],
-    )
+    return dataclasses.replace(KUBE_RETRY, non_retryable_error_types=[*NON_RETRYABLE_TYPES, *surface])
 
 
 async def _call(

@@ -85,20 +85,27 @@ def test_the_instance_counts_the_pods_it_holds_as_its_parents_budget_does(pods: 
         ({"counted_since": "2026-01-01T00:00:00Z", "drain_deadline": "2026-01-01T00:10:00Z"}, True, "00:10"),
         ({"counted_since": "2026-01-01T00:00:00Z", "drain_deadline": None}, True, None),
         # A parent of before had no such field: the Instance reckons it from its own spec.
-        ({"counted_since": "2026-01-01T00:00:00Z"}, False, None),
-        # Nor does a deletion the parent does not count.
+        ({"counted_since": "2026-01-01T00:00:00Z", "drain_deadline_said": False}, False, None),
+        # Nor does a deletion the parent does not count say one.
         ({"drain_deadline": None}, False, None),
     ],
 )
 def test_a_delete_request_says_its_drain_deadline_only_when_the_parent_sent_one(
     wire: dict[str, Any], says: bool, deadline: str | None
 ) -> None:
-    request = DeleteRequest.model_validate_json(json.dumps({"reason": "ScaleDown", **wire}))
+    request = DeleteRequest.model_validate({"reason": "ScaleDown", "drain_deadline_said": True, **wire})
     assert request.says_drain_deadline() is says
     shown = request.drain_deadline.strftime("%H:%M") if request.drain_deadline is not None else None
     assert shown == deadline
-    # The workflows' data converter carries every field, None included.
-    sent = DeleteRequest(reason="ScaleDown", counted_since=NOW, drain_deadline=None)
+
+
+def test_a_request_of_before_says_no_drain_deadline_across_continue_as_new() -> None:
+    """A delete of an old parent waiting in the Instance's state (`pending_delete`) when it
+    continues as new still says nothing of its deadline: the new run reckons it itself."""
+    old = DeleteRequest.model_validate_json(json.dumps({"reason": "ScaleDown", "counted_since": "2026-01-01T00:00:00Z"}))
     converter = pydantic_data_converter.payload_converter
-    (received,) = converter.from_payloads(converter.to_payloads([sent]), [DeleteRequest])
-    assert received.says_drain_deadline()
+    (carried,) = converter.from_payloads(converter.to_payloads([old]), [DeleteRequest])
+    assert not old.says_drain_deadline() and not carried.says_drain_deadline()
+    said = DeleteRequest(reason="ScaleDown", counted_since=NOW, drain_deadline=None, drain_deadline_said=True)
+    (carried,) = converter.from_payloads(converter.to_payloads([said]), [DeleteRequest])
+    assert carried.says_drain_deadline() and carried.drain_deadline is None

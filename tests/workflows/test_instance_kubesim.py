@@ -216,7 +216,8 @@ async def test_a_counted_deletion_takes_its_drain_deadline_from_the_parent(harne
     )
     asked = datetime.now(UTC)
     said = asked + timedelta(seconds=30)
-    await handle.signal("delete", DeleteRequest(reason="ScaleDown", counted_since=asked, drain_deadline=said))
+    request = DeleteRequest(reason="ScaleDown", counted_since=asked, drain_deadline=said, drain_deadline_said=True)
+    await handle.signal("delete", request)
     status = await harness.until_real(handle, lambda s: s.phase == P.DELETING and s.operation is not None)
     await harness.until_skipping(handle, lambda s: "DrainOverdue" in harness.events(), step=10.0, within=60)
     (message,) = [e["message"] for e in harness.sim.objects("", "events", harness.namespace) if e["reason"] == "DrainOverdue"]

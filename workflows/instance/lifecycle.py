@@ -143,7 +143,12 @@ class InstanceLifecycle(InstanceUpdates):
         # The drain deadline as the parent counts it, when it says one (even None).
         said = counted and request.says_drain_deadline()
         await self.teardown(
-            targets, drain, f"delete: {request.reason}", deleting=True, overdue_at=request.drain_deadline, said=said
+            targets,
+            drain,
+            f"delete: {request.reason}",
+            deleting=True,
+            overdue_by_parent=said,
+            parent_overdue_at=request.drain_deadline if said else None,
         )
         if state.pod_group_crd:
             await self.delete_own_pod_group()

@@ -80,16 +80,17 @@ class InstanceTeardown(InstanceOperations):
         drain_seconds: float,
         reason: str,
         deleting: bool = False,
-        overdue_at: datetime | None = None,
-        said: bool = False,
+        overdue_by_parent: bool = False,
+        parent_overdue_at: datetime | None = None,
     ) -> list[str]:
         """Drain, delete, and wait until the pods are gone; the pods left at the deadline.
 
         `deleting`: the Instance's own deletion (§15). It has no deadline of its own then (the
         InferenceReplica's teardown deadline bounds a deletion of the whole component); past
         its start + `instanceReadyTimeout` the drain is overdue (`DrainOverdue`, once), which
-        never fails it: it keeps waiting for its pods. `said`: the parent counting the deletion
-        said when its drain is overdue (`overdue_at`, None for never), which is taken as it is.
+        never fails it: it keeps waiting for its pods. `overdue_by_parent`: the parent counting
+        the deletion said when its drain is overdue (`parent_overdue_at`, None for never), which
+        is taken as it is.
         """
         spec = self.spec
         if not targets:
@@ -109,12 +110,12 @@ class InstanceTeardown(InstanceOperations):
         if deleting and len(deleted) > 1 and self.takes(versions.DELETED_PODS_TERMINATING):
             self.state.deleted_uids = sorted(targets[name] for name in deleted if targets[name])
         deadline: datetime | None = None
-        said_overdue_at, overdue_at = overdue_at, None
+        overdue_at: datetime | None = None
         operation = self.state.operation
         if deleting and operation is not None and self.takes(versions.DRAIN_OVERDUE):
             overdue_at = (
-                said_overdue_at
-                if said
+                parent_overdue_at
+                if overdue_by_parent
                 else policy.drain_deadline(operation.started_at, spec.instance_ready_timeout_seconds)
             )
         elif spec.teardown_deadline_seconds:

@@ -63,7 +63,9 @@ def tell_to_delete(state: ReplicaState, indexes: Sequence[int], reason: str) -> 
         timeout = instance_ready_timeout_seconds(config.effective, config.cluster)
         counted = DeleteCounted(since=now, deadline=drain_deadline(now, timeout))
     request = (
-        DeleteRequest(reason=reason, counted_since=counted.since, drain_deadline=counted.deadline)
+        DeleteRequest(
+            reason=reason, counted_since=counted.since, drain_deadline=counted.deadline, drain_deadline_said=True
+        )
         if counted is not None
         else DeleteRequest(reason=reason)
     )
