@@ -28,7 +28,14 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.kube_errors import api_errors, cap, is_already_exists, is_conflict
+from activities.kube_errors import (
+    QUOTA_REFUSALS,
+    api_errors,
+    cap,
+    is_already_exists,
+    is_conflict,
+    is_quota_refusal,
+)
 from activities.kube_objects import CONFLICT_ATTEMPTS, ObjectActivities, heartbeat, now_rfc3339
 from activities.kube_rest import CONTENT_TYPES, collection_path
 from models.kube_ops import (
@@ -135,7 +142,13 @@ class KubeActivities(ObjectActivities):
                     non_retryable=True,
                 )
             body = {**manifest, "metadata": {**metadata, "namespace": namespace}}
-            outcome = self._create_pod(request.namespace, name, body)
+            try:
+                outcome = self._create_pod(request.namespace, name, body)
+            except ApplicationError as error:
+                if not request.partial_on_quota or error.type not in QUOTA_REFUSALS:
+                    raise
+                # The pods made so far, and the refusal: the caller asks only for the rest.
+                return CreatePodsResult(pods=outcomes, refused=KubeErrorType(error.type), refused_message=str(error))
             if outcome is None:
                 foreign.append(name)
                 continue
@@ -159,7 +172,9 @@ class KubeActivities(ObjectActivities):
         return CreatePodsResult(pods=outcomes)
 
     def _create_pod(self, namespace: str, name: str, body: dict[str, Any]) -> CreatedPod | None:
-        """Create one pod; the outcome, or None when another owner's pod holds the name."""
+        """Create one pod; the outcome, or None when another owner's pod holds the name. A pod
+        already there is read and judged by its labels, whether the API server answered the
+        post with 409 or, its quota full, with 403 (the quota judges before any name check)."""
         wanted = _labels(body)
         action = f"create pod {namespace}/{name}"
         for _attempt in range(CONFLICT_ATTEMPTS):
@@ -170,9 +185,15 @@ class KubeActivities(ObjectActivities):
                     )
                     return self._created(created, "created")
                 except ApiException as error:
-                    if not is_already_exists(error):
+                    taken = is_already_exists(error)
+                    if not taken and not is_quota_refusal(error):
                         raise
-                existing = self.rest.get_or_none(_pod_path(namespace, name))
+                    # The API server finds a name taken only after its quota admitted the pod (and
+                    # charged it): a full quota refuses first. Either way the pod may be ours, made
+                    # by an earlier try whose answer was lost.
+                    existing = self.rest.get_or_none(_pod_path(namespace, name))
+                    if existing is None and not taken:
+                        raise  # the quota refused a pod not made yet
             if existing is None:
                 # Deleted between our create and our read: try the create again.
                 continue

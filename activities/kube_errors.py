@@ -65,6 +65,15 @@ def is_already_exists(error: ApiException) -> bool:
     return error.status == 409 and reason_of(error) == "AlreadyExists"
 
 
+QUOTA_REFUSALS = frozenset({KubeErrorType.QUOTA_EXCEEDED, KubeErrorType.QUOTA_NOT_COUNTED})
+
+
+def is_quota_refusal(error: ApiException) -> bool:
+    """403 from the ResourceQuota admission: exceeded, or not counted yet."""
+    message = str(status_of(error).get("message") or error.reason or "")
+    return error.status == 403 and _api_error_type(error, message) in QUOTA_REFUSALS
+
+
 def is_conflict(error: ApiException) -> bool:
     """409 that is not AlreadyExists: a stale resourceVersion or a failed precondition."""
     return error.status == 409 and not is_already_exists(error)

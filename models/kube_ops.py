@@ -143,6 +143,12 @@ class CreatePodsInput(_Op):
     already made by an earlier attempt of it, gets the `ome.io/serving` gate True right after,
     one status PATCH conditional on its uid. A single-pod Instance's pod then serves as soon as
     its containers are ready, with no round trip through the workflow."""
+    partial_on_quota: bool = False
+    """When a quota refuses a pod (`QuotaExceeded`, `QuotaNotCounted`), answer the pods made so
+    far and the refusal (`CreatePodsResult.refused`) instead of failing the call: the caller
+    then knows the pods it has and asks only for the rest next time. A pod posted again is
+    charged to the quota before the API server finds its name taken, until the quota is counted
+    again, so a gang's leader posted again each try could keep the room its worker needs."""
 
 
 class CreatedPod(_Op):
@@ -158,6 +164,9 @@ class CreatedPod(_Op):
 
 class CreatePodsResult(_Op):
     pods: list[CreatedPod]
+    refused: KubeErrorType | None = None
+    """Under `partial_on_quota`: the quota's refusal of the next pod (the rest were not tried)."""
+    refused_message: str = ""
 
     def names(self, outcome: str) -> list[str]:
         return [pod.name for pod in self.pods if pod.outcome == outcome]

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from uuid import uuid4
 
 import pytest
+from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -42,6 +43,7 @@ from models.kube_ops import (
 from models.pods import InstancePods
 from planning.pod_summary import pods_digest
 from tests.kubesim.activity_objects import headless_service, instance_pod, namespace_manifest, wait_for
+from tests.kubesim.helpers import quota_counted
 
 pytestmark = pytest.mark.kubesim
 
@@ -312,6 +314,27 @@ def test_write_only_serving_moves_last_transition_time_only_on_a_transition(
     assert write(True, {}) == ("True", "2026-01-01T00:00:00Z")
     assert write(True, {name: "True"}) == ("True", "2026-01-01T00:00:00Z"), "no transition, time kept"
     assert write(False, {name: "True"}) == ("False", "2026-01-01T00:02:00Z")
+
+
+def test_a_create_a_quota_refuses_part_of_keeps_the_pods_it_made(kubesim: Any, kube: KubeActivities, namespace: str) -> None:
+    """A quota of one pod: a gang's leader is made and its worker refused. Asked for partial
+    answers, the call says so (the leader made, the refusal) instead of failing; asked again, it
+    finds the leader its own though the full quota refuses a post of it before any name check
+    (403, not 409), and the worker is refused again."""
+    core = CoreV1Api(kubesim.api_client())
+    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "one"}, "spec": {"hard": {"pods": "1"}}})
+    wait_for(lambda: quota_counted(core, namespace, "one"), "the quota counted")
+    batch = [instance_pod(namespace, role="leader"), instance_pod(namespace, role="worker")]
+    first = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch, partial_on_quota=True))
+    assert (first.names("created"), first.refused) == (["chat-engine-0-leader-0"], KubeErrorType.QUOTA_EXCEEDED)
+    assert "exceeded quota: one" in first.refused_message
+    again = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch, partial_on_quota=True))
+    assert (again.names("exists"), again.refused) == (["chat-engine-0-leader-0"], KubeErrorType.QUOTA_EXCEEDED)
+    assert again.pods[0].uid == first.pods[0].uid
+    # Callers of before get the refusal as a failure, as they did.
+    with pytest.raises(ApplicationError) as caught:
+        run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch))
+    assert caught.value.type == KubeErrorType.QUOTA_EXCEEDED and caught.value.non_retryable
 
 
 def test_create_first_apply_creates_or_falls_back_to_read(kube: KubeActivities, namespace: str) -> None:

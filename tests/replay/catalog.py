@@ -21,6 +21,7 @@ from tests.replay.scenarios import (
 )
 from tests.replay.scenarios_fleet import (
     service_gang_deletes_counted,
+    service_gang_partial_create,
     service_launched_removals,
     service_quota_not_counted,
     service_waits_reported,
@@ -238,6 +239,13 @@ SCENARIOS = [
         "Instances: under version 11 (`instance-quota-not-counted-waits`) they wait, their rows showing "
         "`QuotaNotCounted`; a scale to 2 ends Instance 2 while it waits, and Instance 1 is Ready once the quota is "
         "counted",
+    ),
+    Scenario(
+        "service_gang_partial_create",
+        service_gang_partial_create,
+        "a ResourceQuota with room for one more pod: a scale 1 -> 2's new gang Instance has its leader made and "
+        "its worker refused; under version 11 (`instance-partial-create-kept`) it keeps the leader and asks only "
+        "for the worker once the quota has room",
     ),
     Scenario(
         "service_gang_deletes_counted",

@@ -77,6 +77,22 @@ async def service_quota_not_counted(env: WorkflowEnvironment, sim: KubeSim, task
         await delete_service(s)
 
 
+async def service_gang_partial_create(env: WorkflowEnvironment, sim: KubeSim, task_queue: str) -> None:
+    gang = {"leader": {}, "worker": {"size": 1}}
+    async with service_story(env, sim, task_queue, dict(FAST_CLUSTER)) as s:
+        await apply_accepted(s, isvc_manifest(minReplicas=1, maxReplicas=2, **gang))
+        await until(lambda: _rows_are(s, [(0, "Ready", None)]), "Instance 0 Ready")
+        s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": "three"}, "spec": {"hard": {"pods": "3"}}})
+        await until(lambda: quota_counted(s.core, NAMESPACE, "three"), "the quota counted")
+        await s.handle().signal("scale", ScaleRequest(component="engine", replicas=2))
+        waiting = [(0, "Ready", None), (1, "Creating", "QuotaExceeded")]
+        await until(lambda: _rows_are(s, waiting), "Instance 1's leader made, its worker refused")
+        s.core.patch_namespaced_resource_quota("three", NAMESPACE, {"spec": {"hard": {"pods": "4"}}})
+        ready = [(0, "Ready", None), (1, "Ready", None)]
+        await until(lambda: _rows_are(s, ready), "Instance 1 Ready once the quota has room", within=WAIT)
+        await delete_service(s)
+
+
 def _gang_pods(s: Story) -> dict[int, int]:
     """Index -> live pods (leader and worker) of each engine Instance."""
     counts: dict[int, int] = {}

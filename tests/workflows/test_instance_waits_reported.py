@@ -84,3 +84,27 @@ async def test_a_create_waiting_for_a_quota_to_be_counted_shows_and_can_be_calle
         # A new limit has the controller count the quota: the create gets through within `QUOTA_RECHECK`.
         s.core.patch_namespaced_resource_quota("pods", NAMESPACE, {"spec": {"hard": {"pods": "3"}}})
         await eventually(lambda: rows_are(s, [(0, "Ready", None), (1, "Ready", None)]), "two Ready", within=90)
+
+
+async def test_a_gang_half_made_under_a_quota_asks_only_for_the_rest(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    """A quota with room for one more pod: the new gang Instance's leader is made, its worker
+    refused (`QuotaExceeded`). Once the quota has room, the next try asks for the worker alone
+    (Instance version 11, `instance-partial-create-kept`). Before, it posted the leader again,
+    which the API server charges to the quota before it finds the name taken: the worker was
+    refused again until the quota was counted again, and the next try charged it again."""
+    gang = {"leader": {}, "worker": {"size": 1}}
+    async with story(dev_client, task_queue, kubesim) as s:
+        await s.apply(isvc_manifest(minReplicas=1, maxReplicas=2, **gang))
+        await eventually(lambda: rows_are(s, [(0, "Ready", None)]), "Instance 0 Ready", within=90)
+        s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": "three"}, "spec": {"hard": {"pods": "3"}}})
+        await eventually(lambda: quota_counted(s.core, NAMESPACE, "three"), "the quota counted")
+
+        await s.apply(isvc_manifest(minReplicas=2, maxReplicas=2, **gang))
+        await eventually(lambda: rows_are(s, [(0, "Ready", None), (1, "Creating", "QuotaExceeded")]), "1 waits")
+        (leader,) = [p for p in s.pods() if p.metadata.labels["ome.io/instance-index"] == "1"]
+        s.core.patch_namespaced_resource_quota("three", NAMESPACE, {"spec": {"hard": {"pods": "4"}}})
+        ready = [(0, "Ready", None), (1, "Ready", None)]
+        await eventually(lambda: rows_are(s, ready), "Instance 1 Ready once the quota has room", within=90)
+        assert leader.metadata.uid in {p.metadata.uid for p in s.pods()}, "the leader made first was kept"

@@ -38,6 +38,8 @@ with workflow.unsafe.imports_passed_through():
 
 P = InstancePhase
 Outcome = InstanceFailure | Literal["ok", "interrupted"]
+QUOTA_HOLDS = {KubeErrorType.QUOTA_EXCEEDED.value: HOLD_QUOTA, KubeErrorType.QUOTA_NOT_COUNTED.value: HOLD_QUOTA_NOT_COUNTED}
+"""The hold a quota's refusal of a create puts its attempt on."""
 QUOTA_RECHECK = timedelta(seconds=30)
 """How soon a create refused for quota is tried again; quota frees without a pod event (and is
 counted without one)."""
@@ -51,6 +53,15 @@ class BringUp:
 
     outcome: Outcome
     members: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Made:
+    """What one create call made: the pods (name -> uid), and the hold a quota's refusal of the
+    rest puts the attempt on (`QuotaExceeded`, `QuotaNotCounted`), if any."""
+
+    members: dict[str, str]
+    hold: str | None = None
 
 
 @dataclass
@@ -83,6 +94,9 @@ class InstanceBringUp(InstanceTeardown):
     """Whether a create refused by a quota not counted yet waits as one refused for room
     (`versions.QUOTA_NOT_COUNTED_WAITS`, decided at the run's start) instead of being retried
     inside its activity call."""
+    keeps_partial_create: bool = False
+    """Whether a create a quota refused part of keeps the pods it made (`versions.PARTIAL_CREATE_KEPT`,
+    decided at the run's start): the next try asks only for the rest."""
 
     async def bring_up(
         self, manifests: list[dict[str, Any]], members: dict[str, str] | None = None
@@ -144,13 +158,11 @@ class InstanceBringUp(InstanceTeardown):
             attempt.group_hold = standing == PodGroupStanding.TERMINATING
             attempt.pod_group_pending = attempt.group_hold
         if missing and not attempt.group_hold:
-            created = await self.create_pods(missing)
-            if isinstance(created, InstanceFailure):
-                return created
-            if isinstance(created, str):
-                attempt.quota_hold = created
-            else:
-                attempt.members.update(created)
+            made = await self.create_pods(missing)
+            if isinstance(made, InstanceFailure):
+                return made
+            attempt.members.update(made.members)
+            attempt.quota_hold = made.hold
             attempt.created_seq = self.pods_seq
         return None
 
@@ -221,9 +233,9 @@ class InstanceBringUp(InstanceTeardown):
             wakes.append(now + timedelta(seconds=policy.pod_group_recheck_seconds(attempt.group_checks)))
         await self.wait_for_news(self.next_force_delete(occupied, now, min(wakes) if wakes else None), since)
 
-    async def create_pods(self, manifests: list[dict[str, Any]]) -> InstanceFailure | dict[str, str] | str:
-        """Create the not-yet-created pods: the ones made (name -> uid), or the hold (a name) when
-        a quota refused them."""
+    async def create_pods(self, manifests: list[dict[str, Any]]) -> InstanceFailure | Made:
+        """Create the not-yet-created pods: the ones made, and the hold when a quota refused
+        them (all of them, unless `keeps_partial_create`: the rest)."""
         spec = self.spec
         incarnation = manifests[0]["metadata"]["labels"].get("ome.io/incarnation", "?")
         gate = None
@@ -233,7 +245,9 @@ class InstanceBringUp(InstanceTeardown):
             )
         try:
             result = await kube_calls.create_pods(
-                CreatePodsInput(namespace=spec.namespace, pods=manifests, serving=gate),
+                CreatePodsInput(
+                    namespace=spec.namespace, pods=manifests, serving=gate, partial_on_quota=self.keeps_partial_create
+                ),
                 summary=(
                     f"create {len(manifests)} pods for {spec.instance_name} "
                     f"(revision {spec.revision[:4]}), incarnation {incarnation}"
@@ -245,10 +259,9 @@ class InstanceBringUp(InstanceTeardown):
         except ActivityError as error:
             kind = kube_calls.error_type(error)
             message = str(error.cause or error)[:1000]
-            if kind == KubeErrorType.QUOTA_EXCEEDED:
-                return HOLD_QUOTA
-            if kind == KubeErrorType.QUOTA_NOT_COUNTED:
-                return HOLD_QUOTA_NOT_COUNTED
+            hold = QUOTA_HOLDS.get(str(kind))
+            if hold is not None:
+                return Made({}, hold)
             if kind == KubeErrorType.INVALID:
                 # The API server refuses the revision's own pod spec: its fault, it counts.
                 return InstanceFailure(
@@ -258,11 +271,12 @@ class InstanceBringUp(InstanceTeardown):
             return InstanceFailure(reason=str(kind or "CreateFailed"), message=message, time=workflow.now())
         self.gated_at_create |= {pod.uid for pod in result.pods if pod.gated}
         # A terminating pod with the same labels is a predecessor: wait for it, never adopt it.
-        return {
+        members = {
             pod.name: pod.uid
             for pod in result.pods
             if pod.outcome in ("created", "exists") and not pod.terminating
         }
+        return Made(members, QUOTA_HOLDS.get(str(result.refused)) if result.refused is not None else None)
 
     async def serve(self, members: dict[str, str]) -> bool:
         """Ready: into rotation (unless draining); remembers the restart counts seen ready."""

@@ -125,6 +125,13 @@ readiness clock stops, the create is tried again at news or after 30 s, and a de
 revision can end the wait. Runs from before retried the create inside its activity call (1, 2,
 4 ... 60 s): a bare `Creating` row, and a delete waited for the quota to be counted."""
 
+PARTIAL_CREATE_KEPT = "instance-partial-create-kept"
+"""Decided once at the start of each run: a create a quota refuses part of (a gang's leader made,
+its worker refused) keeps the pods it made, and the next try asks only for the rest
+(`CreatePodsInput.partial_on_quota`). Runs from before lost them and posted them again each
+try; the API server charges a pod posted again to the quota before it finds the name taken,
+until the quota is counted again, so the leader's charge could keep the room its worker needed."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -141,7 +148,7 @@ CHANGES: dict[int, frozenset[str]] = {
     8: frozenset({COUNTED_WAITS_REPORTED, HELD_UPDATE_OFF_NET}),
     9: frozenset({DELETION_COUNTED}),
     10: frozenset({WAITS_REPORTED}),
-    11: frozenset({DELETED_PODS_TERMINATING, QUOTA_NOT_COUNTED_WAITS}),
+    11: frozenset({DELETED_PODS_TERMINATING, QUOTA_NOT_COUNTED_WAITS, PARTIAL_CREATE_KEPT}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.instance.versions import (
         KEPT_TIMER,
         LOCAL_KUBE_CALLS,
+        PARTIAL_CREATE_KEPT,
         QUOTA_NOT_COUNTED_WAITS,
         REPORT_BESIDE_NEXT_STEP,
         REPORT_BY_LOCAL_ACTIVITY,
@@ -160,6 +161,7 @@ class InstanceWorkflow(InstanceLifecycle):
         self.waits.keep = self.takes(KEPT_TIMER)
         self.serving_at_create = self.local_kube and self.takes(SERVING_AT_CREATE)
         self.quota_not_counted_waits = self.takes(QUOTA_NOT_COUNTED_WAITS)
+        self.keeps_partial_create = self.takes(PARTIAL_CREATE_KEPT)
         # Each operation (create, update, restart, delete) is its own trace; between them, the
         # run's. After a continue-as-new mid-operation the new run finds the same trace.
         tracing.follow_operations(lambda: self.state.operation.id if self.state.operation is not None else None)
