@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 from uuid import uuid4
 
 import pytest
-from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -43,7 +42,6 @@ from models.kube_ops import (
 from models.pods import InstancePods
 from planning.pod_summary import pods_digest
 from tests.kubesim.activity_objects import headless_service, instance_pod, namespace_manifest, wait_for
-from tests.kubesim.helpers import quota_counted
 
 pytestmark = pytest.mark.kubesim
 
@@ -316,48 +314,9 @@ def test_write_only_serving_moves_last_transition_time_only_on_a_transition(
     assert write(False, {name: "True"}) == ("False", "2026-01-01T00:02:00Z")
 
 
-def test_a_create_a_quota_refuses_part_of_keeps_the_pods_it_made(kubesim: Any, kube: KubeActivities, namespace: str) -> None:
-    """A quota of one pod: a gang's leader is made and its worker refused. Asked for partial
-    answers, the call says so (the leader made, the refusal) instead of failing; asked again, it
-    finds the leader its own though the full quota refuses a post of it before any name check
-    (403, not 409), and the worker is refused again."""
-    core = CoreV1Api(kubesim.api_client())
-    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "one"}, "spec": {"hard": {"pods": "1"}}})
-    wait_for(lambda: quota_counted(core, namespace, "one"), "the quota counted")
-    batch = [instance_pod(namespace, role="leader"), instance_pod(namespace, role="worker")]
-    first = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch, partial_on_quota=True))
-    assert (first.names("created"), first.refused) == (["chat-engine-0-leader-0"], KubeErrorType.QUOTA_EXCEEDED)
-    assert "exceeded quota: one" in first.refused_message
-    again = run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch, partial_on_quota=True))
-    assert (again.names("exists"), again.refused) == (["chat-engine-0-leader-0"], KubeErrorType.QUOTA_EXCEEDED)
-    assert again.pods[0].uid == first.pods[0].uid
-    # Callers of before get the refusal as a failure, as they did.
-    with pytest.raises(ApplicationError) as caught:
-        run(kube.create_pods, CreatePodsInput(namespace=namespace, pods=batch))
-    assert caught.value.type == KubeErrorType.QUOTA_EXCEEDED and caught.value.non_retryable
-
-
 def test_create_first_apply_creates_or_falls_back_to_read(kube: KubeActivities, namespace: str) -> None:
     created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
     assert created.action == "created"
-    again = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
-    assert again.action == "unchanged" and again.resource_version == created.resource_version
-
-
-def test_create_first_refused_by_a_full_quota_reads_the_existing_object(
-    kube: KubeActivities, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A full services quota answers the blind create of an existing Service with 403
-    QuotaExceeded, not AlreadyExists: the apply reads it and finds it unchanged."""
-    created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
-    real = kube.rest.request
-
-    def quota_full(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
-        if method == "POST":
-            raise ApiException(status=403, reason='services "x" is forbidden: exceeded quota: q')
-        return real(method, path, *args, **kwargs)
-
-    monkeypatch.setattr(kube.rest, "request", quota_full)
     again = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
     assert again.action == "unchanged" and again.resource_version == created.resource_version
 
