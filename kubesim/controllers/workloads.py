@@ -16,7 +16,7 @@ from kubesim.controllers.base import Controller
 from kubesim.errors import ApiError
 from kubesim.events import record_event
 from kubesim.fastjson import clone
-from kubesim.store import Object
+from kubesim.store import Change, Object
 from kubesim.subresources import pod_is_ready
 from kubesim.timing import random_suffix, timestamp
 
@@ -34,6 +34,14 @@ def controller_uid(obj: Object) -> str | None:
         if ref.get("controller"):
             return str(ref.get("uid"))
     return None
+
+
+def controlled_by_replicaset(obj: Object | None) -> bool:
+    """Whether a ReplicaSet is `obj`'s controller."""
+    if obj is None:
+        return False
+    refs = obj["metadata"].get("ownerReferences") or []
+    return any(ref.get("controller") and ref.get("kind") == "ReplicaSet" for ref in refs)
 
 
 def owner_ref(owner: Object) -> Object:
@@ -58,6 +66,15 @@ class ReplicaSets(Controller):
     name = "replicaset-controller"
     watches = (REPLICASETS, PODS)
 
+    def relevant(self, change: Change) -> bool:
+        """A ReplicaSet's change, or a pod's that a ReplicaSet controls (or did before the
+        change), as the real controller enqueues a pod's controller on the pod's events: a pass
+        lists every pod, and a fleet's thousands of pods that no ReplicaSet owns (Instances')
+        must not each bring one. Like the rest of this controller, no orphan is adopted."""
+        if change.type_key == REPLICASETS:
+            return True
+        return controlled_by_replicaset(change.obj) or controlled_by_replicaset(change.old)
+
     def reconcile(self) -> None:
         rs_rt, pods_rt = self.api.type_of(*REPLICASETS), self.api.type_of(*PODS)
         by_owner: dict[str, list[Object]] = {}
@@ -76,7 +93,7 @@ class ReplicaSets(Controller):
                 created = self._create_pod(pods_rt, rs)
                 if created is None:
                     # Refused (a full quota, say): the rest would be too. Tried again later, as
-                    # the controller's rate-limited requeue does, or at the next pod change.
+                    # the controller's rate-limited requeue does, or at a change of its pods.
                     self.wake_in(CREATE_RETRY_SECONDS)
                     break
                 active.append(created)

@@ -149,3 +149,38 @@ def test_deleting_a_deployment_cascades_to_replicasets_and_pods(k8s: Clients) ->
     k8s.apps.delete_namespaced_deployment("gone", ns)
     wait_for(lambda: not k8s.apps.list_namespaced_replica_set(ns).items, what="replicasets collected")
     wait_for(lambda: not k8s.core.list_namespaced_pod(ns).items, what="pods collected")
+
+
+def _pod(*owners: dict) -> dict:
+    return {"metadata": {"name": "p", "namespace": "ns", "ownerReferences": list(owners)}}
+
+
+_RS_OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w-1", "uid": "u1", "controller": True}
+_OTHER_CONTROLLER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u2", "controller": True}
+_RS_NOT_CONTROLLER = {**_RS_OWNER, "controller": False}
+
+
+@pytest.mark.parametrize(
+    ("change", "wakes"),
+    [
+        (("ADDED", ("apps", "replicasets"), {"metadata": {"name": "w"}}, None), True),
+        (("ADDED", ("", "pods"), _pod(_RS_OWNER), None), True),
+        (("DELETED", ("", "pods"), _pod(_RS_OWNER), _pod(_RS_OWNER)), True),
+        # Orphaned by the change: its former ReplicaSet counts it no more.
+        (("MODIFIED", ("", "pods"), _pod(), _pod(_RS_OWNER)), True),
+        (("ADDED", ("", "pods"), _pod(), None), False),
+        (("MODIFIED", ("", "pods"), _pod(_OTHER_CONTROLLER), _pod(_OTHER_CONTROLLER)), False),
+        (("ADDED", ("", "pods"), _pod(_RS_NOT_CONTROLLER), None), False),
+    ],
+)
+def test_the_replicaset_controller_wakes_for_its_own_pods_only(change: tuple, wakes: bool) -> None:
+    """A pass lists every pod: a pod no ReplicaSet controls (an Instance's, thousands of them
+    in a fleet) does not bring one, as the real controller enqueues only a pod's controller."""
+    from types import SimpleNamespace
+
+    from kubesim.controllers.workloads import ReplicaSets
+    from kubesim.store import Change
+
+    kind, type_key, obj, old = change
+    controller = ReplicaSets(SimpleNamespace(store=None))  # type: ignore[arg-type]
+    assert controller.relevant(Change(1, kind, type_key, obj, old, 0.0)) is wakes
