@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -51,6 +52,7 @@ from uuid import uuid4
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from bench.cpu_meter import CpuMeter, CpuUse, pid_running, process_seconds, thread_seconds
 from bench.floor_workflows import FLOOR_CHILD, FLOOR_PARENT, READY_LINE, FloorInput
 from bench.goals import (
     EVENTS_PER_LIFECYCLE,
@@ -301,10 +303,14 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
             parentless, _ = await measure_floor(client, address, n, root, worker_env(args), parentless=True)
             figures.add("floor, no parent", f"{parentless:.2f} s", "the N children started by the bench's client")
             log(f"floor: one parent starting {n} children, each one no-op activity")
+            floor_meter = server_meter(root)
+            floor_meter.start()
             floor_seconds, floor_events = await measure_floor(client, address, n, root, worker_env(args))
+            floor_cpu = floor_meter.stop()
             figures.add(
                 "floor: parent + N children", f"{floor_seconds:.2f} s", f"N={n}, all started in one task"
             )
+            figures.add("  CPU", floor_cpu.line())
 
             task_queue = f"bench-{uuid4().hex[:8]}"
             workers = worker_processes(first, address, task_queue, sim.kubeconfig_path, root, worker_env(args))
@@ -317,7 +323,10 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
 
             log(f"bring-up: {n} Instances, {label}")
             sim.reset_counters()
+            meter = stack_meter(root, workers, watcher, sim)
+            meter.start()
             up_serving, up_ready = await bring_up(client, task_queue, sim, NAME, n, args.timeout)
+            up_cpu = meter.stop()
             created, created_own, created_top = per_instance_requests(sim, n)
             figures.add(
                 "bring-up: N serving (kubesim)",
@@ -327,6 +336,7 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
             figures.add(
                 "bring-up: status Ready", f"{up_ready:.2f} s", f"{up_ready / floor_seconds:.2f}x floor"
             )
+            figures.add("bring-up: CPU", up_cpu.line(), "until the status said Ready")
             goals.floor_ratio(f"bring-up {n}, {label}", up_serving, floor_seconds)
             at_serving = await events_at_serving(client, n)
             figures.add("history events / Instance at Ready", f"{at_serving:.1f}",
@@ -423,13 +433,16 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
             log(
                 f"idle: {idle} Ready Instances of a second InferenceService (waiting up to {args.idle_within:.0f} s)"
             )
+            meter.start()
             idle_seconds, idle_ready = await idle_bring_up(client, task_queue, sim, idle, args.idle_within)
+            idle_cpu = meter.stop()
             if idle_ready == idle:
                 figures.add(
                     f"bring-up of {idle} (kubesim)",
                     f"{idle_seconds:.1f} s",
                     f"{idle_seconds / idle * 1000:.0f} ms per Instance",
                 )
+                add_cpu_growth(figures, f"bring-up of {idle}", idle_cpu, up_cpu, idle / n)
                 goals.scale(n, up_serving, idle, idle_seconds)
                 # Whether an Instance costs more when it is one of many: its own events, and
                 # its share of the coordinators' (compare the N-Instance figures above).
@@ -442,7 +455,9 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
                 if args.floor_at_scale:
                     # Whether the server itself is linear: the floor's design at the large size.
                     log(f"floor: one parent starting {idle} children, each one no-op activity")
+                    floor_meter.start()
                     large_floor, _ = await measure_floor(client, address, idle, root, worker_env(args))
+                    add_cpu_growth(figures, f"floor of {idle}", floor_meter.stop(), floor_cpu, idle / n)
                     figures.add(f"floor: parent + {idle} children", f"{large_floor:.1f} s",
                                 f"{large_floor / floor_seconds:.1f}x the floor of {n}")  # fmt: skip
                     figures.add(f"  bring-up of {idle} vs this floor", f"{idle_seconds / large_floor:.2f}x",
@@ -478,6 +493,36 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
         sim.stop()
         await env.shutdown()
     return figures, goals
+
+
+def server_meter(root: Path) -> CpuMeter:
+    """The machine and the run's dev server (found by its database's path)."""
+    server = pid_running("start-dev", str(root / "temporal.db"))
+    return CpuMeter({"server": lambda: process_seconds(server) if server is not None else 0.0})
+
+
+def stack_meter(root: Path, workers: list[ProductProcess], watcher: ProductProcess, sim: KubeSim) -> CpuMeter:
+    """The machine and each of the run's parts: the dev server, the worker(s), the watcher,
+    kubesim's thread and the rest of this process (the bench's own client and polls)."""
+    kubesim = sim.thread_id
+    assert kubesim is not None, "kubesim is not started"
+    return CpuMeter(
+        {
+            **server_meter(root).sources,
+            "worker": lambda: sum(process_seconds(worker.pid) for worker in workers),
+            "watcher": lambda: process_seconds(watcher.pid),
+            "kubesim": lambda: thread_seconds(kubesim),
+            "bench": lambda: process_seconds(os.getpid()) - thread_seconds(kubesim),
+        }
+    )
+
+
+def add_cpu_growth(figures: Figures, phase: str, large: CpuUse, small: CpuUse, factor: float) -> None:
+    """A large phase's CPU, and per Instance against the small one's: where the time grew."""
+    figures.add(f"  {phase}: CPU", large.line())
+    figures.add(
+        f"  {phase}: CPU per Instance", large.growth(small, factor), f"against {factor:.0f}x fewer; 1x is linear"
+    )
 
 
 LEASES = "leases"

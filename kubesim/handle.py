@@ -76,6 +76,11 @@ class KubeSim:
     def kubeconfig_path(self) -> str:
         return str(self._kubeconfig)
 
+    @property
+    def thread_id(self) -> int | None:
+        """The OS id of the thread serving the cluster (what its CPU time is read by); None before `start`."""
+        return self._thread.native_id if self._thread is not None else None
+
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> KubeSim:
