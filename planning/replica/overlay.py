@@ -12,7 +12,7 @@ Each rule here was once an override in a chain of workflow mixins; it is spelled
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -84,6 +84,7 @@ def replica_facts(
     counts_requested: bool = False,
     counted_deletes: Collection[int] = (),
     launched_removals: bool = False,
+    facts_of: Callable[[InstanceStatus], InstanceFacts] = facts_from_status,
 ) -> list[InstanceFacts]:
     """The rows the rules read, by index.
 
@@ -95,14 +96,15 @@ def replica_facts(
     started and not heard from yet, as `Creating`, or (`launched_removals`) as deleting once
     told to go, since one told before its first report may send none until its end: counted
     as live, it would be planned for removal again by every pass until then; then the
-    handovers in flight (`with_handovers`).
+    handovers in flight (`with_handovers`). `facts_of`: `facts_from_status`, or one that keeps
+    its results (`workflows.replica.memo`).
     """
     facts: dict[int, InstanceFacts] = {}
     for index, status in reports.items():
         requested = requested_updates.get(index)
         if index in counted_deletes:
             status = out_of_rotation(status)
-        fact = facts_from_status(as_counted(status, requested) if counts_requested else status)
+        fact = facts_of(as_counted(status, requested) if counts_requested else status)
         if requested is not None and status.target_revision != requested:
             fact = with_target(fact, requested, policy)
         if index in removing:

@@ -10,7 +10,7 @@ owns the truth and writes this projection: counts, revisions, one row per Instan
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from models.inferencereplica import (
@@ -106,7 +106,9 @@ def project_status(
     conditions: Sequence[PlannedCondition],
     previous_conditions: Sequence[Condition],
     now: datetime,
+    row_of: Callable[[InstanceStatus], InstanceRow] = instance_row,
 ) -> InferenceReplicaStatus:
+    """The status; `row_of`: `instance_row`, or one that keeps its rows (`workflows.replica.memo`)."""
     return InferenceReplicaStatus(
         observed_generation=generation,
         replicas=counts.replicas,
@@ -119,7 +121,7 @@ def project_status(
         update_revision=revisions.update,
         collision_count=0,
         label_selector=label_selector(isvc, component),
-        instance_statuses=[instance_row(status) for status in sorted(instances, key=lambda s: s.index)],
+        instance_statuses=[row_of(status) for status in sorted(instances, key=lambda s: s.index)],
         retry_blocks=[retry_block_row(block) for block in retry_blocks],
         conditions=with_transitions(previous_conditions, conditions, now, generation),
         rollout_hold=hold_row(hold),

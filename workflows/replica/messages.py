@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from models.base import MessageModel
 from models.inferencereplica import Condition, InferenceReplicaSpec, InferenceReplicaStatus
@@ -24,6 +24,7 @@ from planning.replica.migrations import MigrationTicket
 from planning.replica.relocation import Relocation
 from planning.replica.revisions import RevisionState
 from planning.replica.template import ClusterLifecycle
+from workflows.replica.memo import ReplicaMemo
 
 # --- message names (`temporal workflow signal --workflow-id irep/... --name ...`) ---------
 SIGNAL_CONFIGURE = "configure"
@@ -276,6 +277,12 @@ class ReplicaState(MessageModel):
     """`planning.replica.lifecycle.lifecycle_digest` of the settings the Instances were last
     sent (`instances.resend_lifecycle`, each pass); "" before the first pass, which only
     remembers it."""
+    _memo: ReplicaMemo = PrivateAttr(default_factory=ReplicaMemo)
+
+    @property
+    def memo(self) -> ReplicaMemo:
+        """Per-Instance results kept between passes (`workflows.replica.memo`); never carried."""
+        return self._memo
 
 
 class ReplicaReport(MessageModel):

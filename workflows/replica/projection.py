@@ -136,6 +136,7 @@ def build_status(state: ReplicaState, now: datetime) -> tuple[InferenceReplicaSt
         conditions=planned,
         previous_conditions=state.conditions,
         now=now,
+        row_of=state.memo.rows,
     )
     ref = group_ref(config.namespace, config.isvc, config.coordination, config.home)
     if ref is not None:

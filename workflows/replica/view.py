@@ -137,6 +137,7 @@ def raw_facts(state: ReplicaState) -> list[InstanceFacts]:
         state.shows_requested,
         state.requested_deletes.keys(),
         state.counts_launched_removals,
+        facts_of=state.memo.facts,
     )
 
 

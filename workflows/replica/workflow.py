@@ -259,6 +259,7 @@ class InferenceReplicaWorkflow:
         state, config = self.state, self.state.config
         now = workflow.now()
         self.wake_at = None
+        state.memo.turn()
         # Observe: the revision the config asks for; on the first pass, the object itself.
         state.revisions = observe_template(state.revisions, config.revision_name, config.revision_hash)
         state.specs[config.revision_hash] = config.component_spec
