@@ -15,7 +15,7 @@ import pytest
 from planning.leadership import held_keys, held_text
 from tests.kubesim.activity_objects import instance_pod
 from tests.recording_sink import RecordingSink
-from workers.watch.pods import NODES, PODS, PodWatcher
+from workers.watch.pods import NODES, PODS, SLICES, PodWatcher
 from workers.watch.stream import WatchItem
 from workers.watcher import DELIVERED_ANNOTATION, HELD_ANNOTATION, delivered_mark, handover_annotations
 
@@ -343,3 +343,46 @@ async def test_a_pod_on_its_way_out_is_held_longer_and_its_going_goes_at_once() 
     assert [len(summary.pods) for summary in sink.to(workflow_id)] == [1, 0]
     assert watcher.holding() == 0
     sink.assert_no_repeats()
+
+
+def instance_slice(namespace: str, index: int, listed: list[str], version: str) -> dict[str, Any]:
+    """The EndpointSlice of Instance `index`'s headless Service, listing `listed` pods as ready."""
+    pod = instance_pod(namespace, index=index)
+    return {
+        "metadata": {
+            "name": f"chat-engine-{index}-abcde",
+            "namespace": namespace,
+            "resourceVersion": version,
+            "labels": {**{k: v for k, v in pod["metadata"]["labels"].items() if k != "ome.io/role"}},
+        },
+        "endpoints": [
+            {"targetRef": {"kind": "Pod", "name": name, "namespace": namespace}, "conditions": {"ready": True}}
+            for name in listed
+        ],
+    }
+
+
+async def test_each_instance_reads_its_own_slices_as_they_come_and_go() -> None:
+    """Issue 17: a flush reads the slices of the Instances it summarizes (an index by Instance,
+    kept by every event and re-list), not every Instance's: each Instance has one, so reading
+    them all made a flush cost as much as the fleet."""
+    watcher = PodWatcher(kubernetes.client.ApiClient(), RecordingSink(), watch_endpoints=True)
+    pods = [instance_pod("ns", index=index) for index in range(3)]
+    names = [pod["metadata"]["name"] for pod in pods]
+    watcher._apply(WatchItem(NODES, "RESYNC", [], "1"))
+    watcher._apply(WatchItem(PODS, "RESYNC", pods, "1"))
+    watcher._apply(WatchItem(SLICES, "RESYNC", [instance_slice("ns", 0, [names[0]], "1")], "1"))
+    keys = {("ns", "chat", "engine", index) for index in range(3)}
+
+    def listed() -> dict[int, tuple[str, ...] | None]:
+        return {key[3]: summary.endpoints_listed for key, summary in watcher.summaries(keys).items()}
+
+    assert listed() == {0: (names[0],), 1: None, 2: None}
+    watcher._apply(WatchItem(SLICES, "ADDED", [instance_slice("ns", 1, [], "2")], "2"))
+    watcher._apply(WatchItem(SLICES, "MODIFIED", [instance_slice("ns", 1, [names[1]], "3")], "3"))
+    assert listed() == {0: (names[0],), 1: (names[1],), 2: None}
+    watcher._apply(WatchItem(SLICES, "DELETED", [instance_slice("ns", 0, [names[0]], "4")], "4"))
+    assert listed() == {0: None, 1: (names[1],), 2: None}
+    # A re-list replaces them all.
+    watcher._apply(WatchItem(SLICES, "RESYNC", [instance_slice("ns", 2, [names[2]], "5")], "5"))
+    assert listed() == {0: None, 1: None, 2: (names[2],)}

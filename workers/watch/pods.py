@@ -100,7 +100,8 @@ class WatcherStats:
 
 
 class PodIndex:
-    """The product's pods by (namespace, name), by Instance and by node.
+    """The product's pods by (namespace, name), by Instance and by node (also the Instances'
+    EndpointSlices, which have no node).
 
     Events touch one pod; the indexes keep a node's failure and a flush proportional to the
     pods involved rather than to every pod in the cluster.
@@ -186,11 +187,16 @@ class PodWatcher(WatchLoop):
             )
         super().__init__(kinds, coalesce_seconds, logger)
         self._pods = PodIndex()
+        # Each Instance has a headless Service, so as many slices as Instances: a flush reads
+        # the slices of the Instances it summarizes, not all of them.
+        self._slices = PodIndex()
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {
             kind.name: {} for kind in self._kinds
         }
-        # The pod store is the index's own map, so generic code reads pods like other kinds.
+        # The pod and slice stores are the indexes' own maps, so generic code reads them like other kinds.
         self._objects[PODS] = self._pods.by_name
+        if SLICES in self._objects:
+            self._objects[SLICES] = self._slices.by_name
         self._synced: set[str] = set()
         self._disabled: set[str] = set()
         self._resource_version = ""
@@ -282,6 +288,10 @@ class PodWatcher(WatchLoop):
             if item.type != "DELETED":
                 self._pods.put(obj)
                 self._owe(obj)
+        elif item.kind == SLICES:
+            self._slices.remove(key)
+            if item.type != "DELETED":
+                self._slices.put(obj)
         elif item.type == "DELETED":
             store.pop(key, None)
         else:
@@ -354,10 +364,11 @@ class PodWatcher(WatchLoop):
                 self._dirty.add(key)
 
     def _replace_all(self, kind: str, objects: list[dict[str, Any]]) -> None:
-        if kind == PODS:
-            self._pods.clear()
+        if kind in (PODS, SLICES):
+            index = self._pods if kind == PODS else self._slices
+            index.clear()
             for obj in objects:
-                self._pods.put(obj)
+                index.put(obj)
             return
         store = self._objects[kind]
         store.clear()
@@ -435,14 +446,9 @@ class PodWatcher(WatchLoop):
         """The current summary of each Instance in `keys` (empty pods when all are gone)."""
         members = {key: self._pods.instance(key) for key in keys}
         nodes = {name: node for (_, name), node in self._objects[NODES].items()}
-        slices_by_instance: dict[InstanceKey, list[dict[str, Any]]] = {}
-        for endpoint_slice in self._objects.get(SLICES, {}).values():
-            owner = instance_key(endpoint_slice)
-            if owner in members:
-                slices_by_instance.setdefault(owner, []).append(endpoint_slice)
         result = {}
         for key, pods in members.items():
-            slices = slices_by_instance.get(key)
+            slices = self._slices.instance(key)
             result[key] = instance_pods(
                 key,
                 pods,
