@@ -28,7 +28,9 @@ on that one server, it measures and prints:
 6. deletion, then Temporal history events per Instance lifecycle (create, update, delete);
 7. worker RSS with M idle Ready Instances of a second InferenceService, their bring-up time
    and the floor's with M children, with its parent and without (whether the server itself is
-   linear; `--no-floor-at-scale` skips both).
+   linear; `--no-floor-at-scale` skips both);
+8. the CPU seconds of the floor and of both bring-ups, by process (`bench/cpu_meter.py`), and
+   per Instance at M against N: which part grew faster than the fleet.
 
 Figures are printed, never asserted: the bench is for reading, the tests are for failing.
 """
