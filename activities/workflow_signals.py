@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,12 +57,14 @@ class SignalActivities:
     async def signal_workflow(self, request: SignalWorkflowInput) -> SignalWorkflowResult:
         """Idempotent for a level-triggered payload (a report of the whole current state): a
         retried attempt sends the same state again. A workflow the server calls busy is tried
-        again after `BUSY_RETRY_SECONDS`; other RPC failures raise and are retried."""
+        again after `BUSY_RETRY_SECONDS`, for `busy_within_seconds` at most when the request
+        says (then answered `busy`); other RPC failures raise and are retried."""
         client = activity.client()
         if isinstance(client, Client):
             client = await self.no_retry_client(client)
         handle = client.get_workflow_handle(request.workflow_id)
         pauses = iter(BUSY_RETRY_SECONDS)
+        started = time.monotonic()
         while True:
             try:
                 await handle.signal(request.signal, request.payload)
@@ -76,7 +79,11 @@ class SignalActivities:
                     )
                 if not busy_workflow(error):
                     raise
-            await asyncio.sleep(next(pauses, BUSY_RETRY_SECONDS[-1]))
+                pause = next(pauses, BUSY_RETRY_SECONDS[-1])
+                within = request.busy_within_seconds
+                if within is not None and time.monotonic() - started + pause > within:
+                    return SignalWorkflowResult(delivered=False, busy=True, reason=f"busy: {error.message}")
+            await asyncio.sleep(pause)
 
 
 def busy_workflow(error: RPCError) -> bool:

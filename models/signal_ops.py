@@ -23,6 +23,10 @@ class SignalWorkflowInput(BaseModel):
     workflow_id: str
     signal: str
     payload: dict[str, Any]
+    busy_within_seconds: float | None = None
+    """How long a workflow the server calls busy (closing: a continue-as-new tried again) is
+    tried again before the answer is `busy`, not delivered; None: until the activity's timeout.
+    A sender whose next step must not wait on the delivery sets it and sends again shortly."""
 
 
 class SignalWorkflowResult(BaseModel):
@@ -32,3 +36,5 @@ class SignalWorkflowResult(BaseModel):
 
     delivered: bool
     reason: str = ""
+    busy: bool = False
+    """Not delivered: the workflow was still busy after `busy_within_seconds`."""

@@ -42,10 +42,27 @@ async def deliver_local(workflow_id: str, signal: str, payload: BaseModel, summa
     this workflow's history, no signal command and no workflow task for its answer. For
     level-triggered payloads only (a report of the whole current state): an attempt the worker
     died during is sent again when the task is retried."""
+    return (await signal_local(workflow_id, signal, payload, summary)).delivered
+
+
+async def signal_local(
+    workflow_id: str,
+    signal: str,
+    payload: BaseModel,
+    summary: str | None = None,
+    busy_within: timedelta | None = None,
+) -> SignalWorkflowResult:
+    """`deliver_local`, answering how it went: with `busy_within`, a workflow still busy after it
+    (closing: the server refuses its signals until a continue-as-new's retried task ends) is
+    answered `busy` instead of tried on, so this workflow's task is not held open meanwhile
+    and the caller sends again shortly; a failure is answered not delivered (logged)."""
+    request = SignalWorkflowInput(workflow_id=workflow_id, signal=signal, payload=payload.model_dump(mode="json"))
+    if busy_within is not None:
+        request.busy_within_seconds = busy_within.total_seconds()
     try:
-        result = await workflow.execute_local_activity(
+        result: SignalWorkflowResult = await workflow.execute_local_activity(
             SIGNAL_WORKFLOW,
-            SignalWorkflowInput(workflow_id=workflow_id, signal=signal, payload=payload.model_dump(mode="json")),
+            request,
             result_type=SignalWorkflowResult,
             start_to_close_timeout=LOCAL_SIGNAL_TIMEOUT,
             retry_policy=LOCAL_SIGNAL_RETRY,
@@ -53,7 +70,7 @@ async def deliver_local(workflow_id: str, signal: str, payload: BaseModel, summa
         )
     except ActivityError as error:
         workflow.logger.warning("could not signal %s to %s: %s", signal, workflow_id, error.cause or error)
-        return False
+        return SignalWorkflowResult(delivered=False, reason=str(error.cause or error))
     if not result.delivered:
         workflow.logger.warning("could not signal %s to %s: %s", signal, workflow_id, result.reason)
-    return result.delivered
+    return result

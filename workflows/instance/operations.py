@@ -179,6 +179,13 @@ class InstanceOperations(InstanceReports):
         moment's (`report=False`) and the caller reports right after it anyway."""
         if report:
             await self.report()
+        again = self.report_again_at
+        if again is not None and again <= workflow.now():
+            # Past and not sent again: the report just composed took its place, or none is due.
+            self.report_again_at = again = None
+        if again is not None:
+            # A report a busy parent refused goes again then (`REPORT_BUSY_LATER`).
+            until = again if until is None else min(until, again)
         pods_seq, inbox_seq = since
         safety = timedelta(seconds=self.spec.safety_recheck_seconds)
         if self.rests_on_parent_net():

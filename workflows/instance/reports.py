@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 
@@ -35,7 +36,12 @@ with workflow.unsafe.imports_passed_through():
         REPORT_BACK_TO_DELIVERED,
         UPDATE_REPORTS_COUNTED,
     )
-    from workflows.parent import deliver, deliver_local
+    from workflows.parent import deliver, signal_local
+
+REPORT_BUSY_WITHIN = timedelta(seconds=0.3)
+"""How long a report tries a parent its server calls busy before it is answered busy (`REPORT_BUSY_LATER`)."""
+REPORT_AGAIN = timedelta(seconds=0.5)
+"""How soon a report answered busy goes again: the wait's timer (`report_again_at`)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,11 @@ class InstanceReports:
     (`DeleteRequest.counted_since`, `DELETION_COUNTED`; decided when the deletion starts)."""
     sending: asyncio.Task[None] | None = None
     """The last report sent beside a step, until it has been delivered (or refused)."""
+    reports_busy_later: bool = False
+    """Whether a report a busy parent refuses is answered at once and sent again shortly
+    (`REPORT_BUSY_LATER`, decided at the run's start)."""
+    report_again_at: datetime | None = None
+    """When the last report, refused by a busy parent, goes again (the wait wakes for it)."""
 
     takes: Callable[[str], bool]
     """Whether this run takes a change (`InstanceOperations.takes`, `workflows.instance.versions`)."""
@@ -151,7 +162,10 @@ class InstanceReports:
             return
         if self.local_report:
             summary = f"report {report.status.phase.value} to {report.parent}"
-            delivered = await deliver_local(report.parent, PARENT_SIGNAL_INSTANCE_CHANGED, report.status, summary)
+            busy_within = REPORT_BUSY_WITHIN if self.reports_busy_later else None
+            result = await signal_local(report.parent, PARENT_SIGNAL_INSTANCE_CHANGED, report.status, summary, busy_within)
+            delivered = result.delivered
+            self.report_again_at = workflow.now() + REPORT_AGAIN if result.busy else None
         else:
             delivered = await deliver(report.parent, PARENT_SIGNAL_INSTANCE_CHANGED, report.status)
         if delivered:

@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         PARTIAL_CREATE_KEPT,
         QUOTA_NOT_COUNTED_WAITS,
         REPORT_BESIDE_NEXT_STEP,
+        REPORT_BUSY_LATER,
         REPORT_BY_LOCAL_ACTIVITY,
         SERVING_AT_CREATE,
         WAITS_REPORTED,
@@ -162,6 +163,7 @@ class InstanceWorkflow(InstanceLifecycle):
         self.serving_at_create = self.local_kube and self.takes(SERVING_AT_CREATE)
         self.quota_not_counted_waits = self.takes(QUOTA_NOT_COUNTED_WAITS)
         self.keeps_partial_create = self.takes(PARTIAL_CREATE_KEPT)
+        self.reports_busy_later = self.local_report and self.takes(REPORT_BUSY_LATER)
         # Each operation (create, update, restart, delete) is its own trace; between them, the
         # run's. After a continue-as-new mid-operation the new run finds the same trace.
         tracing.follow_operations(lambda: self.state.operation.id if self.state.operation is not None else None)
