@@ -5,15 +5,21 @@ The `harness` fixture (tests/workflows/conftest.py) builds one per test.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from models.instance import InstancePhase, InstanceSpec, InstanceStatus
 from planning.instance.state import InstanceState
+from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
+from tests.workflows.instance_parent import FakeParent
+from workers.worker import build_worker
+from workflows.instance import versions
 from workflows.names import instance_workflow_id
 from workflows.replica.children import first_input
 
@@ -93,3 +99,23 @@ class Harness:
 
 def ready_at(phase: InstancePhase = P.READY, incarnation: int = 1) -> Callable[[InstanceStatus], bool]:
     return lambda s: s.phase == phase and s.incarnation == incarnation and s.serving
+
+
+def without_change(monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """Instances take every change but `change`: the path of runs recorded before it."""
+    takes = versions.takes
+    monkeypatch.setattr(versions, "takes", lambda version, name: name != change and takes(version, name))
+
+
+@asynccontextmanager
+async def reporting_to_a_fake_parent(
+    env: WorkflowEnvironment, task_queue: str, cluster: FakeCluster, signals: list[Callable[..., Any]]
+) -> AsyncIterator[tuple[Harness, WorkflowHandle[Any, Any]]]:
+    """A worker with the fake cluster's activities and `signals` for the report's, and a running
+    `FakeParent` (an InferenceReplica's stand-in) for Instances started with its id as parent."""
+    await register_search_attributes(env)
+    async with build_worker(
+        env.client, task_queue, None, activities=cluster.activities(signals=signals), extra_workflows=[FakeParent]
+    ):
+        parent = await env.client.start_workflow("FakeParent", id=f"irep/prod/chat-engine-{task_queue}", task_queue=task_queue)
+        yield Harness(env, cluster, task_queue), parent

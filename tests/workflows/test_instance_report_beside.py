@@ -15,11 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.workflow_signals import SignalActivities
 from models.instance import DeleteRequest
 from models.signal_ops import SIGNAL_WORKFLOW, SignalWorkflowInput, SignalWorkflowResult
-from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
-from tests.workflows.instance_harness import Harness, ready_at
-from tests.workflows.instance_parent import FakeParent
-from workers.worker import build_worker
+from tests.workflows.instance_harness import ready_at, reporting_to_a_fake_parent, without_change
 from workflows.instance import versions
 
 pytestmark = pytest.mark.workflows
@@ -57,21 +54,10 @@ async def test_a_killed_pods_recreation_does_not_wait_on_a_slow_report(
     workflow_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch, beside: bool
 ) -> None:
     if not beside:  # the path of runs recorded before the change
-        takes = versions.takes
-        monkeypatch.setattr(
-            versions, "takes", lambda version, change: change != versions.REPORT_BESIDE_NEXT_STEP and takes(version, change)
-        )
-    await register_search_attributes(workflow_env)
+        without_change(monkeypatch, versions.REPORT_BESIDE_NEXT_STEP)
     cluster = FakeCluster(client=workflow_env.client)
     line = SlowParentLine(cluster)
-    async with build_worker(
-        workflow_env.client, task_queue, None, activities=cluster.activities(signals=line.activities()),
-        extra_workflows=[FakeParent],
-    ):  # fmt: skip
-        parent = await workflow_env.client.start_workflow(
-            "FakeParent", id=f"irep/prod/chat-engine-{task_queue}", task_queue=task_queue
-        )
-        harness = Harness(workflow_env, cluster, task_queue)
+    async with reporting_to_a_fake_parent(workflow_env, task_queue, cluster, line.activities()) as (harness, parent):
         handle = await harness.start(harness.spec(parent_workflow_id=parent.id))
         await harness.until(handle, ready_at())
         assert len(cluster.created) == 1

@@ -17,11 +17,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.workflow_signals import SignalActivities
 from models.instance import DeleteRequest, RestartPolicy
 from models.signal_ops import SIGNAL_WORKFLOW, SignalWorkflowInput, SignalWorkflowResult
-from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
-from tests.workflows.instance_harness import Harness, ready_at
-from tests.workflows.instance_parent import FakeParent
-from workers.worker import build_worker
+from tests.workflows.instance_harness import ready_at, reporting_to_a_fake_parent, without_change
 from workflows.instance import versions
 
 pytestmark = pytest.mark.workflows
@@ -66,22 +63,11 @@ async def test_a_busy_parent_holds_neither_the_recreation_nor_the_last_report(
     workflow_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch, busy_later: bool
 ) -> None:
     if not busy_later:  # the path of runs recorded before the change
-        takes = versions.takes
-        monkeypatch.setattr(
-            versions, "takes", lambda version, change: change != versions.REPORT_BUSY_LATER and takes(version, change)
-        )
-    await register_search_attributes(workflow_env)
+        without_change(monkeypatch, versions.REPORT_BUSY_LATER)
     cluster = FakeCluster(client=workflow_env.client)
     line = BusyParentLine(cluster)
     loop = asyncio.get_running_loop()
-    async with build_worker(
-        workflow_env.client, task_queue, None, activities=cluster.activities(signals=line.activities()),
-        extra_workflows=[FakeParent],
-    ):  # fmt: skip
-        parent = await workflow_env.client.start_workflow(
-            "FakeParent", id=f"irep/prod/chat-engine-{task_queue}", task_queue=task_queue
-        )
-        harness = Harness(workflow_env, cluster, task_queue)
+    async with reporting_to_a_fake_parent(workflow_env, task_queue, cluster, line.activities()) as (harness, parent):
         handle = await harness.start(
             harness.spec(parent_workflow_id=parent.id, restart_policy=RestartPolicy.RECREATE_INSTANCE_ON_POD_RESTART)
         )

@@ -90,11 +90,13 @@ async def test_the_signal_activity_delivers_and_says_why_not(workflow_env: Workf
 
 
 class _Refusing:
-    """A client whose every signal the server refuses with `status` (the time-skipping server
-    refuses none of the signals a test can send; the real one refuses, say, an oversized one)."""
+    """A client whose signals the server refuses with `status` (the time-skipping server refuses
+    none of the signals a test can send; the real one refuses, say, an oversized one), or with
+    `error`; the first `times` of them (None: every one)."""
 
-    def __init__(self, status: RPCStatusCode) -> None:
-        self.status = status
+    def __init__(self, status: RPCStatusCode, times: int | None = None, error: RPCError | None = None) -> None:
+        self.error = error or RPCError("payload too large", status, b"")
+        self.times = times
         self.calls = 0
 
     def get_workflow_handle(self, workflow_id: str) -> _Refusing:
@@ -102,7 +104,8 @@ class _Refusing:
 
     async def signal(self, signal: str, payload: object) -> None:
         self.calls += 1
-        raise RPCError("payload too large", self.status, b"")
+        if self.times is None or self.calls <= self.times:
+            raise self.error
 
 
 @pytest.mark.parametrize("status", [RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.PERMISSION_DENIED])
@@ -226,27 +229,17 @@ def test_only_a_busy_workflow_is_tried_again_at_once(
     assert busy_workflow(_refusal(status, cause)) is busy
 
 
-class _BusyFor:
-    """A client whose signals the server refuses as busy (a closing workflow) the first `times`."""
-
-    def __init__(self, times: int) -> None:
-        self.times = times
-        self.calls = 0
-
-    def get_workflow_handle(self, workflow_id: str) -> _BusyFor:
-        return self
-
-    async def signal(self, signal: str, payload: object) -> None:
-        self.calls += 1
-        if self.calls <= self.times:
-            raise _refusal(RPCStatusCode.RESOURCE_EXHAUSTED, ResourceExhaustedCause.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW)
+def _busy_for(times: int) -> _Refusing:
+    """A client whose first `times` signals the server refuses as busy (a closing workflow)."""
+    busy = _refusal(RPCStatusCode.RESOURCE_EXHAUSTED, ResourceExhaustedCause.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW)
+    return _Refusing(RPCStatusCode.RESOURCE_EXHAUSTED, times, busy)
 
 
 async def test_a_sender_that_must_not_wait_is_answered_busy_within_its_bound() -> None:
     """`busy_within_seconds`: a workflow still busy after it is answered busy, not delivered, so
     the sender's workflow task is not held open (an Instance sends again shortly,
     `REPORT_BUSY_LATER`); one busy for less is delivered as before."""
-    busy = _BusyFor(times=100)
+    busy = _busy_for(100)
     request = SignalWorkflowInput(workflow_id="w", signal="hello", payload={}, busy_within_seconds=0.25)
     started = asyncio.get_running_loop().time()
     result = await ActivityEnvironment(client=cast(Client, busy)).run(SignalActivities().signal_workflow, request)
@@ -255,11 +248,11 @@ async def test_a_sender_that_must_not_wait_is_answered_busy_within_its_bound() -
     assert result.reason == "busy: refused"
     # Tried at 0 and 0.1 s: the next try, 0.2 s later, would pass the bound.
     assert busy.calls == 2 and took < 0.5
-    briefly = _BusyFor(times=1)
+    briefly = _busy_for(1)
     result = await ActivityEnvironment(client=cast(Client, briefly)).run(SignalActivities().signal_workflow, request)
     assert (result.delivered, result.busy, briefly.calls) == (True, False, 2)
     # Without a bound the activity tries on, as every sender but an Instance's report does.
-    longer = _BusyFor(times=4)
+    longer = _busy_for(4)
     unbounded = SignalWorkflowInput(workflow_id="w", signal="hello", payload={})
     result = await ActivityEnvironment(client=cast(Client, longer)).run(SignalActivities().signal_workflow, unbounded)
     assert (result.delivered, longer.calls) == (True, 5)
