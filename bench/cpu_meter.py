@@ -105,7 +105,11 @@ class CpuMeter:
     def start(self) -> None:
         self._start = self._read()
 
-    def stop(self) -> CpuUse:
-        assert self._start is not None, "stop() before start()"
+    def so_far(self) -> CpuUse:
+        """From the start to now; the phase goes on (a phase's CPU up to a point within it)."""
+        assert self._start is not None, "read before start()"
         (wall0, busy0, by0), (wall1, busy1, by1) = self._start, self._read()
         return CpuUse(wall1 - wall0, busy1 - busy0, {name: by1[name] - by0[name] for name in by1})
+
+    def stop(self) -> CpuUse:
+        return self.so_far()

@@ -80,3 +80,14 @@ def test_the_line_says_how_many_cores_were_busy() -> None:
     use = CpuUse(wall=10.0, busy=18.0, by_source={"server": 8.0, "worker": 10.0})
     assert use.line().startswith("18.0 s busy in 10.0 s (1.80 of ")
     assert use.line().endswith("cores): server 8.0, worker 10.0")
+
+
+def test_a_reading_within_a_phase_counts_from_its_start_and_the_phase_goes_on() -> None:
+    clock = iter([1.0, 3.0, 5.0])
+    meter = CpuMeter({"source": lambda: next(clock)})
+    meter.start()
+    within = meter.so_far()
+    whole = meter.stop()
+    assert within.by_source == {"source": 2.0}
+    assert whole.by_source == {"source": 4.0}
+    assert whole.wall >= within.wall >= 0
