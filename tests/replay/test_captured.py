@@ -12,6 +12,13 @@ such marker, so it must replay on the old path, as a service still running it wo
 (recorded for `service_launched_removals` on 2026-12-07) whose pod a full ResourceQuota refused:
 it waited on `QuotaExceeded` without reporting it, then was told to delete and reported once,
 deleted. Version 10 reports such waits (`instance-waits-reported`); a version-9 run must not.
+
+`report_answered_busy__Instance.json`: an Instance started under workflow version 12, from the
+lifecycle bench of 2026-12-07 (Instance 108 of 200, its container killed) while its
+InferenceReplica was continuing as new: its reports were answered busy for about two seconds
+(`instance-report-busy-later`), each sent again on its wait's timer, while the Instance took the
+killed pod out, deleted it and made the new one; the last report was delivered. No recorded
+scenario meets a busy parent (the recorder's parents are never busy).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ pytestmark = pytest.mark.workflows
 CAPTURED = Path(__file__).parent / "captured"
 REPORT_WITH_START = CAPTURED / "rollout_report_with_its_start__InferenceService.json"
 QUOTA_WAIT_V9 = CAPTURED / "quota_wait_before_version_10__Instance.json"
+REPORT_BUSY = CAPTURED / "report_answered_busy__Instance.json"
 
 
 def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -> None:
@@ -42,7 +50,7 @@ def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -
     assert report > started and not completed_between, "the report must reach the task that sees the start"
 
 
-@pytest.mark.parametrize("captured", [REPORT_WITH_START, QUOTA_WAIT_V9], ids=lambda path: path.stem)
+@pytest.mark.parametrize("captured", [REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY], ids=lambda path: path.stem)
 async def test_the_captured_history_replays_on_current_code(captured: Path) -> None:
     result = await replayer(list(WORKFLOWS)).replay_workflow(history(captured), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{captured.name}: {result.replay_failure}"
@@ -62,3 +70,24 @@ def test_the_version_9_instance_waited_on_the_quota_and_reported_only_its_end() 
     ]
     reports = [data for data in markers if b'"activity_type":"temporal.signal_workflow"' in data]
     assert len(reports) == 1, "one report, deleted: its wait was not reported"
+
+
+def test_the_busy_answered_instance_recreated_its_pod_while_its_reports_went_again() -> None:
+    events = json.loads(REPORT_BUSY.read_text())["events"]
+    started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
+    assert json.loads(base64.b64decode(started))["workflow_version"] == 12
+    # Each local activity's marker: its result, then its description (the activity's type).
+    steps: list[str] = []
+    for event in events:
+        details = event.get("markerRecordedEventAttributes", {}).get("details", {})
+        data = b"".join(base64.b64decode(p["data"]) for d in details.values() for p in d.get("payloads", []))
+        if b'"busy":true' in data:
+            steps.append("busy")
+        elif b"temporal.signal_workflow" in data:
+            steps.append("delivered")
+        elif b"kube.create_pods" in data:
+            steps.append("create")
+    first_busy = steps.index("busy")
+    after = steps[first_busy:]
+    assert "create" in after[: after.index("delivered")], f"the new pod waited for the parent: {steps}"
+    assert after.count("busy") >= 3 and after[after.index("delivered") - 1] == "busy", steps
