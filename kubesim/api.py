@@ -345,10 +345,15 @@ class Api:
             return obj
         return self.commit_update(rt, current, {**current, "status": status}, manager, "status")
 
-    def write(self, rt: ResourceType, obj: Object, manager: str) -> Object:
-        """Controller helper: store a modified copy of an object (main resource semantics)."""
+    def write(self, rt: ResourceType, obj: Object, manager: str, handed_over: bool = False) -> Object:
+        """Controller helper: store a modified copy of an object (main resource semantics).
+
+        `handed_over`: the caller gives `obj` up, and every container in it is either its own
+        new one or a stored object's, which no one changes in place (stored objects are
+        replaced, never edited), so it is stored without the copy: a copy of a 1,000-address
+        Endpoints costs more than the write's own work."""
         current = self.get(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-        return self.commit_update(rt, current, clone(obj), manager, "")
+        return self.commit_update(rt, current, obj if handed_over else clone(obj), manager, "")
 
     # ---- delete ----------------------------------------------------------------------------
 

@@ -303,7 +303,9 @@ class EndpointsController(Controller):
                     merged["metadata"] = new_meta
                     if subsets:
                         merged["subsets"] = subsets
-                    self.api.write(rt, merged, "endpoint-controller")
+                    # Handed over: its containers are new, or the stored object's, or the
+                    # addresses kept per pod (`_addresses`), which are replaced, never changed.
+                    self.api.write(rt, merged, "endpoint-controller", handed_over=True)
         except ApiError:
             self._published.pop(key, None)  # not as we would leave them: the next sync builds again
             return  # the namespace is terminating; nothing to publish
