@@ -9,6 +9,7 @@ import copy
 from typing import Any
 
 from kubesim.errors import ApiError
+from kubesim.fastjson import clone
 
 # (parent field, list field) -> merge key. A parent of "*" matches any parent. Lists not listed
 # here are atomic: the patch replaces them, as `+listType=atomic` fields do.
@@ -47,7 +48,7 @@ def _merge_key(parent: str, field: str, items: list[Any]) -> str | None:
 
 def merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -147,7 +148,7 @@ def _remove(doc: Any, parts: list[str], path: str) -> Any:
 
 def strategic_merge_patch(target: Any, patch: Any, parent: str = "") -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if patch.get("$patch") == "replace":
         return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
