@@ -327,10 +327,10 @@ async def run(args: argparse.Namespace, root: Path) -> tuple[Figures, Goals]:
             sim.reset_counters()
             meter = stack_meter(root, workers, watcher, sim)
             meter.start()
-            at_serving: list[CpuUse] = []
+            serving_reads: list[CpuUse] = []
             up_serving, up_ready = await bring_up(client, task_queue, sim, NAME, n, args.timeout,
-                                                  at_serving=lambda: at_serving.append(meter.so_far()))  # fmt: skip
-            up_cpu, serving_cpu = meter.stop(), at_serving[0]
+                                                  at_serving=lambda: serving_reads.append(meter.so_far()))  # fmt: skip
+            up_cpu, serving_cpu = meter.stop(), serving_reads[0]
             created, created_own, created_top = per_instance_requests(sim, n)
             figures.add(
                 "bring-up: N serving (kubesim)",
