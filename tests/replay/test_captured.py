@@ -83,7 +83,7 @@ def test_the_busy_answered_instance_recreated_its_pod_while_its_reports_went_aga
         data = b"".join(base64.b64decode(p["data"]) for d in details.values() for p in d.get("payloads", []))
         if b'"busy":true' in data:
             steps.append("busy")
-        elif b"temporal.signal_workflow" in data:
+        elif b'"delivered":true' in data:
             steps.append("delivered")
         elif b"kube.create_pods" in data:
             steps.append("create")
