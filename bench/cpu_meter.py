@@ -78,6 +78,10 @@ class CpuUse:
             f": {parts}" if parts else ""
         )
 
+    def of(self, *names: str) -> float:
+        """The seconds of the named sources together (those missing count 0)."""
+        return sum(self.by_source.get(name, 0.0) for name in names)
+
     def growth(self, smaller: CpuUse, factor: float) -> str:
         """Per Instance, this phase's CPU seconds against `smaller`'s, which had `factor` times
         fewer Instances: `1.17x (server 1.18x, ...)`; 1x is linear."""

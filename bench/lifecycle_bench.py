@@ -522,12 +522,21 @@ def stack_meter(root: Path, workers: list[ProductProcess], watcher: ProductProce
     )
 
 
+PRODUCT = ("worker", "watcher")
+"""The stack's parts that are the product (`stack_meter`'s names)."""
+
+
 def add_cpu_growth(figures: Figures, phase: str, large: CpuUse, small: CpuUse, factor: float) -> None:
     """A large phase's CPU, and per Instance against the small one's: where the time grew."""
     figures.add(f"  {phase}: CPU", large.line())
     figures.add(
         f"  {phase}: CPU per Instance", large.growth(small, factor), f"against {factor:.0f}x fewer; 1x is linear"
     )
+    if small.of(*PRODUCT) > 0:
+        figures.add(f"  {phase}: the product's own CPU per Instance",
+                    f"{large.of(*PRODUCT) / small.of(*PRODUCT) / factor:.2f}x",
+                    "the worker(s) and the watcher together; kubesim and the dev server stand for a cluster's "
+                    "control plane and a Temporal cluster")  # fmt: skip
 
 
 LEASES = "leases"

@@ -91,3 +91,10 @@ def test_a_reading_within_a_phase_counts_from_its_start_and_the_phase_goes_on() 
     assert within.by_source == {"source": 2.0}
     assert whole.by_source == {"source": 4.0}
     assert whole.wall >= within.wall >= 0
+
+
+def test_parts_are_summed_by_name_and_a_missing_one_counts_nothing() -> None:
+    use = CpuUse(wall=10.0, busy=18.0, by_source={"worker": 7.0, "watcher": 1.5, "server": 8.0})
+    assert use.of("worker", "watcher") == 8.5
+    assert use.of("worker", "absent") == 7.0
+    assert use.of() == 0.0
