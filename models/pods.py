@@ -137,8 +137,9 @@ class InstancePods(_Frozen):
 
     `resource_version` and `cluster` say where the observation came from; `same_state`
     ignores the resource version, so two observations of unchanged pods compare equal.
-    `endpoints_listed` names the pods the headless Service lists as ready addresses
-    (spec §9 "Available"); None when the observer does not read EndpointSlices.
+    `endpoints_listed` names the pods the headless Service's slices list as serving and not
+    terminating (spec §9 "Available"; `planning.pod_summary.listed_pods`); None when the
+    observer does not read EndpointSlices.
     """
 
     namespace: str

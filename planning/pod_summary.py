@@ -223,15 +223,23 @@ def instance_key(pod: dict[str, Any]) -> InstanceKey | None:
 
 
 def listed_pods(endpoint_slices: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
-    """(namespace, pod name) of every pod that an EndpointSlice lists as a ready address."""
+    """(namespace, pod name) of every pod that an EndpointSlice lists as serving and not
+    terminating: the endpoint controller has seen the pod Ready.
+
+    Not the `ready` condition: the Instance's headless Service publishes not-ready addresses
+    (its workers resolve a leader that is not ready yet), so there every endpoint is `ready:
+    true` from the pod's first IP to its end. `serving` follows the pod's readiness in every
+    Service. A missing condition means true (discovery/v1); a slice written before `serving`
+    existed says it through `ready` alone."""
     listed: set[tuple[str, str]] = set()
     for endpoint_slice in endpoint_slices:
         namespace = (endpoint_slice.get("metadata") or {}).get("namespace") or ""
         for endpoint in endpoint_slice.get("endpoints") or ():
             target = endpoint.get("targetRef") or {}
-            # A missing `ready` means ready (discovery/v1 API contract).
-            ready = (endpoint.get("conditions") or {}).get("ready")
-            if target.get("kind") == "Pod" and target.get("name") and ready is not False:
+            conditions = endpoint.get("conditions") or {}
+            serving = conditions.get("serving", conditions.get("ready"))
+            if (target.get("kind") == "Pod" and target.get("name") and serving is not False
+                    and conditions.get("terminating") is not True):
                 listed.add((str(target.get("namespace") or namespace), str(target["name"])))
     return listed
 

@@ -364,6 +364,30 @@ def test_endpoint_listing() -> None:
     assert summary.endpoints_listed == ()
 
 
+@pytest.mark.parametrize(
+    ("conditions", "listed"),
+    [
+        # The headless Service publishes not-ready addresses: `ready` is true from the first IP.
+        ({"ready": True, "serving": False, "terminating": False}, False),
+        ({"ready": True, "serving": True, "terminating": False}, True),
+        ({"ready": True, "serving": True, "terminating": True}, False),
+        # A Service that does not: a terminating pod is not ready, though it may still serve.
+        ({"ready": False, "serving": True, "terminating": True}, False),
+        ({"ready": False, "serving": False, "terminating": False}, False),
+        # A slice from before `serving` and `terminating` existed: `ready` says it.
+        ({"ready": True}, True),
+        ({"ready": False}, False),
+        ({}, True),
+    ],
+)
+def test_a_pod_is_listed_while_its_endpoint_serves_and_does_not_terminate(
+    conditions: dict[str, bool], listed: bool
+) -> None:
+    endpoint = {"targetRef": {"kind": "Pod", "name": "chat-engine-0-default-0"}, "conditions": conditions}
+    slices = [{"metadata": {"namespace": "team-a"}, "endpoints": [endpoint]}]
+    assert listed_pods(slices) == ({("team-a", "chat-engine-0-default-0")} if listed else set())
+
+
 def test_counts_follow_the_spec_definitions() -> None:
     key = ("team-a", "chat", "engine", 0)
     pods = [
