@@ -1,6 +1,17 @@
 """Endpoints and EndpointSlices for Services with a selector: Ready pods are `addresses`
-(`ready: true` in a slice), the others `notReadyAddresses`; terminating pods are never ready.
-This is what turns a pod's `ome.io/serving` readiness gate into traffic.
+(`ready: true` in a slice), the others `notReadyAddresses`. This is what turns a pod's
+`ome.io/serving` readiness gate into traffic. As kube-controller-manager has it:
+
+- a terminating pod is left out of Endpoints, and is `ready: false` (with `serving` its
+  readiness and `terminating: true`) in a slice;
+- a Service with `publishNotReadyAddresses` tolerates unready endpoints: every address is in
+  `addresses`, terminating ones too, and every slice endpoint is `ready: true` (`serving`
+  still follows the pod's readiness);
+- a headless Service without ports lists its addresses with no ports; a Service with ports
+  leaves out a pod that has none of them, and pods that differ in their ports get subsets
+  repacked by port (addresses sorted by IP);
+- a pod whose `hostname` is set and whose `subdomain` names the Service carries that
+  hostname in both.
 
 Like kube-controller-manager's endpoint and endpointslice controllers, this one works per
 Service and per change, so a fleet of thousands of pods costs work in proportion to what
@@ -26,6 +37,7 @@ file) and for one Service when it, or a slice or Endpoints it owns, changes unde
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from typing import Any
 
@@ -74,13 +86,89 @@ def _publishable(pod: Object) -> bool:
     return bool(status.get("podIP")) and status.get("phase") not in ("Succeeded", "Failed")
 
 
-def _address(pod: Object) -> tuple[bool, Object]:
-    """Whether a publishable pod is a ready address of its Endpoints, and its address there."""
+def tolerates_unready(svc: Object) -> bool:
+    """`publishNotReadyAddresses`: every endpoint is ready, whatever its pod's readiness."""
+    return bool((svc.get("spec") or {}).get("publishNotReadyAddresses"))
+
+
+def hostname_for(pod: Object, svc: Object) -> str | None:
+    """The pod's hostname where its `subdomain` names the Service (ShouldSetHostname)."""
+    spec = pod.get("spec") or {}
+    if (spec.get("hostname") and spec.get("subdomain") == svc["metadata"]["name"]
+            and pod["metadata"]["namespace"] == svc["metadata"]["namespace"]):
+        return str(spec["hostname"])
+    return None
+
+
+# What a pod is in its Service's Endpoints: whether its address is ready, the address's sort
+# key (IP, then uid), the address, and the ports it offers ((name, port, protocol), ...).
+Entry = tuple[bool, tuple[bytes, str], Object, tuple[tuple[str, int, str], ...]]
+_NO_PORT = ("", -1, "")  # the sentinel a port-less subset is grouped under
+
+
+def _ip_key(ip: str) -> bytes:
+    try:
+        return ipaddress.ip_address(ip).packed
+    except ValueError:
+        return ip.encode()
+
+
+def _entry(pod: Object, svc: Object) -> Entry | None:
+    """A publishable pod's place in the Service's Endpoints; None where they leave it out: while
+    it terminates (unless the Service tolerates unready endpoints), or when the Service has
+    ports and the pod none of them."""
     meta = pod["metadata"]
-    address = {"ip": pod["status"]["podIP"], "nodeName": pod["spec"].get("nodeName"),
-               "targetRef": {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"],
-                             "uid": meta["uid"]}}
-    return pod_is_ready(pod) and not meta.get("deletionTimestamp"), address
+    tolerant = tolerates_unready(svc)
+    if meta.get("deletionTimestamp") and not tolerant:
+        return None
+    spec = svc.get("spec") or {}
+    ports = []
+    for port in spec.get("ports") or []:
+        number = _target_port(port, pod)
+        if number is not None:
+            ports.append((str(port.get("name") or ""), number, str(port.get("protocol", "TCP"))))
+    if not ports and (spec.get("ports") or spec.get("clusterIP") != "None"):
+        return None  # only a headless Service lists addresses without ports
+    ip = pod["status"]["podIP"]
+    address: Object = {"ip": ip}
+    hostname = hostname_for(pod, svc)
+    if hostname:
+        address["hostname"] = hostname
+    address["nodeName"] = pod["spec"].get("nodeName")
+    address["targetRef"] = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}
+    return tolerant or pod_is_ready(pod), (_ip_key(ip), str(meta["uid"])), address, tuple(ports)
+
+
+def _subsets(entries: list[Entry]) -> list[Object]:
+    """The Endpoints' subsets, as RepackSubsets leaves them: each port with the addresses that
+    offer it, and ports whose addresses are the same in one subset. Pods of one template give
+    one subset; a headless Service without ports gives one without ports."""
+    by_ports: dict[tuple[Any, ...], list[Entry]] = {}
+    for entry in entries:
+        by_ports.setdefault(entry[3], []).append(entry)
+    if len(by_ports) > 1:
+        per_port: dict[tuple[Any, ...], list[Entry]] = {}
+        for entry in entries:
+            for port in entry[3] or (_NO_PORT,):
+                per_port.setdefault(port, []).append(entry)
+        grouped: dict[tuple[int, ...], tuple[list[tuple[Any, ...]], list[Entry]]] = {}
+        for port, members in per_port.items():
+            grouped.setdefault(tuple(map(id, members)), ([], members))[0].append(port)
+        by_ports = {tuple(p for p in ports if p != _NO_PORT): members for ports, members in grouped.values()}
+    subsets = []
+    for ports, members in by_ports.items():
+        subset: Object = {}
+        ready = [address for is_ready, _, address, _ in members if is_ready]
+        not_ready = [address for is_ready, _, address, _ in members if not is_ready]
+        if ready:
+            subset["addresses"] = ready
+        if not_ready:
+            subset["notReadyAddresses"] = not_ready
+        if ports:
+            subset["ports"] = [{"port": number, "protocol": protocol, **({"name": name} if name else {})}
+                               for name, number, protocol in ports]
+        subsets.append(subset)
+    return subsets
 
 
 def _labels(svc: Object) -> dict[str, str]:
@@ -108,11 +196,11 @@ class EndpointsController(Controller):
         self._filed_under: dict[ObjectKey, Pair] = {}
         self._filed: dict[Pair, set[ObjectKey]] = {}
         self._pair_use: dict[Pair, int] = {}
-        # Each synced Service's publishable matching pods by name (what Endpoints list), each
-        # pod's Endpoints address with its readiness (kept, so a sync re-reads only the pods
-        # that changed), and the resourceVersion of the Endpoints as its last sync left them.
+        # Each synced Service's publishable matching pods by name (what its slices list), each
+        # pod's Endpoints entry where it has one (kept, so a sync re-reads only the pods that
+        # changed), and the resourceVersion of the Endpoints as its last sync left them.
         self._members: dict[ObjectKey, dict[str, Object]] = {}
-        self._addresses: dict[ObjectKey, dict[str, tuple[bool, Object]]] = {}
+        self._addresses: dict[ObjectKey, dict[str, Entry]] = {}
         self._published: dict[ObjectKey, str] = {}
         self.slices = SlicePacker(self)
 
@@ -219,7 +307,8 @@ class EndpointsController(Controller):
         if members is None or addresses is None or changed is None:
             members = {p["metadata"]["name"]: p for p in self.store.select(PODS, namespace, reqs) if _publishable(p)}
             self._members[key] = members
-            self._addresses[key] = {pod_name: _address(pod) for pod_name, pod in members.items()}
+            self._addresses[key] = {pod_name: entry for pod_name, pod in members.items()
+                                    if (entry := _entry(pod, svc)) is not None}
             changed = None
             moved = True
         else:
@@ -228,18 +317,21 @@ class EndpointsController(Controller):
                 pod = self.store.get(PODS, namespace, pod_name)
                 if pod is not None and _publishable(pod) and labels_match(reqs, pod["metadata"].get("labels")):
                     members[pod_name] = pod
-                    address = _address(pod)
-                    moved = moved or addresses.get(pod_name) != address
-                    addresses[pod_name] = address
+                    entry = _entry(pod, svc)
                 else:
                     members.pop(pod_name, None)
+                    entry = None
+                if entry is None:
                     moved = addresses.pop(pod_name, None) is not None or moved
-        self._endpoints(svc, members, moved)
+                else:
+                    moved = moved or addresses.get(pod_name) != entry
+                    addresses[pod_name] = entry
+        self._endpoints(svc, moved)
         self.slices.sync(svc, members, changed)
 
     # ---- Endpoints (the legacy object) -----------------------------------------------------
 
-    def _endpoints(self, svc: Object, members: dict[str, Object], moved: bool) -> None:
+    def _endpoints(self, svc: Object, moved: bool) -> None:
         """Write the Service's Endpoints; `moved` says whether any pod's address or readiness
         changed since the last sync, which otherwise has nothing to write unless someone else
         wrote the Endpoints since."""
@@ -249,34 +341,16 @@ class EndpointsController(Controller):
         current = self.store.get(rt.key, ns, name)
         if not moved and current is not None and current["metadata"]["resourceVersion"] == self._published.get(key):
             return
-        ready: list[Object] = []
-        not_ready: list[Object] = []
-        addresses = self._addresses[key]
-        names = sorted(members)
-        for pod_name in names:
-            is_ready, address = addresses[pod_name]
-            (ready if is_ready else not_ready).append(address)
-        pods = [members[names[0]]] if names else []
+        entries = sorted(self._addresses[key].values(), key=lambda entry: entry[1])
+        ready = [entry for entry in entries if entry[0]]
+        not_ready = [entry for entry in entries if not entry[0]]
         # Over capacity, ready addresses are kept first, as the real controller prioritises them.
         cap = self.max_endpoints_addresses
-        truncated = len(ready) + len(not_ready) > cap
+        truncated = len(entries) > cap
         if truncated:
             ready = ready[:cap]
             not_ready = not_ready[:cap - len(ready)]
-        ports = []
-        for port in (svc.get("spec") or {}).get("ports") or []:
-            number = _target_port(port, pods[0]) if pods else None
-            if number is not None:
-                entry = {"port": number, "protocol": port.get("protocol", "TCP")}
-                if port.get("name"):
-                    entry["name"] = port["name"]
-                ports.append(entry)
-        subset: Object = {}
-        if ready:
-            subset["addresses"] = ready
-        if not_ready:
-            subset["notReadyAddresses"] = not_ready
-        subsets = [{**subset, "ports": ports}] if subset and ports else None
+        subsets = _subsets(ready + not_ready) or None
         labels = {**_labels(svc), MANAGED_BY: "endpoint-controller"}
         annotations = dict(((current or {}).get("metadata") or {}).get("annotations") or {})
         annotations.pop(OVER_CAPACITY, None)
@@ -328,15 +402,20 @@ class EndpointsController(Controller):
         """A pod's slice endpoint and the port mapping it needs (slices group by ports)."""
         ns = svc["metadata"]["namespace"]
         terminating = bool(pod["metadata"].get("deletionTimestamp"))
-        ready = pod_is_ready(pod)
+        serving = pod_is_ready(pod)
         node_name = pod["spec"].get("nodeName")
+        # Never ready while terminating, unless the Service tolerates unready endpoints.
+        ready = tolerates_unready(svc) or (serving and not terminating)
         entry: Object = {
             "addresses": [pod["status"]["podIP"]],
-            "conditions": {"ready": ready and not terminating, "serving": ready, "terminating": terminating},
-            "nodeName": node_name,
-            "targetRef": {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
-                          "uid": pod["metadata"]["uid"]},
+            "conditions": {"ready": ready, "serving": serving, "terminating": terminating},
         }
+        hostname = hostname_for(pod, svc)
+        if hostname:
+            entry["hostname"] = hostname
+        entry["nodeName"] = node_name
+        entry["targetRef"] = {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
+                              "uid": pod["metadata"]["uid"]}
         node = self.store.get(NODES, "", node_name) if node_name else None
         zone = ((node or {}).get("metadata", {}).get("labels") or {}).get(ZONE)
         if zone:

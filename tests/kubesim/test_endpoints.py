@@ -234,6 +234,98 @@ async def test_endpoints_edited_by_someone_else_are_put_back_at_the_next_sync(cl
     await until(lambda: addresses() == ["p-0000", "p-0001", "p-0002"], "the 3 addresses written back")
 
 
+def make_pod(sim: Cluster, name: str, labels: dict[str, str], gated: bool = False, **spec: Any) -> None:
+    body: dict[str, Any] = {"containers": [{"name": "c", "image": "img:1"}], **spec}
+    if gated:
+        body["readinessGates"] = [{"conditionType": "ome.io/serving"}]
+    sim.api.create(sim.api.type_of("", "pods"), NS, {"metadata": {"name": name, "labels": labels}, "spec": body},
+                   "test")
+
+
+def endpoints_of(sim: Cluster, service: str) -> list[dict[str, Any]]:
+    return ((sim.store.get(("", "endpoints"), NS, service) or {}).get("subsets")) or []
+
+
+def conditions_of(sim: Cluster, service: str) -> dict[str, dict[str, Any]]:
+    return {e["targetRef"]["name"]: e["conditions"] for s in slices_of(sim, service) for e in s.get("endpoints") or []}
+
+
+def hold_and_delete(sim: Cluster, name: str) -> None:
+    """Delete a pod that a finalizer keeps terminating until `release`."""
+    rt = sim.api.type_of("", "pods")
+    pod = sim.store.get(rt.key, NS, name)
+    assert pod is not None
+    sim.api.write(rt, {**pod, "metadata": {**pod["metadata"], "finalizers": ["test/hold"]}}, "test")
+    sim.api.delete(rt, NS, name)
+
+
+async def test_a_headless_service_that_publishes_not_ready_addresses_lists_every_pod_as_ready(
+    cluster: Cluster,
+) -> None:
+    """The Instance's own Service (`planning.instance.pods.render_headless_service`): headless,
+    no ports, `publishNotReadyAddresses`. Its pods are listed from their first IP, also while
+    they terminate; only `serving` follows their readiness."""
+    cluster.api.create(cluster.api.type_of("", "services"), NS, {
+        "metadata": {"name": "inst"},
+        "spec": {"clusterIP": "None", "selector": {"app": "i"}, "publishNotReadyAddresses": True}}, "test")
+    make_pod(cluster, "inst-0", {"app": "i"}, gated=True, hostname="inst-0", subdomain="inst")
+    make_pod(cluster, "inst-1", {"app": "i"})
+
+    def listed() -> list[dict[str, Any]] | None:
+        subsets = endpoints_of(cluster, "inst")
+        return subsets if subsets and len(subsets[0].get("addresses") or []) == 2 else None
+
+    subsets = await until(listed, "both pods in addresses, the unready one too")
+    assert len(subsets) == 1 and "ports" not in subsets[0] and "notReadyAddresses" not in subsets[0]
+    addresses = {a["targetRef"]["name"]: a for a in subsets[0]["addresses"]}
+    assert addresses["inst-0"]["hostname"] == "inst-0" and "hostname" not in addresses["inst-1"]
+    await until(lambda: conditions_of(cluster, "inst").get("inst-1", {}).get("serving"), "inst-1 serving")
+    conditions = conditions_of(cluster, "inst")
+    assert conditions["inst-0"] == {"ready": True, "serving": False, "terminating": False}
+    assert conditions["inst-1"] == {"ready": True, "serving": True, "terminating": False}
+    endpoint = next(e for s in slices_of(cluster, "inst") for e in s["endpoints"] if e["targetRef"]["name"] == "inst-0")
+    assert endpoint["hostname"] == "inst-0"
+    assert all(s["ports"] == [] for s in slices_of(cluster, "inst"))
+    hold_and_delete(cluster, "inst-1")
+    await until(lambda: conditions_of(cluster, "inst")["inst-1"]["terminating"], "inst-1 terminating")
+    assert conditions_of(cluster, "inst")["inst-1"]["ready"] is True
+    assert {a["targetRef"]["name"] for a in endpoints_of(cluster, "inst")[0]["addresses"]} == {"inst-0", "inst-1"}
+
+
+async def test_a_terminating_pod_leaves_endpoints_and_is_not_ready_in_its_slice(cluster: Cluster) -> None:
+    make_service(cluster, "svc", {"app": "t"})
+    make_pods(cluster, 2, {"app": "t"})
+    await until(lambda: len(ready_names(cluster, "svc")) == 2, "2 ready endpoints")
+    hold_and_delete(cluster, "p-0001")
+    await until(lambda: conditions_of(cluster, "svc")["p-0001"]["terminating"], "p-0001 terminating")
+    # Not ready whatever it serves (its containers stop within the test's scaled grace period).
+    assert conditions_of(cluster, "svc")["p-0001"]["ready"] is False
+    await until(lambda: len(endpoints_of(cluster, "svc")[0].get("addresses") or []) == 1, "p-0001 gone")
+    [subset] = endpoints_of(cluster, "svc")
+    assert [a["targetRef"]["name"] for a in subset["addresses"]] == ["p-0000"]
+    assert "notReadyAddresses" not in subset
+
+
+async def test_pods_that_differ_in_their_ports_get_subsets_repacked_by_port(cluster: Cluster) -> None:
+    cluster.api.create(cluster.api.type_of("", "services"), NS, {
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "w"}, "ports": [{"name": "web", "port": 80, "targetPort": "web"}]}}, "test")
+    for name, port in (("a", 8080), ("b", 8080), ("c", 9090)):
+        make_pod(cluster, name, {"app": "w"},
+                 containers=[{"name": "c", "image": "img:1", "ports": [{"name": "web", "containerPort": port}]}])
+    make_pod(cluster, "d", {"app": "w"})  # no port named `web`: not in Endpoints, as the real controller has it
+
+    def repacked() -> dict[int, list[str]] | None:
+        subsets = endpoints_of(cluster, "web")
+        shape = {s["ports"][0]["port"]: [a["targetRef"]["name"] for a in s.get("addresses") or []] for s in subsets}
+        return shape if sum(map(len, shape.values())) == 3 else None
+
+    shape = await until(repacked, "3 ready addresses in 2 subsets")
+    assert {port: sorted(names) for port, names in shape.items()} == {8080: ["a", "b"], 9090: ["c"]}
+    ips = [a["ip"] for a in endpoints_of(cluster, "web")[0]["addresses"]]
+    assert ips == sorted(ips, key=lambda ip: tuple(int(part) for part in ip.split(".")))
+
+
 def test_store_label_index_follows_writes_and_restores() -> None:
     store = Store()
     pods = ("", "pods")
