@@ -248,7 +248,7 @@ _WIDE_COLUMNS: dict[str, list[Column]] = {
 def _quota_usage(limits: bool) -> Callable[[Object], Any]:
     """A ResourceQuota's `used/hard` per resource, sorted by name: `limits.*` in the Limit
     column, everything else in Request (kubectl's `Request` shows e.g. `pods: 1/2`). kubesim
-    counts pods only (`kubesim.quota`): another resource's use shows as `?`."""
+    counts what pods use (`kubesim.quota`): another kind's object count shows as `?`."""
 
     def cell(quota: Object) -> str:
         status = _status(quota)

@@ -12,5 +12,5 @@ never the whole cluster. Modules:
     disruption.py  PodDisruptionBudget status, consulted by evictions
     gc.py          garbage collection by ownerReferences, namespace teardown
     gateways.py    a simulated Gateway API controller: Gateway and HTTPRoute status
-    quota.py       ResourceQuota status (the pod count kubesim enforces: `kubesim.quota`)
+    quota.py       ResourceQuota status (what pods use, which kubesim enforces: `kubesim.quota`)
 """

@@ -1,6 +1,6 @@
 """ResourceQuota status, as kube-controller-manager's resource quota controller keeps it: each
-quota's `status.hard` is its `spec.hard`, and `status.used` counts the namespace's pods that
-hold it (`kubesim.quota`: what kubesim enforces). Woken by the pods of namespaces that have a
+quota's `status.hard` is its `spec.hard`, and `status.used` what the namespace's pods that hold
+it use of each name that counts pods (`kubesim.quota`: what kubesim enforces). Woken by the pods of namespaces that have a
 quota, by a quota's creation, deletion and change of limits (not by status writes, its own or
 the admission's charges), when a Terminating pod's deletion grace runs out (it stops
 counting), and every five minutes.
@@ -12,6 +12,7 @@ import datetime as dt
 
 from kubesim.controllers.base import Controller
 from kubesim.quota import PODS, QUOTAS, pod_counts, quota_status, stops_counting, usage
+from kubesim.quota_usage import Usage
 from kubesim.store import Change, Object
 from kubesim.timing import now
 
@@ -36,7 +37,7 @@ class QuotaStatus(Controller):
     def reconcile(self) -> None:
         at = now()
         rt = self.api.type_of(*QUOTAS)
-        used: dict[str, dict[str, int]] = {}
+        used: dict[str, Usage] = {}
         stops: list[dt.datetime] = []
         for quota in self.store.list(QUOTAS):
             namespace = quota["metadata"].get("namespace") or ""

@@ -1,7 +1,8 @@
-"""ResourceQuota on the pod count (`kubesim.quota`): a pod over its namespace's quota is refused
-with the API server's 403 `exceeded quota`, judged on the quota's status (which counts the pods
-that hold it, and is charged at each admission), after the validating webhooks; a pod that is
-gone (or finished) frees its room once counted."""
+"""ResourceQuota on pods (`kubesim.quota`): a pod over its namespace's quota (its count, or what
+it requests: cpu, memory, GPUs) is refused with the API server's 403 `exceeded quota`, judged on
+the quota's status (which counts the pods that hold it, and is charged at each admission), after
+the validating webhooks; a pod that is gone (or finished) frees its room once counted; a cpu or
+memory quota refuses a container that does not state it (`failed quota`)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def refused(k8s: Clients, name: str) -> ApiException:
 
 def test_a_pod_over_the_quota_is_refused_until_one_goes(k8s: Clients) -> None:
     ns = k8s.namespace
-    quota(k8s, "pod-count", {"pods": "2", "requests.cpu": "4"})
+    quota(k8s, "pod-count", {"pods": "2", "services": "4"})
     assert wait_for(lambda: used(k8s, "pod-count"), what="the quota's status") == {"pods": "0"}
     for name in ("a", "b"):
         k8s.core.create_namespaced_pod(ns, pod_body(name))
@@ -56,7 +57,7 @@ def test_a_pod_over_the_quota_is_refused_until_one_goes(k8s: Clients) -> None:
     assert body["details"] == {"name": "c", "kind": "pods"}
     assert wait_for(lambda: used(k8s, "pod-count") == {"pods": "2"} or None, what="two pods counted")
     hard = k8s.core.read_namespaced_resource_quota("pod-count", ns).status.hard
-    assert hard == {"pods": "2", "requests.cpu": "4"}, "every hard limit is shown, enforced or not"
+    assert hard == {"pods": "2", "services": "4"}, "every hard limit is shown, counted or not"
     # A dry run is refused the same way, and a pod that is gone frees its room.
     with pytest.raises(ApiException) as dry:
         k8s.core.create_namespaced_pod(ns, pod_body("c"), dry_run="All")
@@ -168,17 +169,19 @@ def test_a_hard_limit_that_is_no_quantity_is_invalid(k8s: Clients, value: str, s
 
 
 @pytest.mark.skipif(not os.path.exists(KUBECTL), reason=f"{KUBECTL} is absent (it ships in the base image)")
-def test_kubectl_shows_the_pods_counted(k8s: Clients, tmp_path: Path) -> None:
-    quota(k8s, "pod-count", {"pods": "3", "requests.cpu": "4", "limits.memory": "8Gi"})
-    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a"))
-    wait_for(lambda: used(k8s, "pod-count") == {"pods": "1"} or None, what="one pod counted")
+def test_kubectl_shows_what_the_pods_use(k8s: Clients, tmp_path: Path) -> None:
+    quota(k8s, "pod-count", {"pods": "3", "requests.cpu": "4", "limits.memory": "8Gi", "services": "2"})
+    stated = {"name": "main", "image": "server:1", "resources": {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}}}
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a", containers=[stated]))
+    wanted = {"pods": "1", "requests.cpu": "500m", "limits.memory": "1Gi"}
+    wait_for(lambda: used(k8s, "pod-count") == wanted or None, what="one pod counted")
     env = {**os.environ, "KUBECONFIG": k8s.sim.kubeconfig_path, "HOME": str(tmp_path)}
     shown = subprocess.run(
         [KUBECTL, "get", "quota", "-n", k8s.namespace], env=env, capture_output=True, text=True, timeout=60, check=True
     ).stdout.splitlines()
     assert shown[0].split() == ["NAME", "AGE", "REQUEST", "LIMIT"]
     assert shown[1].startswith("pod-count")
-    assert shown[1].endswith("pods: 1/3, requests.cpu: ?/4   limits.memory: ?/8Gi")
+    assert shown[1].endswith("pods: 1/3, requests.cpu: 500m/4, services: ?/2   limits.memory: 1Gi/8Gi")
 
 
 def test_admission_reads_and_charges_the_status_not_the_pods(k8s: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,14 +303,43 @@ def _quota(name: str, status: dict[str, Any] | None, **spec: Any) -> dict[str, A
         pytest.param(
             [_quota("q", {"hard": {"pods": "0"}, "used": {}}, scopes=["BestEffort"])], {}, id="scoped: not enforced"
         ),
-        pytest.param([_quota("q", {"hard": {"requests.cpu": "1"}, "used": {}})], {}, id="no pod count: not enforced"),
+        pytest.param([_quota("q", {"hard": {"services": "1"}, "used": {}})], {}, id="another kind's count: not counted"),
+        pytest.param(
+            [_quota("q", {"hard": {"requests.nvidia.com/gpu": "16"}, "used": {"requests.nvidia.com/gpu": "8"}})],
+            {"q": {"requests.nvidia.com/gpu": "16"}},
+            id="GPUs: room for 8 more",
+        ),
+        pytest.param(
+            [_quota("q", {"hard": {"requests.nvidia.com/gpu": "16"}, "used": {"requests.nvidia.com/gpu": "9"}})],
+            'pods "p" is forbidden: exceeded quota: q, requested: requests.nvidia.com/gpu=8, '
+            "used: requests.nvidia.com/gpu=9, limited: requests.nvidia.com/gpu=16",
+            id="GPUs: no room",
+        ),
+        pytest.param(
+            [_quota("q", {"hard": {"pods": "2", "requests.memory": "64Gi", "requests.nvidia.com/gpu": "16"},
+                          "used": {"pods": "2", "requests.memory": "0", "requests.nvidia.com/gpu": "16"}})],
+            'pods "p" is forbidden: exceeded quota: q, requested: pods=1,requests.nvidia.com/gpu=8, '
+            "used: pods=2,requests.nvidia.com/gpu=16, limited: pods=2,requests.nvidia.com/gpu=16",
+            id="each limit it would pass, by name",
+        ),
+        pytest.param(
+            [_quota("q", {"hard": {"requests.memory": "64Gi"}, "used": {"requests.memory": "0"}})],
+            {"q": {"requests.memory": "32Gi"}},
+            id="memory charged in its own form",
+        ),
+        pytest.param(
+            [_quota("q", {"hard": {"limits.cpu": "8"}, "used": {"limits.cpu": "0"}})],
+            'pods "p" is forbidden: failed quota: q: must specify limits.cpu for: engine',
+            id="a cpu quota: every container states it",
+        ),
     ],
 )
 def test_admission_judges_a_pod_on_each_quotas_status(quotas: list[dict[str, Any]], outcome: Any) -> None:
     store = Store()
     for body in quotas:
         store.put(QUOTAS, body)
-    pod = {"metadata": {"name": "p", "namespace": "ns"}}
+    engine = {"name": "engine", "resources": {"requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "8"}}}
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [engine]}}
     if isinstance(outcome, str):
         with pytest.raises(ApiError) as error:
             admit_pod(store, pod)
@@ -329,3 +361,39 @@ def test_a_status_someone_overwrote_is_put_right_by_the_periodic_recount(
     wrong = {"status": {"hard": {"pods": "2"}, "used": {"pods": "2"}}}
     k8s.core.patch_namespaced_resource_quota_status("pod-count", k8s.namespace, wrong)
     wait_for(lambda: used(k8s, "pod-count") == {"pods": "1"} or None, what="counted again")
+
+
+def test_a_gpu_quota_refuses_the_pod_that_would_pass_it(k8s: Clients) -> None:
+    """The quota a GPU fleet sets: `requests.nvidia.com/gpu`, counted from the containers' GPU
+    limits (their requests default to them)."""
+    quota(k8s, "gpus", {"requests.nvidia.com/gpu": "16"})
+    for name in ("a", "b"):
+        k8s.core.create_namespaced_pod(k8s.namespace, pod_body(name, gpus=8))
+    with pytest.raises(ApiException) as err:
+        k8s.core.create_namespaced_pod(k8s.namespace, pod_body("c", gpus=8))
+    assert (err.value.status, json.loads(err.value.body)["message"]) == (
+        403,
+        'pods "c" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=8, '
+        "used: requests.nvidia.com/gpu=16, limited: requests.nvidia.com/gpu=16",
+    )
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("cpu-only"))  # no GPU: nothing to judge
+    wait_for(lambda: used(k8s, "gpus") == {"requests.nvidia.com/gpu": "16"} or None, what="16 GPUs counted")
+    k8s.core.delete_namespaced_pod("a", k8s.namespace, grace_period_seconds=0)
+    wait_for(lambda: used(k8s, "gpus") == {"requests.nvidia.com/gpu": "8"} or None, what="8 GPUs counted")
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("c", gpus=8))
+
+
+def test_a_cpu_quota_refuses_a_container_that_does_not_state_its_cpu(k8s: Clients) -> None:
+    quota(k8s, "cpu", {"requests.cpu": "4"})
+    error = refused(k8s, "a")
+    assert (error.status, json.loads(error.body)["message"]) == (
+        403,
+        'pods "a" is forbidden: failed quota: cpu: must specify requests.cpu for: main',
+    )
+    stated = {"name": "main", "image": "server:1", "resources": {"requests": {"cpu": "3"}}}
+    k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a", containers=[stated]))
+    with pytest.raises(ApiException) as err:
+        k8s.core.create_namespaced_pod(k8s.namespace, pod_body("b", containers=[stated]))
+    assert "exceeded quota: cpu, requested: requests.cpu=3, used: requests.cpu=3, limited: requests.cpu=4" in (
+        json.loads(err.value.body)["message"]
+    )
