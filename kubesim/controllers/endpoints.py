@@ -101,8 +101,9 @@ def hostname_for(pod: Object, svc: Object) -> str | None:
 
 
 # What a pod is in its Service's Endpoints: whether its address is ready, the address's sort
-# key (IP, then uid), the address, and the ports it offers ((name, port, protocol), ...).
-Entry = tuple[bool, tuple[bytes, str], Object, tuple[tuple[str, int, str], ...]]
+# key (IP, then uid, in one byte string: it is sorted for every write of a large Service), the
+# address, and the ports it offers ((name, port, protocol), ...).
+Entry = tuple[bool, bytes, Object, tuple[tuple[str, int, str], ...]]
 _NO_PORT = ("", -1, "")  # the sentinel a port-less subset is grouped under
 
 
@@ -136,7 +137,7 @@ def _entry(pod: Object, svc: Object) -> Entry | None:
         address["hostname"] = hostname
     address["nodeName"] = pod["spec"].get("nodeName")
     address["targetRef"] = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}
-    return tolerant or pod_is_ready(pod), (_ip_key(ip), str(meta["uid"])), address, tuple(ports)
+    return tolerant or pod_is_ready(pod), _ip_key(ip) + str(meta["uid"]).encode(), address, tuple(ports)
 
 
 def _subsets(entries: list[Entry]) -> list[Object]:
