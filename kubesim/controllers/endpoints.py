@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import operator
 from typing import Any
 
 from kubesim.api import Api
@@ -105,6 +106,7 @@ def hostname_for(pod: Object, svc: Object) -> str | None:
 # address, and the ports it offers ((name, port, protocol), ...).
 Entry = tuple[bool, bytes, Object, tuple[tuple[str, int, str], ...]]
 _NO_PORT = ("", -1, "")  # the sentinel a port-less subset is grouped under
+_SORT_KEY = operator.itemgetter(1)
 
 
 def _ip_key(ip: str) -> bytes:
@@ -144,10 +146,11 @@ def _subsets(entries: list[Entry]) -> list[Object]:
     """The Endpoints' subsets, as RepackSubsets leaves them: each port with the addresses that
     offer it, and ports whose addresses are the same in one subset. Pods of one template give
     one subset; a headless Service without ports gives one without ports."""
-    by_ports: dict[tuple[Any, ...], list[Entry]] = {}
-    for entry in entries:
-        by_ports.setdefault(entry[3], []).append(entry)
-    if len(by_ports) > 1:
+    if not entries:
+        return []
+    first = entries[0][3]
+    by_ports: dict[tuple[Any, ...], list[Entry]] = {first: entries}
+    if any(entry[3] != first for entry in entries):
         per_port: dict[tuple[Any, ...], list[Entry]] = {}
         for entry in entries:
             for port in entry[3] or (_NO_PORT,):
@@ -342,7 +345,7 @@ class EndpointsController(Controller):
         current = self.store.get(rt.key, ns, name)
         if not moved and current is not None and current["metadata"]["resourceVersion"] == self._published.get(key):
             return
-        entries = sorted(self._addresses[key].values(), key=lambda entry: entry[1])
+        entries = sorted(self._addresses[key].values(), key=_SORT_KEY)
         ready = [entry for entry in entries if entry[0]]
         not_ready = [entry for entry in entries if not entry[0]]
         # Over capacity, ready addresses are kept first, as the real controller prioritises them.
