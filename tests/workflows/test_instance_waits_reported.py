@@ -39,19 +39,22 @@ async def rows_are(s: Story, expected: list[tuple[int, str, str | None]]) -> Any
     return await rows(s) == expected
 
 
-async def one_ready_under_a_quota_of_one_pod(s: Story, quota: str) -> None:
-    """Instance 0 Ready, then a quota of one pod on the namespace, counted."""
+async def one_ready_under_a_quota_of_one_pod(s: Story, quota: str, limit: str = "pods") -> None:
+    """Instance 0 Ready, then a quota of one pod on the namespace (or of one GPU, what each
+    pod requests: `limit="requests.nvidia.com/gpu"`), counted."""
     await s.apply(isvc_manifest(minReplicas=1, maxReplicas=1))
     await eventually(lambda: rows_are(s, [(0, "Ready", None)]), "Instance 0 Ready", within=90)
-    s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": quota}, "spec": {"hard": {"pods": "1"}}})
+    s.core.create_namespaced_resource_quota(NAMESPACE, {"metadata": {"name": quota}, "spec": {"hard": {limit: "1"}}})
     await eventually(lambda: quota_counted(s.core, NAMESPACE, quota), "the quota counted")
 
 
+@pytest.mark.parametrize("limit", ["pods", "requests.nvidia.com/gpu"])
 async def test_a_create_waiting_for_quota_shows_in_the_replicas_rows_until_it_has_room(
-    dev_client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim, limit: str
 ) -> None:
+    """Of pods, or of GPUs: the quota a GPU fleet sets."""
     async with story(dev_client, task_queue, kubesim) as s:
-        await one_ready_under_a_quota_of_one_pod(s, "one-pod")
+        await one_ready_under_a_quota_of_one_pod(s, "one-pod", limit)
 
         await s.apply(isvc_manifest(minReplicas=3, maxReplicas=3))
         waiting = [(0, "Ready", None), (1, "Creating", "QuotaExceeded"), (2, "Creating", "QuotaExceeded")]
@@ -59,7 +62,7 @@ async def test_a_create_waiting_for_quota_shows_in_the_replicas_rows_until_it_ha
         instance = await s.instance(1)
         assert instance.operation is not None and instance.operation.waiting == "QuotaExceeded"
 
-        s.core.patch_namespaced_resource_quota("one-pod", NAMESPACE, {"spec": {"hard": {"pods": "3"}}})
+        s.core.patch_namespaced_resource_quota("one-pod", NAMESPACE, {"spec": {"hard": {limit: "3"}}})
         ready = [(0, "Ready", None), (1, "Ready", None), (2, "Ready", None)]
         # The create tries again within `QUOTA_RECHECK` (30 s): quota frees without a pod event.
         await eventually(lambda: rows_are(s, ready), "three Ready, no wait shown", within=90)
