@@ -416,7 +416,7 @@ class KubeActivities(ObjectActivities):
         return component_pods(pods, version)
 
     def _endpoint_listing(self, namespace: str, service: str) -> set[tuple[str, str]] | None:
-        """Pods the Instance's headless Service lists as ready; None when no slice says.
+        """Pods the Instance's headless Service lists as serving (`listed_pods`); None when no slice says.
 
         Only that Service's slices: the component Service's list every pod of the component."""
         try:
