@@ -82,6 +82,17 @@ def _target_port(port: Object, pod: Object) -> int | None:
     return None
 
 
+def _pod_ports(svc: Object, pod: Object) -> tuple[tuple[str, int, str], ...]:
+    """The Service's ports the pod offers, as (name, port, protocol): what both its Endpoints
+    subsets and its slices group it by."""
+    ports = []
+    for port in (svc.get("spec") or {}).get("ports") or []:
+        number = _target_port(port, pod)
+        if number is not None:
+            ports.append((str(port.get("name") or ""), number, str(port.get("protocol", "TCP"))))
+    return tuple(ports)
+
+
 def _publishable(pod: Object) -> bool:
     status = pod.get("status") or {}
     return bool(status.get("podIP")) and status.get("phase") not in ("Succeeded", "Failed")
@@ -125,11 +136,7 @@ def _entry(pod: Object, svc: Object) -> Entry | None:
     if meta.get("deletionTimestamp") and not tolerant:
         return None
     spec = svc.get("spec") or {}
-    ports = []
-    for port in spec.get("ports") or []:
-        number = _target_port(port, pod)
-        if number is not None:
-            ports.append((str(port.get("name") or ""), number, str(port.get("protocol", "TCP"))))
+    ports = _pod_ports(svc, pod)
     if not ports and (spec.get("ports") or spec.get("clusterIP") != "None"):
         return None  # only a headless Service lists addresses without ports
     ip = pod["status"]["podIP"]
@@ -139,7 +146,7 @@ def _entry(pod: Object, svc: Object) -> Entry | None:
         address["hostname"] = hostname
     address["nodeName"] = pod["spec"].get("nodeName")
     address["targetRef"] = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}
-    return tolerant or pod_is_ready(pod), _ip_key(ip) + str(meta["uid"]).encode(), address, tuple(ports)
+    return tolerant or pod_is_ready(pod), _ip_key(ip) + str(meta["uid"]).encode(), address, ports
 
 
 def _subsets(entries: list[Entry]) -> list[Object]:
@@ -424,9 +431,4 @@ class EndpointsController(Controller):
         zone = ((node or {}).get("metadata", {}).get("labels") or {}).get(ZONE)
         if zone:
             entry["zone"] = zone
-        ports = []
-        for port in (svc.get("spec") or {}).get("ports") or []:
-            number = _target_port(port, pod)
-            if number is not None:
-                ports.append((port.get("name", ""), number, port.get("protocol", "TCP")))
-        return tuple(ports), entry
+        return _pod_ports(svc, pod), entry

@@ -1,9 +1,9 @@
 """ResourceQuota status, as kube-controller-manager's resource quota controller keeps it: each
 quota's `status.hard` is its `spec.hard`, and `status.used` what the namespace's pods that hold
-it use of each name that counts pods (`kubesim.quota`: what kubesim enforces). Woken by the pods of namespaces that have a
-quota, by a quota's creation, deletion and change of limits (not by status writes, its own or
-the admission's charges), when a Terminating pod's deletion grace runs out (it stops
-counting), and every five minutes.
+it use of each name that counts pods (`kubesim.quota`: what kubesim enforces). Woken by the
+pods of namespaces that have a quota, by a quota's creation, deletion and change of limits (not
+by status writes, its own or the admission's charges), when a Terminating pod's deletion grace
+runs out (it stops counting), and every five minutes.
 """
 
 from __future__ import annotations

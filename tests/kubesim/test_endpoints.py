@@ -69,14 +69,17 @@ def make_service(sim: Cluster, name: str, selector: dict[str, str], headless: bo
                                                        "spec": spec}, "test")
 
 
+def make_pod(sim: Cluster, name: str, labels: dict[str, str], gated: bool = False, **spec: Any) -> None:
+    body: dict[str, Any] = {"containers": [{"name": "c", "image": "img:1"}], **spec}
+    if gated:
+        body["readinessGates"] = [{"conditionType": "ome.io/serving"}]
+    sim.api.create(sim.api.type_of("", "pods"), NS, {"metadata": {"name": name, "labels": labels}, "spec": body},
+                   "test")
+
+
 def make_pods(sim: Cluster, count: int, labels: dict[str, str], prefix: str = "p", gated: bool = False) -> None:
-    rt = sim.api.type_of("", "pods")
     for i in range(count):
-        spec: dict[str, Any] = {"containers": [{"name": "c", "image": "img:1"}]}
-        if gated:
-            spec["readinessGates"] = [{"conditionType": "ome.io/serving"}]
-        sim.api.create(rt, NS, {"metadata": {"name": f"{prefix}-{i:04d}", "labels": {**labels, "i": str(i)}},
-                                "spec": spec}, "test")
+        make_pod(sim, f"{prefix}-{i:04d}", {**labels, "i": str(i)}, gated=gated)
 
 
 def slices_of(sim: Cluster, service: str) -> list[dict[str, Any]]:
@@ -232,14 +235,6 @@ async def test_endpoints_edited_by_someone_else_are_put_back_at_the_next_sync(cl
     assert pod is not None
     cluster.api.write(rt, {**pod, "metadata": {**pod["metadata"], "annotations": {"note": "x"}}}, "test")
     await until(lambda: addresses() == ["p-0000", "p-0001", "p-0002"], "the 3 addresses written back")
-
-
-def make_pod(sim: Cluster, name: str, labels: dict[str, str], gated: bool = False, **spec: Any) -> None:
-    body: dict[str, Any] = {"containers": [{"name": "c", "image": "img:1"}], **spec}
-    if gated:
-        body["readinessGates"] = [{"conditionType": "ome.io/serving"}]
-    sim.api.create(sim.api.type_of("", "pods"), NS, {"metadata": {"name": name, "labels": labels}, "spec": body},
-                   "test")
 
 
 def endpoints_of(sim: Cluster, service: str) -> list[dict[str, Any]]:
