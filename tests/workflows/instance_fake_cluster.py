@@ -98,6 +98,9 @@ class FakeCluster:
     on_change: Callable[[FakeCluster], None] | None = None
     lose_gone_signals: bool = False
     """Deleted pods vanish without the watcher's signal (a lost 'gone'): only a list sees it."""
+    gate_at_create: bool = False
+    """A create that asks for it writes the pods' `ome.io/serving` gate True (`CreatePodsInput.serving`)
+    as the real activity does; otherwise the fake leaves it for `set_serving`."""
     uids: itertools.count[int] = field(default_factory=itertools.count)
 
     # --- what the watcher would send ------------------------------------------------------
@@ -204,7 +207,11 @@ class FakeCluster:
                     pod.containers_ready, pod.waiting, pod.phase = False, "ErrImagePull", "Pending"
                 self.pods[name] = pod
                 self.created.append(name)
-                out.append(CreatedPod(name=name, outcome="created", uid=pod.uid))
+                gated = self.gate_at_create and arg.serving is not None and arg.serving.serving
+                if gated:
+                    pod.serving = True
+                    self.serving_log.append((name, True))
+                out.append(CreatedPod(name=name, outcome="created", uid=pod.uid, gated=gated))
             await self.notify_pod(arg.pods[0])
             return CreatePodsResult(pods=out)
 

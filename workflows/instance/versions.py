@@ -140,6 +140,14 @@ a timer of the wait), instead of tried on for as long as the parent stays busy. 
 local activity, held the Instance's workflow task open meanwhile, and the news behind it waited:
 on the bench, a killed pod's recreation began 1.29 s after the kill. Runs from before tried on."""
 
+READY_BEFORE_UPDATE = "instance-ready-before-update"
+"""Decided once at the start of each run: a create that a newer revision interrupts while its pods
+serve already (created with their gate True, ready before the workflow heard so) makes the
+Instance Ready at the revision it was created at, and the update then goes by its way (a surge
+keeps it serving). Runs from before rebuilt the serving pods on their stable names at the new
+revision, and the Instance served nothing until they were ready again: under a worker's restart,
+an update that arrived with the news of the pod's readiness took an Instance out of rotation."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -158,6 +166,7 @@ CHANGES: dict[int, frozenset[str]] = {
     10: frozenset({WAITS_REPORTED}),
     11: frozenset({DELETED_PODS_TERMINATING, QUOTA_NOT_COUNTED_WAITS, PARTIAL_CREATE_KEPT}),
     12: frozenset({REPORT_BUSY_LATER}),
+    13: frozenset({READY_BEFORE_UPDATE}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 
