@@ -19,6 +19,14 @@ InferenceReplica was continuing as new: its reports were answered busy for about
 (`instance-report-busy-later`), each sent again on its wait's timer, while the Instance took the
 killed pod out, deleted it and made the new one; the last report was delivered. No recorded
 scenario meets a busy parent (the recorder's parents are never busy).
+
+`update_meets_serving_create_v12__Instance.json`: an Instance started under workflow version 12,
+recorded on 2026-12-07 by the code of f0b8260 in the fake cluster's story of
+`tests/workflows/test_instance_update_while_creating.py`: its worker away, its pod turned ready
+(serving since its create) and an update arrived; the next task heard both, and the Instance
+rebuilt the serving pod on its name at the new revision. Version 13 makes it Ready first and
+surges (`instance-ready-before-update`); a version-12 run, recorded without that marker, must
+replay on the rebuild. The chaos test of CI on 2026-12-07 met this with 200 Instances.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ CAPTURED = Path(__file__).parent / "captured"
 REPORT_WITH_START = CAPTURED / "rollout_report_with_its_start__InferenceService.json"
 QUOTA_WAIT_V9 = CAPTURED / "quota_wait_before_version_10__Instance.json"
 REPORT_BUSY = CAPTURED / "report_answered_busy__Instance.json"
+REBUILT_V12 = CAPTURED / "update_meets_serving_create_v12__Instance.json"
 
 
 def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -> None:
@@ -50,7 +59,9 @@ def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -
     assert report > started and not completed_between, "the report must reach the task that sees the start"
 
 
-@pytest.mark.parametrize("captured", [REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY], ids=lambda path: path.stem)
+@pytest.mark.parametrize(
+    "captured", [REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY, REBUILT_V12], ids=lambda path: path.stem
+)
 async def test_the_captured_history_replays_on_current_code(captured: Path) -> None:
     result = await replayer(list(WORKFLOWS)).replay_workflow(history(captured), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{captured.name}: {result.replay_failure}"
@@ -91,3 +102,16 @@ def test_the_busy_answered_instance_recreated_its_pod_while_its_reports_went_aga
     after = steps[first_busy:]
     assert "create" in after[: after.index("delivered")], f"the new pod waited for the parent: {steps}"
     assert after.count("busy") >= 3 and after[after.index("delivered") - 1] == "busy", steps
+
+
+def test_the_version_12_instance_rebuilt_its_serving_pod_when_the_update_came() -> None:
+    events = json.loads(REBUILT_V12.read_text())["events"]
+    started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
+    assert json.loads(base64.b64decode(started))["workflow_version"] == 12
+    summaries = [
+        json.loads(base64.b64decode(event["userMetadata"]["summary"]["data"]))
+        for event in events
+        if "summary" in event.get("userMetadata", {})
+    ]
+    creates = [text for text in summaries if text.startswith("create 1 pods for chat-engine-1")]
+    assert len(creates) == 2 and any("rebuild on stable names" in text for text in summaries), summaries

@@ -37,6 +37,9 @@ INSTANCE_PACKAGE = Path(versions.__file__).parent
         (8, versions.DELETION_COUNTED, False),
         (9, versions.DELETION_COUNTED, True),
         (9, versions.HELD_UPDATE_OFF_NET, True),
+        (12, versions.REPORT_BUSY_LATER, True),
+        (12, versions.READY_BEFORE_UPDATE, False),
+        (13, versions.READY_BEFORE_UPDATE, True),
     ],
 )
 def test_a_version_takes_its_changes_and_those_of_the_versions_before(version: int, change: str, included: bool) -> None:

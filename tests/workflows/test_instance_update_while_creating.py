@@ -1,4 +1,4 @@
-"""An update that reaches an Instance still Creating, whose pod serves already.
+"""An update that reaches an Instance still Creating (or Restarting), whose pod serves already.
 
 A single-pod Instance creates its pod with the `ome.io/serving` gate True: the pod joins the
 Service as soon as it is ready, before the workflow has heard so. When the update arrives in the
@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from models.instance import DeleteRequest, InstancePhase, UpdateRequest
+from models.instance import DeleteRequest, InstancePhase, RestartRequest, UpdateRequest
 from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
-from tests.workflows.instance_harness import Harness, without_change
+from tests.workflows.instance_harness import Harness, ready_at, without_change
 from workers.worker import build_worker
 from workflows.instance import versions
 
@@ -27,14 +27,19 @@ FIRST, SURGE = "chat-engine-1-default-0", "chat-engine-1-default-1"
 
 
 @pytest.mark.parametrize("recorded_before", [False, True], ids=["now", "runs-recorded-before"])
-async def test_an_update_that_finds_the_created_pod_serving_surges_instead_of_rebuilding(
-    workflow_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch, recorded_before: bool
+@pytest.mark.parametrize("attempt", ["create", "restart"])
+async def test_an_update_that_finds_the_new_pod_serving_surges_instead_of_rebuilding(
+    workflow_env: WorkflowEnvironment,
+    task_queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+    attempt: str,
+    recorded_before: bool,
 ) -> None:
     if recorded_before:
         without_change(monkeypatch, versions.READY_BEFORE_UPDATE)
     await register_search_attributes(workflow_env)
     cluster = FakeCluster(client=workflow_env.client, gate_at_create=True)
-    starting = [True]
+    starting = [attempt == "create"]
 
     def not_ready_while_starting(cluster: FakeCluster) -> None:
         for pod in cluster.pods.values():
@@ -48,8 +53,15 @@ async def test_an_update_that_finds_the_created_pod_serving_surges_instead_of_re
         workflow_env.client, task_queue, None, activities=cluster.activities(), max_cached_workflows=0
     ):
         handle = await harness.start(harness.spec())
-        status = await harness.until(handle, lambda s: s.operation is not None and FIRST in cluster.pods, step=1)
-        assert status.phase == P.CREATING and not status.serving
+        if attempt == "restart":
+            await harness.until(handle, ready_at())
+            starting[0] = True
+            await handle.signal("restart", RestartRequest(reason="operator"))
+        status = await harness.until(
+            handle, lambda s: s.operation is not None and s.operation.step == "CreatePods" and FIRST in cluster.pods, step=1
+        )
+        assert status.operation is not None and status.operation.type == attempt.title()
+        assert not status.serving
     # The worker is away: the pod turns ready (its gate is True since its create, so it serves),
     # and the update arrives; the next workflow task hears both at once.
     starting[0] = False
@@ -65,12 +77,13 @@ async def test_an_update_that_finds_the_created_pod_serving_surges_instead_of_re
         log = cluster.serving_log
         if recorded_before:
             # The serving pod was rebuilt on its name at the new revision: nothing served meanwhile.
-            assert status.active_ordinal == 0 and cluster.created == [FIRST, FIRST]
+            assert status.active_ordinal == 0 and cluster.created[-2:] == [FIRST, FIRST]
             assert min(serving) == 0
         else:
             assert status.active_ordinal == 1 and sorted(cluster.pods) == [SURGE]
-            assert cluster.created == [FIRST, SURGE] and cluster.deleted == [FIRST]
-            assert log.index((SURGE, True)) < log.index((FIRST, False))
+            assert cluster.created[-2:] == [FIRST, SURGE] and cluster.deleted[-1:] == [FIRST]
+            # The attempt's pod leaves rotation only after the surge pod joins it.
+            assert log[-2:] == [(SURGE, True), (FIRST, False)], log
             assert serving and min(serving) >= 1, serving
         await handle.signal("delete", DeleteRequest())
         await handle.result()

@@ -17,7 +17,6 @@ with workflow.unsafe.imports_passed_through():
     from models.instance import DeleteRequest, InstanceFailure, InstancePhase
     from models.kube_ops import DeleteObjectInput, ObjectRef
     from planning.instance import rules as policy
-    from planning.instance.health import levels
     from planning.instance.steps import Do, Step, Why, confirmed_failure_step
     from workflows import kube_calls
     from workflows.instance import versions
@@ -123,9 +122,7 @@ class InstanceLifecycle(InstanceUpdates):
             await self.delete_pods(leftovers, "rebuild on stable names")
         result = await self.bring_up(self.manifests())
         if result.outcome == "interrupted":
-            if self.serves_before_update(result.members):
-                # Ready at the revision it was created at; the update that interrupted goes
-                # next, by its way (a surge keeps it serving), instead of a rebuild in place.
+            if self.serving_when_interrupted(result.members):
                 self.commit_ready(result.members)
             return
         if isinstance(result.outcome, InstanceFailure):
@@ -133,15 +130,6 @@ class InstanceLifecycle(InstanceUpdates):
             self.set_phase(P.FAILED)
             return
         self.commit_ready(result.members)
-
-    def serves_before_update(self, members: dict[str, str]) -> bool:
-        """Whether the pods of a create a newer revision interrupted serve already: ready, with
-        their gate True (created with it, ready before the workflow heard so). Not when a
-        delete interrupted (`versions.READY_BEFORE_UPDATE`)."""
-        if self.state.pending_delete is not None or not members or not all(members.values()):
-            return False
-        counts = levels(self.observed(), members, self.spec.pod_count, 0.0, workflow.now())
-        return counts.serving and self.takes(versions.READY_BEFORE_UPDATE)
 
     # --- delete ---------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.pods import in_place_image_patches, render_pods
     from planning.instance.rules import UpdateWay
     from workflows import kube_calls, metrics
+    from workflows.instance import versions
     from workflows.instance.bring_up import BringUp, InstanceBringUp
 
 P = InstancePhase
@@ -156,10 +157,24 @@ class InstanceUpdates(InstanceBringUp):
         self.progress("CreatePods")
         return await self.bring_up(self.manifests())
 
+    def serving_when_interrupted(self, members: dict[str, str]) -> bool:
+        """Whether the pods of an attempt a newer revision interrupted serve already: ready,
+        their gate True (created with it, ready before the workflow heard so). The Instance is
+        then Ready at the attempt's revision, and the newer one goes next, by its way (a surge
+        keeps it serving), instead of rebuilding them on their names (`versions.READY_BEFORE_UPDATE`).
+        Not when a delete interrupted."""
+        if self.state.pending_delete is not None or not members or not all(members.values()):
+            return False
+        counts = levels(self.observed(), members, self.spec.pod_count, 0.0, workflow.now())
+        return counts.serving and self.takes(versions.READY_BEFORE_UPDATE)
+
     async def finish_attempt(self, result: BringUp, keep_pods: bool) -> None:
-        """Ready on success; otherwise Failed with the attempt's pods (kept or deleted)."""
+        """Ready on success, or when interrupted with its pods serving; otherwise Failed with the
+        attempt's pods (kept or deleted)."""
         state = self.state
-        if result.outcome == "ok":
+        if result.outcome == "ok" or (
+            result.outcome == "interrupted" and self.serving_when_interrupted(result.members)
+        ):
             self.commit_ready(result.members)
             return
         state.members = result.members

@@ -141,12 +141,13 @@ local activity, held the Instance's workflow task open meanwhile, and the news b
 on the bench, a killed pod's recreation began 1.29 s after the kill. Runs from before tried on."""
 
 READY_BEFORE_UPDATE = "instance-ready-before-update"
-"""Decided once at the start of each run: a create that a newer revision interrupts while its pods
+"""A create or restart (or an update's attempt) that a newer revision interrupts while its pods
 serve already (created with their gate True, ready before the workflow heard so) makes the
-Instance Ready at the revision it was created at, and the update then goes by its way (a surge
-keeps it serving). Runs from before rebuilt the serving pods on their stable names at the new
-revision, and the Instance served nothing until they were ready again: under a worker's restart,
-an update that arrived with the news of the pod's readiness took an Instance out of rotation."""
+Instance Ready at the attempt's revision, and the update then goes by its way (a surge keeps it
+serving). Asked only when that happens. Runs from before rebuilt the serving pods on their
+stable names at the new revision, and the Instance served nothing until they were ready again:
+under a worker's restart, an update that arrived with the news of the pod's readiness took an
+Instance out of rotation (tests/e2e/test_chaos_worker_kill.py saw it)."""
 
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
