@@ -21,7 +21,7 @@ from kubesim.apply import server_side_apply, track_update
 from kubesim.errors import ApiError
 from kubesim.fastjson import clone
 from kubesim.patch import apply_patch
-from kubesim.quota import QUOTAS, WEBHOOK_PREVIEW, Charges, admit_pod
+from kubesim.quota import QUOTAS, WEBHOOK_PREVIEW, Charges, admit
 from kubesim.resources import Registry, ResourceType, resource_type_from_crd
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.store import Object, Store
@@ -170,8 +170,8 @@ class Api:
             meta["generation"] = 1
         track_update(None, obj, manager or "unknown")
         charges: Charges = []
-        if rt.key == ("", "pods") and not WEBHOOK_PREVIEW.get():
-            charges = admit_pod(self.store, obj)
+        if rt.namespaced and not WEBHOOK_PREVIEW.get():
+            charges = admit(self.store, rt.key, obj)
         return obj, charges
 
     def _store_created(self, rt: ResourceType, obj: Object, charges: Charges) -> Object:

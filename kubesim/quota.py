@@ -1,5 +1,5 @@
-"""ResourceQuota on pods: the admission that refuses a pod over its namespace's quota, and what
-a quota's status shows.
+"""ResourceQuota: the admission that refuses a pod, or any object a quota counts, over its
+namespace's quota, and what a quota's status shows.
 
 As kube-apiserver's quota admission does, a pod's creation is judged against each quota's
 status, which the quota controller keeps (`kubesim.controllers.quota`), not against the pods
@@ -27,24 +27,34 @@ A pod counts as the quota evaluator counts it: unless it finished (Succeeded or 
 is Terminating past its deletion grace (a pod stuck on a lost node stops holding its user's
 quota); against `count/pods` every pod stored counts, finished or not.
 
+The creation of any other namespaced object is judged the same way on the names that count
+objects of its kind (`kubesim.quota_objects`: `services`, `count/configmaps`,
+`count/deployments.apps`, `services.nodeports`), one each (a Service's node ports by its
+ports): `services "<name>" is forbidden: exceeded quota: <quota>, requested: services=1, used:
+services=4, limited: services=4`; a kind of another group is named with it
+(`deployments.apps "<name>" is forbidden: ...`). Updates are not judged: a Service whose
+change of type would take more node ports than the quota allows is let through, and counted.
+
 What kubesim keeps of ResourceQuota beyond that: every `spec.hard` entry is shown in
-`status.hard`, and `status.used` shows each name that counts pods; object counts of other kinds
-(`services`, `count/configmaps`) are stored but neither counted nor enforced, and a quota with
-`scopes` or a `scopeSelector` is not enforced at all (it could not be told which pods it covers).
+`status.hard`, and `status.used` shows each name kubesim counts; a name it does not count (a
+PersistentVolumeClaim's `requests.storage`) is stored, not shown in `status.used`, and not
+enforced, and a quota with `scopes` or a `scopeSelector` is not enforced at all (it could not
+be told which pods it covers).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 
 from kubesim.errors import ApiError
+from kubesim.quota_objects import PODS, counted_kind, kind_usage, object_usage
 from kubesim.quota_usage import ZERO, Quantity, Usage, matching, missing, pod_usage, total
 from kubesim.scheduler.match import QuantityError, parse_quantity
-from kubesim.store import Object, Store
+from kubesim.store import Object, Store, TypeKey
 from kubesim.timing import parse_timestamp
 
-PODS = ("", "pods")
 QUOTAS = ("", "resourcequotas")
 Charges = list[tuple[Object, Object]]
 """What a pod's admission charges: each quota with its status once charged."""
@@ -72,10 +82,19 @@ def pod_counts(pod: Object, now: dt.datetime) -> bool:
     return stop is None or now <= stop
 
 
-def usage(store: Store, namespace: str, now: dt.datetime) -> Usage:
-    """What the pods of `namespace` use of a quota: `count/pods` every pod in storage, as the
-    object count does, everything else only the pods that hold it (`pod_counts`)."""
-    return total(pod_usage(pod, pod_counts(pod, now)) for pod in store.list(PODS, namespace))
+def usage(store: Store, namespace: str, now: dt.datetime, names: Iterable[str] = ()) -> Usage:
+    """What `namespace` uses of a quota: what its pods use (`count/pods` every pod in storage,
+    as the object count does, everything else only the pods that hold it: `pod_counts`), and the
+    objects of each other kind one of `names` counts."""
+    used = total(pod_usage(pod, pod_counts(pod, now)) for pod in store.list(PODS, namespace))
+    for kind in sorted({kind for kind in map(counted_kind, names) if kind is not None}):
+        used.update(kind_usage(kind, store.list(kind, namespace)))
+    return used
+
+
+def counted(name: str) -> bool:
+    """Whether kubesim counts a quota's `name`: by pods or by objects of a kind."""
+    return matching(name) or counted_kind(name) is not None
 
 
 def enforced(quota: Object) -> bool:
@@ -104,32 +123,35 @@ def _shown(amounts: dict[str, Quantity], names: list[str]) -> str:
     return ",".join(f"{name}={amounts[name]}" for name in names)
 
 
-def admit_pod(store: Store, pod: Object) -> Charges:
-    """Refuse `pod`'s creation when a quota of its namespace that counts pods requires what
-    its containers do not state, or does not know its use yet (its status names a limit but no
-    use of it), or, by its status, has no room for the pod (the first such quota by name, with
-    each of its limits the pod would pass); else the charges: each quota that counts the pod,
-    with its status raised by the pod's use."""
-    namespace = pod["metadata"].get("namespace") or ""
-    name = pod["metadata"]["name"]
-    spec = pod.get("spec") or {}
+def admit(store: Store, kind: TypeKey, obj: Object) -> Charges:
+    """Refuse the creation of `obj` (of `kind`, in a namespace) when a quota of its namespace that
+    counts it requires what a pod's containers do not state, or does not know its use yet (its
+    status names a limit but no use of it), or, by its status, has no room for it (the first
+    such quota by name, with each of its limits it would pass); else the charges: each quota
+    that counts it, with its status raised by its use. A pod is counted by `kubesim.quota_usage`,
+    any other object by `kubesim.quota_objects`."""
+    namespace = obj["metadata"].get("namespace") or ""
+    if not namespace:
+        return []
+    name = obj["metadata"]["name"]
+    requested = pod_usage(obj, counts=True) if kind == PODS else object_usage(kind, obj)
+    counts: Callable[[str], bool] = matching if kind == PODS else requested.__contains__
     judged = []
     for quota in sorted(store.list(QUOTAS, namespace), key=lambda q: q["metadata"]["name"]):
         status = quota.get("status") or {}
         hard, used = status.get("hard") or {}, status.get("used") or {}
-        limited = sorted(key for key in hard if matching(key))
+        limited = sorted(key for key in hard if counts(key))
         if not enforced(quota) or not limited:
             continue
         quota_name = quota["metadata"]["name"]
-        absent = missing(spec, limited)
+        absent = missing(obj.get("spec") or {}, limited) if kind == PODS else {}
         if absent:
             needs = "; ".join(f"{key} for: {','.join(containers)}" for key, containers in absent.items())
-            raise _forbidden(name, f"failed quota: {quota_name}: must specify {needs}")
+            raise _forbidden(kind, name, f"failed quota: {quota_name}: must specify {needs}")
         # Every quota's use must be known before any is judged full.
         if any(key not in used for key in limited):
-            raise _forbidden(name, f"status unknown for quota: {quota_name}, resources: {','.join(limited)}")
+            raise _forbidden(kind, name, f"status unknown for quota: {quota_name}, resources: {','.join(limited)}")
         judged.append((quota, status, limited))
-    requested = pod_usage(pod, counts=True)
     charges: Charges = []
     for quota, status, limited in judged:
         quota_name = quota["metadata"]["name"]
@@ -139,6 +161,7 @@ def admit_pod(store: Store, pod: Object) -> Charges:
         over = [key for key, amount in raised.items() if amount.amount > hard[key].amount]
         if over:
             raise _forbidden(
+                kind,
                 name,
                 f"exceeded quota: {quota_name}, requested: {_shown(requested, over)}, "
                 f"used: {_shown(used, over)}, limited: {_shown(hard, over)}",
@@ -149,13 +172,16 @@ def admit_pod(store: Store, pod: Object) -> Charges:
     return charges
 
 
-def _forbidden(name: str, why: str) -> ApiError:
-    return ApiError(403, f'pods "{name}" is forbidden: {why}', details={"name": name, "kind": "pods"})
+def _forbidden(kind: TypeKey, name: str, why: str) -> ApiError:
+    group, resource = kind
+    qualified = f"{resource}.{group}" if group else resource
+    details = {"name": name, "group": group, "kind": resource} if group else {"name": name, "kind": resource}
+    return ApiError(403, f'{qualified} "{name}" is forbidden: {why}', details=details)
 
 
 def quota_status(quota: Object, used: Usage) -> Object:
-    """What `quota`'s status shows: its hard limits, and what the pods use of each that counts
-    them (nothing for a scoped quota, whose pods kubesim cannot tell)."""
+    """What `quota`'s status shows: its hard limits, and what is used of each kubesim counts
+    (nothing for a scoped quota, whose pods kubesim cannot tell)."""
     hard = dict((quota.get("spec") or {}).get("hard") or {})
-    shown = {key: str(used.get(key, ZERO)) for key in hard if matching(key)} if enforced(quota) else {}
+    shown = {key: str(used.get(key, ZERO)) for key in hard if counted(key)} if enforced(quota) else {}
     return {"hard": hard, "used": shown}

@@ -32,23 +32,23 @@ def activities(k8s: Clients) -> KubeActivities:
     return KubeActivities(k8s.api, cluster="sim")
 
 
-def test_create_first_refused_by_a_full_quota_reads_the_existing_object(
-    k8s: Clients, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_create_first_refused_by_a_full_quota_reads_the_existing_object(k8s: Clients) -> None:
     """A full services quota answers the blind create of an existing Service with 403
-    QuotaExceeded, not AlreadyExists: the apply reads it and finds it unchanged."""
-    kube, namespace = activities(k8s), k8s.namespace
+    QuotaExceeded, not AlreadyExists: the apply reads it and finds it unchanged. A Service
+    that is not there is refused, for good (the quota must have room first)."""
+    kube, core, namespace = activities(k8s), k8s.core, k8s.namespace
     created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
-    real = kube.rest.request
-
-    def quota_full(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
-        if method == "POST":
-            raise ApiException(status=403, reason='services "x" is forbidden: exceeded quota: q')
-        return real(method, path, *args, **kwargs)
-
-    monkeypatch.setattr(kube.rest, "request", quota_full)
+    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "one"}, "spec": {"hard": {"services": "1"}}})
+    wait_for(lambda: (core.read_namespaced_resource_quota("one", namespace).status.used or {}).get("services") == "1", "the quota counted")
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_service(namespace, headless_service(namespace))
+    assert refused.value.status == 403, "the quota refuses before the name is found taken"
     again = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
     assert again.action == "unchanged" and again.resource_version == created.resource_version
+    with pytest.raises(ApplicationError) as caught:
+        run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace, index=1), create_first=True))
+    assert caught.value.type == KubeErrorType.QUOTA_EXCEEDED and caught.value.non_retryable
+    assert 'services "chat-engine-1" is forbidden: exceeded quota: one' in str(caught.value)
 
 
 def test_a_create_a_quota_refuses_part_of_keeps_the_pods_it_made(k8s: Clients) -> None:

@@ -17,7 +17,8 @@ from kubernetes.client.rest import ApiException
 
 from kubesim.controllers.quota import QuotaStatus
 from kubesim.errors import ApiError
-from kubesim.quota import QUOTAS, admit_pod
+from kubesim.quota import QUOTAS, admit
+from kubesim.quota_objects import PODS
 from kubesim.store import Store
 from tests.kubesim.helpers import Clients, pod_body, quota_counted, raw_request, wait_for
 from tests.kubesim.webhooks import WebhookServer, hold_writes, pod_writes
@@ -45,7 +46,7 @@ def refused(k8s: Clients, name: str) -> ApiException:
 def test_a_pod_over_the_quota_is_refused_until_one_goes(k8s: Clients) -> None:
     ns = k8s.namespace
     quota(k8s, "pod-count", {"pods": "2", "services": "4"})
-    assert wait_for(lambda: used(k8s, "pod-count"), what="the quota's status") == {"pods": "0"}
+    assert wait_for(lambda: used(k8s, "pod-count"), what="the quota's status") == {"pods": "0", "services": "0"}
     for name in ("a", "b"):
         k8s.core.create_namespaced_pod(ns, pod_body(name))
     error = refused(k8s, "c")
@@ -55,18 +56,18 @@ def test_a_pod_over_the_quota_is_refused_until_one_goes(k8s: Clients) -> None:
         'pods "c" is forbidden: exceeded quota: pod-count, requested: pods=1, used: pods=2, limited: pods=2'
     )
     assert body["details"] == {"name": "c", "kind": "pods"}
-    assert wait_for(lambda: used(k8s, "pod-count") == {"pods": "2"} or None, what="two pods counted")
+    assert wait_for(lambda: used(k8s, "pod-count") == {"pods": "2", "services": "0"} or None, what="two pods counted")
     hard = k8s.core.read_namespaced_resource_quota("pod-count", ns).status.hard
-    assert hard == {"pods": "2", "services": "4"}, "every hard limit is shown, counted or not"
+    assert hard == {"pods": "2", "services": "4"}
     # A dry run is refused the same way, and a pod that is gone frees its room.
     with pytest.raises(ApiException) as dry:
         k8s.core.create_namespaced_pod(ns, pod_body("c"), dry_run="All")
     assert dry.value.status == 403
     k8s.core.delete_namespaced_pod("a", ns, grace_period_seconds=0)
     # The room shows once the controller has counted again (admission reads the status).
-    wait_for(lambda: used(k8s, "pod-count") == {"pods": "1"} or None, what="one pod counted")
+    wait_for(lambda: used(k8s, "pod-count") == {"pods": "1", "services": "0"} or None, what="one pod counted")
     k8s.core.create_namespaced_pod(ns, pod_body("c"))
-    assert wait_for(lambda: used(k8s, "pod-count") == {"pods": "2"} or None, what="still two pods counted")
+    assert wait_for(lambda: used(k8s, "pod-count") == {"pods": "2", "services": "0"} or None, what="two pods counted")
     # The API server answers a quota's deletion with the object deleted, as it does a pod's.
     assert k8s.core.delete_namespaced_resource_quota("pod-count", ns).metadata.name == "pod-count"
     k8s.core.create_namespaced_pod(ns, pod_body("d"))
@@ -173,7 +174,7 @@ def test_kubectl_shows_what_the_pods_use(k8s: Clients, tmp_path: Path) -> None:
     quota(k8s, "pod-count", {"pods": "3", "requests.cpu": "4", "limits.memory": "8Gi", "services": "2"})
     stated = {"name": "main", "image": "server:1", "resources": {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}}}
     k8s.core.create_namespaced_pod(k8s.namespace, pod_body("a", containers=[stated]))
-    wanted = {"pods": "1", "requests.cpu": "500m", "limits.memory": "1Gi"}
+    wanted = {"pods": "1", "requests.cpu": "500m", "limits.memory": "1Gi", "services": "0"}
     wait_for(lambda: used(k8s, "pod-count") == wanted or None, what="one pod counted")
     env = {**os.environ, "KUBECONFIG": k8s.sim.kubeconfig_path, "HOME": str(tmp_path)}
     shown = subprocess.run(
@@ -181,7 +182,7 @@ def test_kubectl_shows_what_the_pods_use(k8s: Clients, tmp_path: Path) -> None:
     ).stdout.splitlines()
     assert shown[0].split() == ["NAME", "AGE", "REQUEST", "LIMIT"]
     assert shown[1].startswith("pod-count")
-    assert shown[1].endswith("pods: 1/3, requests.cpu: 500m/4, services: ?/2   limits.memory: 1Gi/8Gi")
+    assert shown[1].endswith("pods: 1/3, requests.cpu: 500m/4, services: 0/2   limits.memory: 1Gi/8Gi")
 
 
 def test_admission_reads_and_charges_the_status_not_the_pods(k8s: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -303,7 +304,7 @@ def _quota(name: str, status: dict[str, Any] | None, **spec: Any) -> dict[str, A
         pytest.param(
             [_quota("q", {"hard": {"pods": "0"}, "used": {}}, scopes=["BestEffort"])], {}, id="scoped: not enforced"
         ),
-        pytest.param([_quota("q", {"hard": {"services": "1"}, "used": {}})], {}, id="another kind's count: not counted"),
+        pytest.param([_quota("q", {"hard": {"services": "1"}, "used": {}})], {}, id="another kind's count: not the pod's"),
         pytest.param(
             [_quota("q", {"hard": {"requests.nvidia.com/gpu": "16"}, "used": {"requests.nvidia.com/gpu": "8"}})],
             {"q": {"requests.nvidia.com/gpu": "16"}},
@@ -342,10 +343,10 @@ def test_admission_judges_a_pod_on_each_quotas_status(quotas: list[dict[str, Any
     pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [engine]}}
     if isinstance(outcome, str):
         with pytest.raises(ApiError) as error:
-            admit_pod(store, pod)
+            admit(store, PODS, pod)
         assert (error.value.code, error.value.message) == (403, outcome)
         return
-    charged = {quota["metadata"]["name"]: status["used"] for quota, status in admit_pod(store, pod)}
+    charged = {quota["metadata"]["name"]: status["used"] for quota, status in admit(store, PODS, pod)}
     assert charged == outcome
 
 
