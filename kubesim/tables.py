@@ -174,10 +174,19 @@ def _selector(selector: Any) -> Any:
 
 
 def _endpoints(ep: Object) -> Any:
-    found = [f"{a.get('ip')}:{p.get('port')}" for subset in ep.get("subsets") or []
-             for a in subset.get("addresses") or [] for p in subset.get("ports") or [{}]]
-    if not found:
+    """As kubectl's printer shows an Endpoints: each ready address with each port (`ip:port`),
+    by subset then port; a subset without ports (a headless Service's) by its addresses alone."""
+    subsets = ep.get("subsets") or []
+    if not subsets:
         return None
+    found: list[str] = []
+    for subset in subsets:
+        addresses = [str(a.get("ip")) for a in subset.get("addresses") or []]
+        ports = subset.get("ports") or []
+        if not ports:
+            found += addresses
+        for port in ports:
+            found += [f"[{ip}]:{port.get('port')}" if ":" in ip else f"{ip}:{port.get('port')}" for ip in addresses]
     return ",".join(found[:3]) + (f" + {len(found) - 3} more..." if len(found) > 3 else "")
 
 
