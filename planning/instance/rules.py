@@ -209,6 +209,17 @@ def pod_group_recheck_seconds(checks: int) -> float:
     )
 
 
+SERVICE_RECHECK_FIRST_SECONDS = 30.0
+SERVICE_RECHECK_CAP_SECONDS = 300.0
+
+
+def service_recheck_seconds(tries: int) -> float:
+    """When to try again a headless Service a full quota refused, after `tries` refusals: 30s,
+    60s, 120s, 240s, then every 5 minutes. A quota frees without any event the Instance hears."""
+    exponent = max(0, tries - 1)
+    return float(min(SERVICE_RECHECK_FIRST_SECONDS * float(2 ** min(exponent, 16)), SERVICE_RECHECK_CAP_SECONDS))
+
+
 def pod_group_taken_message(spec: InstanceSpec, owner: str) -> str:
     name = spec.instance_name
     return (

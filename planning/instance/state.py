@@ -64,6 +64,11 @@ class InstanceState(BaseModel):
     operation_counter: int = 0
     refused_revision: str | None = None
     """An InPlaceOnly update this Instance refused; not retried until another revision comes."""
+    service_retry_at: datetime | None = None
+    """When the headless Service a full quota refused is tried again (`versions.SERVICE_RETRIED`);
+    None: it is in place, or was refused for another reason."""
+    service_tries: int = 0
+    """How many times in a row a full quota refused the headless Service."""
 
     workflow_version: int = 0
     """The Instance workflow version this run started under (`workflows.instance.versions`): 0 for

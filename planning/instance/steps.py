@@ -267,8 +267,8 @@ def _repair(state: InstanceState, now: datetime) -> tuple[Why, dict[str, Any]] |
 
 def next_wake(state: InstanceState, now: datetime) -> datetime | None:
     """When a waiting Instance must look again without news: a retry or rebuild coming due,
-    or a pod turning available. A retry or rebuild the pause holds back is no reason to wake
-    (it would only spin)."""
+    a pod turning available, or its headless Service to try again. A retry or rebuild the pause
+    holds back is no reason to wake (it would only spin)."""
     wakes: list[datetime] = []
     block = state.retry_block
     timers = retry_timers_run(state.pause_mode, state.phase)
@@ -279,4 +279,6 @@ def next_wake(state: InstanceState, now: datetime) -> datetime | None:
     available_at = current_levels(state, now).next_available_at
     if available_at is not None:
         wakes.append(available_at)
+    if state.service_retry_at is not None:
+        wakes.append(state.service_retry_at)
     return min(wakes) if wakes else None

@@ -40,6 +40,8 @@ INSTANCE_PACKAGE = Path(versions.__file__).parent
         (12, versions.REPORT_BUSY_LATER, True),
         (12, versions.READY_BEFORE_UPDATE, False),
         (13, versions.READY_BEFORE_UPDATE, True),
+        (12, versions.SERVICE_RETRIED, False),
+        (13, versions.SERVICE_RETRIED, True),
     ],
 )
 def test_a_version_takes_its_changes_and_those_of_the_versions_before(version: int, change: str, included: bool) -> None:

@@ -98,6 +98,9 @@ class FakeCluster:
     on_change: Callable[[FakeCluster], None] | None = None
     lose_gone_signals: bool = False
     """Deleted pods vanish without the watcher's signal (a lost 'gone'): only a list sees it."""
+    services_quota: int | None = None
+    """The namespace's `services` quota, as the API server's admission holds creations to it: a
+    new Service past it is refused (403 `exceeded quota`)."""
     gate_at_create: bool = False
     """A create that asks for it writes the pods' `ome.io/serving` gate True (`CreatePodsInput.serving`)
     as the real activity does; otherwise the fake leaves it for `set_serving`."""
@@ -276,6 +279,15 @@ class FakeCluster:
             meta = arg.manifest["metadata"]
             key = f"{arg.manifest['kind']}/{meta['name']}"
             action = "updated" if key in self.objects else "created"
+            services = sum(1 for name in self.objects if name.startswith("Service/"))
+            full = self.services_quota is not None and services >= self.services_quota
+            if action == "created" and arg.manifest["kind"] == "Service" and full:
+                raise ApplicationError(
+                    f'apply Service: HTTP 403 Forbidden: services "{meta["name"]}" is forbidden: exceeded quota: '
+                    f"svc, requested: services=1, used: services={services}, limited: services={self.services_quota}",
+                    type=KubeErrorType.QUOTA_EXCEEDED,
+                    non_retryable=True,
+                )
             self.objects[key] = arg.manifest
             ref = ObjectRef(
                 api_version=arg.manifest["apiVersion"],

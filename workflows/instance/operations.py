@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from models.kube_ops import (
         ApplyObjectInput,
         CrdExistsInput,
+        KubeErrorType,
         ListInstancePodsInput,
     )
     from models.pods import InstancePods, PodSummary
@@ -244,22 +245,8 @@ class InstanceOperations(InstanceReports):
         of an earlier Instance on this name may still be terminating then, or taken.
         """
         spec = self.spec
-        try:
-            await kube_calls.apply_object(
-                # A new Instance's first run creates it: no read before (one request, not two).
-                ApplyObjectInput(
-                    manifest=render_headless_service(spec),
-                    create_first=self.local_kube and self.state.operation_counter == 0,
-                ),
-                summary=f"apply headless Service {spec.instance_name}",
-                local=self.local_kube,
-            )
-        except ActivityError as error:
-            # Without it the leader has no DNS name and "available" never holds; the pods can
-            # still be created and serve through the component's Service, so say so and go on.
-            await self.event(
-                "HeadlessServiceFailed", f"headless Service {spec.instance_name}: {error.cause or error}"
-            )
+        # A new Instance's first run creates it: no read before (one request, not two).
+        await self.apply_headless_service(create_first=self.local_kube and self.state.operation_counter == 0)
         if not (spec.multi_pod and spec.gang_scheduling):
             return
         if self.state.pod_group_crd is None:
@@ -268,6 +255,38 @@ class InstanceOperations(InstanceReports):
             )
             self.state.pod_group_crd = found.exists
             self.state.gang_unavailable = not found.exists
+
+    async def apply_headless_service(self, create_first: bool = False) -> None:
+        """Apply the headless Service. Without it the leader has no DNS name and "listed" is
+        not known; the pods can still be created and serve through the component's Service,
+        so a refusal is said (an event) and the Instance goes on. One a full quota refused is
+        tried again later (`service_retry_at`, `versions.SERVICE_RETRIED`) until it is made."""
+        state, spec = self.state, self.spec
+        try:
+            await kube_calls.apply_object(
+                ApplyObjectInput(manifest=render_headless_service(spec), create_first=create_first),
+                summary=f"apply headless Service {spec.instance_name}",
+                local=self.local_kube,
+            )
+        except ActivityError as error:
+            said = state.service_retry_at is not None
+            state.service_retry_at = None
+            cause = f"headless Service {spec.instance_name}: {error.cause or error}"
+            if kube_calls.error_type(error) == KubeErrorType.QUOTA_EXCEEDED and self.takes(versions.SERVICE_RETRIED):
+                state.service_tries += 1
+                wait = policy.service_recheck_seconds(state.service_tries)
+                state.service_retry_at = workflow.now() + timedelta(seconds=wait)
+                if not said:
+                    await self.event("HeadlessServiceFailed", f"{cause}; tried again until the quota has room")
+                return
+            await self.event("HeadlessServiceFailed", cause)
+            return
+        state.service_retry_at = None
+        if state.service_tries:
+            state.service_tries = 0
+            await self.event(
+                "HeadlessServiceCreated", f"headless Service {spec.instance_name} created: the quota has room", "Normal"
+            )
 
     def needs_pod_group(self) -> bool:
         spec = self.spec

@@ -149,6 +149,14 @@ stable names at the new revision, and the Instance served nothing until they wer
 under a worker's restart, an update that arrived with the news of the pod's readiness took an
 Instance out of rotation (tests/e2e/test_chaos_worker_kill.py saw it)."""
 
+SERVICE_RETRIED = "instance-service-retried"
+"""A headless Service a full quota refused (403 `exceeded quota`, a `services` quota) is tried
+again at the loop's passes, 30 s after, then doubling to every 5 minutes
+(`InstanceState.service_retry_at`), until it is made; an event says so once it is. Asked only
+when such a refusal comes. Runs from before said the refusal (`HeadlessServiceFailed`) and went
+on without the Service for the rest of the run: no DNS name for the leader, and no listing to
+tell "available" by (spec reference §9)."""
+
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -167,7 +175,7 @@ CHANGES: dict[int, frozenset[str]] = {
     10: frozenset({WAITS_REPORTED}),
     11: frozenset({DELETED_PODS_TERMINATING, QUOTA_NOT_COUNTED_WAITS, PARTIAL_CREATE_KEPT}),
     12: frozenset({REPORT_BUSY_LATER}),
-    13: frozenset({READY_BEFORE_UPDATE}),
+    13: frozenset({READY_BEFORE_UPDATE, SERVICE_RETRIED}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

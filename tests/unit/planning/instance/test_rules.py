@@ -40,6 +40,7 @@ from planning.instance.rules import (
     release_matches,
     retry_due,
     retry_held_message,
+    service_recheck_seconds,
     start_retry,
 )
 
@@ -348,6 +349,13 @@ def test_keeps_failed_attempt(running: str | None, target: str, pods_created: bo
 )
 def test_pod_group_recheck_backs_off_to_a_minute(checks: int, seconds: float) -> None:
     assert pod_group_recheck_seconds(checks) == seconds
+
+
+@pytest.mark.parametrize(
+    ("tries", "seconds"), [(1, 30.0), (2, 60.0), (3, 120.0), (4, 240.0), (5, 300.0), (500, 300.0)]
+)
+def test_a_headless_service_the_quota_refused_is_tried_again_backing_off_to_five_minutes(tries: int, seconds: float) -> None:
+    assert service_recheck_seconds(tries) == seconds
 
 
 def test_pod_group_taken_message_names_group_owner_and_fix() -> None:

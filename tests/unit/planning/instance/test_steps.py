@@ -364,6 +364,8 @@ def test_the_bookkeeping_each_step_implies() -> None:
             ready(rebuild_at=LATER, pause_mode="Recover"),
             None,
         ),
+        ("a headless Service the quota refused, to try again", ready(service_retry_at=LATER), LATER),
+        ("the earlier of two", failed(rebuild_at=LATER, service_retry_at=NOW), NOW),
     ],
 )
 def test_next_wake(name: str, state: InstanceState, wake: datetime | None) -> None:
