@@ -27,6 +27,12 @@ recorded on 2026-12-07 by the code of f0b8260 in the fake cluster's story of
 rebuilt the serving pod on its name at the new revision. Version 13 makes it Ready first and
 surges (`instance-ready-before-update`); a version-12 run, recorded without that marker, must
 replay on the rebuild. The chaos test of CI on 2026-12-07 met this with 200 Instances.
+
+`service_retried_v13__Instance.json`: an Instance started under workflow version 13, recorded on
+2026-12-07 in the fake cluster's story of `tests/workflows/test_instance_service_quota.py`: a
+full `services` quota refused its headless Service; it was Ready without it, tried it again at
+30 s and 60 s (refused), and made it at 120 s, once the quota had room
+(`instance-service-retried`); then deleted.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ REPORT_WITH_START = CAPTURED / "rollout_report_with_its_start__InferenceService.
 QUOTA_WAIT_V9 = CAPTURED / "quota_wait_before_version_10__Instance.json"
 REPORT_BUSY = CAPTURED / "report_answered_busy__Instance.json"
 REBUILT_V12 = CAPTURED / "update_meets_serving_create_v12__Instance.json"
+SERVICE_RETRIED_V13 = CAPTURED / "service_retried_v13__Instance.json"
 
 
 def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -> None:
@@ -60,7 +67,9 @@ def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -
 
 
 @pytest.mark.parametrize(
-    "captured", [REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY, REBUILT_V12], ids=lambda path: path.stem
+    "captured",
+    [REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY, REBUILT_V12, SERVICE_RETRIED_V13],
+    ids=lambda path: path.stem,
 )
 async def test_the_captured_history_replays_on_current_code(captured: Path) -> None:
     result = await replayer(list(WORKFLOWS)).replay_workflow(history(captured), raise_on_replay_failure=False)
@@ -104,14 +113,29 @@ def test_the_busy_answered_instance_recreated_its_pod_while_its_reports_went_aga
     assert after.count("busy") >= 3 and after[after.index("delivered") - 1] == "busy", steps
 
 
-def test_the_version_12_instance_rebuilt_its_serving_pod_when_the_update_came() -> None:
-    events = json.loads(REBUILT_V12.read_text())["events"]
+def _summaries(path: Path) -> tuple[int, list[str]]:
+    """The run's workflow version and the summaries of its commands, in order."""
+    events = json.loads(path.read_text())["events"]
     started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
-    assert json.loads(base64.b64decode(started))["workflow_version"] == 12
     summaries = [
         json.loads(base64.b64decode(event["userMetadata"]["summary"]["data"]))
         for event in events
         if "summary" in event.get("userMetadata", {})
     ]
+    return json.loads(base64.b64decode(started))["workflow_version"], summaries
+
+
+def test_the_version_12_instance_rebuilt_its_serving_pod_when_the_update_came() -> None:
+    version, summaries = _summaries(REBUILT_V12)
+    assert version == 12
     creates = [text for text in summaries if text.startswith("create 1 pods for chat-engine-1")]
     assert len(creates) == 2 and any("rebuild on stable names" in text for text in summaries), summaries
+
+
+def test_the_version_13_instance_tried_its_service_again_until_it_was_made() -> None:
+    version, summaries = _summaries(SERVICE_RETRIED_V13)
+    assert version == 13
+    applies = [i for i, text in enumerate(summaries) if text == "apply headless Service chat-engine-1"]
+    made = summaries.index("event HeadlessServiceCreated for chat-engine-1")
+    assert len(applies) == 4 and applies[-1] == made - 1, summaries
+    assert summaries.count("event HeadlessServiceFailed for chat-engine-1") == 1
