@@ -57,7 +57,7 @@ from kubesim.timing import parse_timestamp
 
 QUOTAS = ("", "resourcequotas")
 Charges = list[tuple[Object, Object]]
-"""What a pod's admission charges: each quota with its status once charged."""
+"""What an object's admission charges: each quota that counts it, with its status once charged."""
 WEBHOOK_PREVIEW: ContextVar[bool] = ContextVar("webhook_preview", default=False)
 """Set while a write is previewed for the validating webhooks (`kubesim.admitted_writes`): the
 preview is not judged on the quota, which comes after them, nor a create on its name being
