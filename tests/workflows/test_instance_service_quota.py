@@ -61,35 +61,3 @@ async def test_a_headless_service_a_full_quota_refused_is_made_once_the_quota_ha
         await handle.signal("delete", DeleteRequest())
         await handle.result()
         assert SERVICE not in cluster.objects
-
-
-async def test_the_service_is_tried_again_while_the_pods_come_up(workflow_env: WorkflowEnvironment, task_queue: str) -> None:
-    """A leader's workers find it by the headless Service's name: the Service is tried again
-    during the bring-up too, not only once the Instance is Ready."""
-    await register_search_attributes(workflow_env)
-    cluster = FakeCluster(client=workflow_env.client, services_quota=0)
-    starting = [True]
-
-    def not_ready_while_starting(cluster: FakeCluster) -> None:
-        for pod in cluster.pods.values():
-            pod.containers_ready = pod.containers_ready and not starting[0]
-
-    cluster.on_change = not_ready_while_starting
-    harness = Harness(workflow_env, cluster, task_queue)
-    async with build_worker(workflow_env.client, task_queue, None, activities=cluster.activities()):
-        handle = await harness.start(harness.spec(workers=1))
-        await harness.until(handle, lambda s: s.operation is not None and len(cluster.pods) == 2, step=1)
-        cluster.services_quota = 1
-        for _ in range(8):
-            await workflow_env.sleep(60)
-            if SERVICE in cluster.objects:
-                break
-        status = await harness.until(handle, lambda s: True)
-        assert SERVICE in cluster.objects and status.phase == "Creating" and not status.serving
-        starting[0] = False
-        for pod in cluster.pods.values():
-            pod.containers_ready = True
-        await cluster.notify_pod(next(iter(cluster.pods.values())).manifest)
-        await harness.until(handle, ready_at())
-        await handle.signal("delete", DeleteRequest())
-        await handle.result()

@@ -288,14 +288,6 @@ class InstanceOperations(InstanceReports):
                 "HeadlessServiceCreated", f"headless Service {spec.instance_name} created: the quota has room", "Normal"
             )
 
-    async def service_due(self) -> None:
-        """Try the headless Service again when its time has come (`service_retry_at`): at the
-        main loop's passes and the bring-up's, so a leader's workers, which find it by its
-        name, need not wait for the pods to be ready first."""
-        due = self.state.service_retry_at
-        if due is not None and workflow.now() >= due:
-            await self.apply_headless_service()
-
     def needs_pod_group(self) -> bool:
         spec = self.spec
         return spec.multi_pod and spec.gang_scheduling and bool(self.state.pod_group_crd)
