@@ -48,7 +48,7 @@ SIGNAL_SET_PAUSE = "set_pause"
 SIGNAL_HOLD_DRAIN = "hold_drain"
 QUERY_STATUS = "status"
 PARENT_SIGNAL_INSTANCE_CHANGED = "instance_changed"
-INSTANCE_WORKFLOW_VERSION = 13
+INSTANCE_WORKFLOW_VERSION = 14
 """The Instance workflow version the InferenceReplica starts Instances with (their input's
 `workflow_version`); the changes each version takes are listed in `workflows.instance.versions`."""
 

@@ -126,16 +126,28 @@ class Waits:
         self.deadline, self.safety = held[1], safety
         return held[0]
 
+    def running(self) -> asyncio.Task[None] | None:
+        """The timer a wait left running, if it has not fired."""
+        return self.timer if self.timer is not None and not self.timer.done() else None
+
     async def wait_for_news(
-        self, news: Callable[[], bool], until: datetime | None, safety: timedelta | None, summary: str | None = None
-    ) -> bool:
-        """As the module's `wait_for_news`; True when the safety re-check's timer woke it."""
+        self, news: Callable[[], bool], until: datetime | None, safety: timedelta | None, summary: str | None = None,
+        hold: bool = False,
+    ) -> bool:  # fmt: skip
+        """As the module's `wait_for_news`; True when the safety re-check's timer woke it.
+        `hold`: a moment's wait for news about to come (the watcher showing a write of the
+        caller's own): with a timer running it waits on that timer as it is, whatever it stands
+        for, and adds no command; with none, as without `hold`."""
         if not self.keep:
             return await wait_for_news(news, until, safety, summary)
+        held = self.running() if hold else None
+        if held is not None:
+            await workflow.wait_condition(lambda: news() or held.done())
+            return held.done() and self.safety is not None
         now = workflow.now()
         safe_at = now + safety if safety is not None else None
         wake = min((at for at in (until, safe_at) if at is not None), default=None)
-        timer = self.timer if self.timer is not None and not self.timer.done() else None
+        timer = self.running()
         by_safety = safe_at is not None and wake is not None and wake >= safe_at
         if timer is not None and not self.stands_for(wake, safety if by_safety else None):
             if not self.park(timer, wake, now) and not self.leaves_to_fire(now):

@@ -33,6 +33,13 @@ replay on the rebuild. The chaos test of CI on 2026-12-07 met this with 200 Inst
 full `services` quota refused its headless Service; it was Ready without it, tried it again at
 30 s and 60 s (refused), and made it at 120 s, once the quota had room
 (`instance-service-retried`); then deleted.
+
+`moment_replaced_timer_v13__Instance.json` and `moment_keeps_timer_v14__Instance.json`: a gang
+Instance (a leader and a worker, `instanceReadyTimeout` 2 minutes) brought up and deleted in the
+fake cluster's story of `tests/workflows/test_instance_moment_keeps_timer.py`, recorded on
+2026-12-08 under version 13 (the code of b8b2b72) and under version 14. After the gate write, the
+version-13 run cancelled its 120 s readiness timer for a 5-minute re-check; the version-14 run
+kept it (`instance-moment-keeps-timer`). Each must replay on its own path.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ QUOTA_WAIT_V9 = CAPTURED / "quota_wait_before_version_10__Instance.json"
 REPORT_BUSY = CAPTURED / "report_answered_busy__Instance.json"
 REBUILT_V12 = CAPTURED / "update_meets_serving_create_v12__Instance.json"
 SERVICE_RETRIED_V13 = CAPTURED / "service_retried_v13__Instance.json"
+MOMENT_REPLACED_V13 = CAPTURED / "moment_replaced_timer_v13__Instance.json"
+MOMENT_KEPT_V14 = CAPTURED / "moment_keeps_timer_v14__Instance.json"
 
 
 def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -> None:
@@ -68,7 +77,7 @@ def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -
 
 @pytest.mark.parametrize(
     "captured",
-    [REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY, REBUILT_V12, SERVICE_RETRIED_V13],
+    [REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY, REBUILT_V12, SERVICE_RETRIED_V13, MOMENT_REPLACED_V13, MOMENT_KEPT_V14],
     ids=lambda path: path.stem,
 )
 async def test_the_captured_history_replays_on_current_code(captured: Path) -> None:
@@ -139,3 +148,24 @@ def test_the_version_13_instance_tried_its_service_again_until_it_was_made() -> 
     made = summaries.index("event HeadlessServiceCreated for chat-engine-1")
     assert len(applies) == 4 and applies[-1] == made - 1, summaries
     assert summaries.count("event HeadlessServiceFailed for chat-engine-1") == 1
+
+
+@pytest.mark.parametrize(("captured", "version"), [(MOMENT_REPLACED_V13, 13), (MOMENT_KEPT_V14, 14)])
+def test_the_gang_instance_kept_its_readiness_timer_from_version_14(captured: Path, version: int) -> None:
+    recorded, _ = _summaries(captured)
+    assert recorded == version
+    events = [
+        (
+            str(event["eventType"]).removeprefix("EVENT_TYPE_"),
+            json.loads(base64.b64decode(event["userMetadata"]["summary"]["data"]))
+            if "summary" in event.get("userMetadata", {})
+            else "",
+        )
+        for event in json.loads(captured.read_text())["events"]
+    ]
+    gate = events.index(("MARKER_RECORDED", "put chat-engine-1 into rotation (2 pods)"))
+    ready = next(i for i in range(gate, len(events)) if events[i][0] == "UPSERT_WORKFLOW_SEARCH_ATTRIBUTES")
+    timers = [kind for kind, _ in events[:ready] if kind.startswith("TIMER_")]
+    # Version 13: the readiness timer cancelled at the gate write for a 5-minute re-check.
+    expected = ["TIMER_STARTED", "TIMER_CANCELED", "TIMER_STARTED"] if version == 13 else ["TIMER_STARTED"]
+    assert timers == expected, events[:ready]

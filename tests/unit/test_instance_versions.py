@@ -42,6 +42,8 @@ INSTANCE_PACKAGE = Path(versions.__file__).parent
         (13, versions.READY_BEFORE_UPDATE, True),
         (12, versions.SERVICE_RETRIED, False),
         (13, versions.SERVICE_RETRIED, True),
+        (13, versions.MOMENT_KEEPS_TIMER, False),
+        (14, versions.MOMENT_KEEPS_TIMER, True),
     ],
 )
 def test_a_version_takes_its_changes_and_those_of_the_versions_before(version: int, change: str, included: bool) -> None:

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from planning.instance.pause import is_paused, readiness_holds
     from planning.instance.pods import PodGroupStanding
     from workflows import kube_calls, metrics
+    from workflows.instance import versions
     from workflows.instance.teardown import InstanceTeardown
 
 P = InstancePhase
@@ -300,8 +301,10 @@ class InstanceBringUp(InstanceTeardown):
             if not counts.ready or self.interrupted(spec.revision):
                 return False
             # Only until the kubelet marks the pods Ready with the gate: the step after this
-            # reports the Instance serving, so a report of the moment between is not needed.
-            await self.wait_for_news(None, since, report=False)
+            # reports the Instance serving, so a report of the moment between is not needed,
+            # and the bring-up's timer (its readiness deadline) is kept as it runs.
+            hold = self.waits.running() is not None and self.takes(versions.MOMENT_KEEPS_TIMER)
+            await self.wait_for_news(None, since, report=False, hold=hold)
 
     async def write_serving(self, members: dict[str, str]) -> None:
         """Put `members` into rotation: their `ome.io/serving` gate True."""

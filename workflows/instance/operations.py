@@ -171,13 +171,14 @@ class InstanceOperations(InstanceReports):
         return versions.takes(self.state.workflow_version, change)
 
     async def wait_for_news(
-        self, until: datetime | None, since: tuple[int, int], report: bool = True
+        self, until: datetime | None, since: tuple[int, int], report: bool = True, hold: bool = False
     ) -> None:
         """Sleep until a pod observation or a request newer than `since` arrives, `until`, or
         the safety re-list. `since` is the mark taken before the caller looked, so news that
         came in while it was busy (during an activity, say) wakes it at once instead of being
         waited for a second time. The parent hears the latest first, unless the wait is a
-        moment's (`report=False`) and the caller reports right after it anyway."""
+        moment's (`report=False`) and the caller reports right after it anyway. `hold`: the
+        timer running is kept as it is (`Waits.wait_for_news`)."""
         if report:
             await self.report()
         again = self.report_again_at
@@ -192,7 +193,7 @@ class InstanceOperations(InstanceReports):
         if self.rests_on_parent_net():
             safety = PARENT_NET_BACKSTOP  # the parent's component re-list is the net (planning.instance.resting)
         if await self.waits.wait_for_news(
-            lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq, until, safety
+            lambda: self.pods_seq != pods_seq or self.inbox_seq != inbox_seq, until, safety, hold=hold
         ):
             await self.refresh_pods()
 

@@ -157,6 +157,14 @@ when such a refusal comes. Runs from before said the refusal (`HeadlessServiceFa
 on without the Service for the rest of the run: no DNS name for the leader, and no listing to
 tell "available" by (spec reference §9)."""
 
+MOMENT_KEEPS_TIMER = "instance-moment-keeps-timer"
+"""The moment's wait after the bring-up puts its pods into rotation (until the watcher shows the
+gate written) keeps the timer the bring-up left running, its readiness deadline, and adds no
+command (`Waits.wait_for_news(hold=True)`). Asked only when such a timer runs. Runs from before
+cancelled it for a 5-minute re-check and started that: two events per gang bring-up, and a
+history that depended on when the gate write's local activity result reached the workflow. A
+run that heard the watcher's news before that result went straight on to Ready; its replay,
+which hears the result first, replaced the timer where the recording had not."""
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -176,6 +184,7 @@ CHANGES: dict[int, frozenset[str]] = {
     11: frozenset({DELETED_PODS_TERMINATING, QUOTA_NOT_COUNTED_WAITS, PARTIAL_CREATE_KEPT}),
     12: frozenset({REPORT_BUSY_LATER}),
     13: frozenset({READY_BEFORE_UPDATE, SERVICE_RETRIED}),
+    14: frozenset({MOMENT_KEEPS_TIMER}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 
