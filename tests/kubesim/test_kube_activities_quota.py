@@ -39,12 +39,8 @@ def test_create_first_refused_by_a_full_quota_reads_the_existing_object(k8s: Cli
     kube, core, namespace = activities(k8s), k8s.core, k8s.namespace
     created = run(kube.apply_object, ApplyObjectInput(manifest=headless_service(namespace), create_first=True))
     core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "one"}, "spec": {"hard": {"services": "1"}}})
-    def counted() -> bool:
-        # The status is None until the quota controller has written it.
-        status = core.read_namespaced_resource_quota("one", namespace).status
-        return status is not None and (status.used or {}).get("services") == "1"
-
-    wait_for(counted, "the quota counted")
+    wait_for(lambda: quota_counted(core, namespace, "one"), "the quota counted")
+    assert core.read_namespaced_resource_quota("one", namespace).status.used == {"services": "1"}
     with pytest.raises(ApiException) as refused:
         core.create_namespaced_service(namespace, headless_service(namespace))
     assert refused.value.status == 403, "the quota refuses before the name is found taken"
