@@ -40,6 +40,12 @@ fake cluster's story of `tests/workflows/test_instance_moment_keeps_timer.py`, r
 2026-12-08 under version 13 (the code of b8b2b72) and under version 14. After the gate write, the
 version-13 run cancelled its 120 s readiness timer for a 5-minute re-check; the version-14 run
 kept it (`instance-moment-keeps-timer`). Each must replay on its own path.
+
+`service_retried_in_bring_up_v14__Instance.json`: a gang Instance started under version 14,
+recorded on 2026-12-08 in the fake cluster's story of `test_instance_service_quota.py`: a full
+`services` quota refused its headless Service; its pods were made but not ready, the quota had
+room, and the Service was made at the 30 s try, during the bring-up, before the Instance was
+Ready (`instance-service-retried-in-bring-up`); then deleted.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ REBUILT_V12 = CAPTURED / "update_meets_serving_create_v12__Instance.json"
 SERVICE_RETRIED_V13 = CAPTURED / "service_retried_v13__Instance.json"
 MOMENT_REPLACED_V13 = CAPTURED / "moment_replaced_timer_v13__Instance.json"
 MOMENT_KEPT_V14 = CAPTURED / "moment_keeps_timer_v14__Instance.json"
+BRING_UP_RETRY_V14 = CAPTURED / "service_retried_in_bring_up_v14__Instance.json"
 
 
 def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -> None:
@@ -77,7 +84,10 @@ def test_the_captured_history_has_the_report_in_the_task_that_sees_the_start() -
 
 @pytest.mark.parametrize(
     "captured",
-    [REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY, REBUILT_V12, SERVICE_RETRIED_V13, MOMENT_REPLACED_V13, MOMENT_KEPT_V14],
+    [
+        REPORT_WITH_START, QUOTA_WAIT_V9, REPORT_BUSY, REBUILT_V12, SERVICE_RETRIED_V13,
+        MOMENT_REPLACED_V13, MOMENT_KEPT_V14, BRING_UP_RETRY_V14,
+    ],  # fmt: skip
     ids=lambda path: path.stem,
 )
 async def test_the_captured_history_replays_on_current_code(captured: Path) -> None:
@@ -169,3 +179,11 @@ def test_the_gang_instance_kept_its_readiness_timer_from_version_14(captured: Pa
     # Version 13: the readiness timer cancelled at the gate write for a 5-minute re-check.
     expected = ["TIMER_STARTED", "TIMER_CANCELED", "TIMER_STARTED"] if version == 13 else ["TIMER_STARTED"]
     assert timers == expected, events[:ready]
+
+
+def test_the_version_14_gang_instance_made_its_service_before_it_was_ready() -> None:
+    version, summaries = _summaries(BRING_UP_RETRY_V14)
+    assert version == 14
+    made = summaries.index("event HeadlessServiceCreated for chat-engine-1")
+    assert summaries[made - 1] == "apply headless Service chat-engine-1"
+    assert made < summaries.index("put chat-engine-1 into rotation (2 pods)"), summaries

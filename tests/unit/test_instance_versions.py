@@ -44,6 +44,8 @@ INSTANCE_PACKAGE = Path(versions.__file__).parent
         (13, versions.SERVICE_RETRIED, True),
         (13, versions.MOMENT_KEEPS_TIMER, False),
         (14, versions.MOMENT_KEEPS_TIMER, True),
+        (13, versions.SERVICE_RETRIED_IN_BRING_UP, False),
+        (14, versions.SERVICE_RETRIED_IN_BRING_UP, True),
     ],
 )
 def test_a_version_takes_its_changes_and_those_of_the_versions_before(version: int, change: str, included: bool) -> None:

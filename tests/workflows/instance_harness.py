@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
@@ -18,6 +19,7 @@ from planning.instance.state import InstanceState
 from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
 from tests.workflows.instance_parent import FakeParent
+from workers.client import DATA_CONVERTER
 from workers.worker import build_worker
 from workflows.instance import versions
 from workflows.names import instance_workflow_id
@@ -119,3 +121,19 @@ async def reporting_to_a_fake_parent(
     ):
         parent = await env.client.start_workflow("FakeParent", id=f"irep/prod/chat-engine-{task_queue}", task_queue=task_queue)
         yield Harness(env, cluster, task_queue), parent
+
+
+async def history_lines(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """The history, one line per event: its type, and a marker's summary (or name) or a timer's length."""
+    lines = []
+    async for event in handle.fetch_history_events():
+        name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+        summary = ""
+        if event.user_metadata.HasField("summary"):
+            summary = DATA_CONVERTER.payload_converter.from_payload(event.user_metadata.summary, str)
+        if event.HasField("timer_started_event_attributes"):
+            summary = f"{round(event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta().total_seconds())} s"
+        if event.HasField("marker_recorded_event_attributes") and not summary:
+            summary = event.marker_recorded_event_attributes.marker_name
+        lines.append(f"{name} {summary}".strip())
+    return lines

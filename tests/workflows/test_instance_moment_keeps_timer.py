@@ -8,37 +8,18 @@ the workflow first, which a replay cannot tell apart."""
 from __future__ import annotations
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from models.instance import DeleteRequest
 from tests.fixtures.temporal import register_search_attributes
 from tests.workflows.instance_fake_cluster import FakeCluster
-from tests.workflows.instance_harness import Harness, ready_at, without_change
-from workers.client import DATA_CONVERTER
+from tests.workflows.instance_harness import Harness, history_lines, ready_at, without_change
 from workers.worker import build_worker
 from workflows.instance import versions
 
 pytestmark = pytest.mark.workflows
 
 GATE_WRITE = "put chat-engine-1 into rotation (2 pods)"
-
-
-async def story(handle: WorkflowHandle) -> list[str]:
-    """The history, one line per event: its type, and a marker's summary (or name) or a timer's length."""
-    lines = []
-    async for event in handle.fetch_history_events():
-        name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
-        summary = ""
-        if event.user_metadata.HasField("summary"):
-            summary = DATA_CONVERTER.payload_converter.from_payload(event.user_metadata.summary, str)
-        if event.HasField("timer_started_event_attributes"):
-            summary = f"{round(event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta().total_seconds())} s"
-        if event.HasField("marker_recorded_event_attributes") and not summary:
-            summary = event.marker_recorded_event_attributes.marker_name
-        lines.append(f"{name} {summary}".strip())
-    return lines
 
 
 @pytest.mark.parametrize("recorded_before", [False, True], ids=["now", "runs-recorded-before"])
@@ -54,7 +35,7 @@ async def test_the_moment_after_the_gate_write_keeps_the_readiness_timer(
         # A readiness deadline shorter than the 5-minute re-check: the bring-up's timer is it.
         handle = await harness.start(harness.spec(workers=1, instance_ready_timeout_seconds=120))
         await harness.until(handle, ready_at())
-        lines = await story(handle)
+        lines = await history_lines(handle)
         gate = lines.index(f"MARKER_RECORDED {GATE_WRITE}")
         ready = lines.index("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES", gate)
         timers = [line for line in lines[:ready] if line.startswith("TIMER_")]
@@ -68,3 +49,4 @@ async def test_the_moment_after_the_gate_write_keeps_the_readiness_timer(
             assert not any("patch" in line for line in lines), lines
         await handle.signal("delete", DeleteRequest())
         await handle.result()
+

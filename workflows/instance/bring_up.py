@@ -124,6 +124,7 @@ class InstanceBringUp(InstanceTeardown):
             since = self.mark()
             if self.interrupted(spec.revision):
                 return attempt.ended("interrupted")
+            await self.service_due(self.service_retry_in_bring_up())
             failure = await self.create_missing(attempt)
             if failure is not None:
                 return attempt.ended(failure)
@@ -227,7 +228,7 @@ class InstanceBringUp(InstanceTeardown):
         if occupied:
             # An earlier incarnation still holds these names, maybe on a dead node.
             await self.force_delete_stuck(occupied, now)
-        wakes = [t for t in (check.wake_at, deadline) if t is not None]
+        wakes = [t for t in (check.wake_at, deadline, self.service_retry_in_bring_up()) if t is not None]
         if attempt.quota_hold or occupied:
             wakes.append(now + QUOTA_RECHECK)
         if attempt.group_hold:

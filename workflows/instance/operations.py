@@ -289,6 +289,17 @@ class InstanceOperations(InstanceReports):
                 "HeadlessServiceCreated", f"headless Service {spec.instance_name} created: the quota has room", "Normal"
             )
 
+    def service_retry_in_bring_up(self) -> datetime | None:
+        """When the bring-up tries the refused headless Service again: its `service_retry_at`,
+        in runs that take `SERVICE_RETRIED_IN_BRING_UP` (asked only while one is set)."""
+        due = self.state.service_retry_at
+        return due if due is not None and self.takes(versions.SERVICE_RETRIED_IN_BRING_UP) else None
+
+    async def service_due(self, due: datetime | None) -> None:
+        """Apply the headless Service again once `due` has come."""
+        if due is not None and workflow.now() >= due:
+            await self.apply_headless_service()
+
     def needs_pod_group(self) -> bool:
         spec = self.spec
         return spec.multi_pod and spec.gang_scheduling and bool(self.state.pod_group_crd)

@@ -165,6 +165,12 @@ cancelled it for a 5-minute re-check and started that: two events per gang bring
 history that depended on when the gate write's local activity result reached the workflow. A
 run that heard the watcher's news before that result went straight on to Ready; its replay,
 which hears the result first, replaced the timer where the recording had not."""
+SERVICE_RETRIED_IN_BRING_UP = "instance-service-retried-in-bring-up"
+"""The headless Service a full quota refused (`SERVICE_RETRIED`) is tried again at its time
+during the bring-up too, not only at the loop's passes once the bring-up is over: a leader's
+workers find the leader by the Service's name, so without it a gang's pods may never become
+ready, and the Instance would fail on its readiness deadline first. Asked only while such a
+retry is due. Runs from before waited for the bring-up's end."""
 # The loop's `Waits` (`workflows.waiting`) asks two changes of its own through `takes`: a
 # superseded timer due within a second is left to fire (LEAVE_NEAR_TIMER), and the 6-hour net of
 # an Instance at rest is parked, not cancelled, while an update or a deletion waits on the
@@ -184,7 +190,7 @@ CHANGES: dict[int, frozenset[str]] = {
     11: frozenset({DELETED_PODS_TERMINATING, QUOTA_NOT_COUNTED_WAITS, PARTIAL_CREATE_KEPT}),
     12: frozenset({REPORT_BUSY_LATER}),
     13: frozenset({READY_BEFORE_UPDATE, SERVICE_RETRIED}),
-    14: frozenset({MOMENT_KEEPS_TIMER}),
+    14: frozenset({MOMENT_KEEPS_TIMER, SERVICE_RETRIED_IN_BRING_UP}),
 }
 """Per version, the changes it takes without a marker (a version takes those of the ones before too)."""
 

@@ -220,8 +220,7 @@ class InstanceWorkflow(InstanceLifecycle):
             await self.delete_instance(state.pending_delete)
             return True
         await self.take_requests()
-        if state.service_retry_at is not None and workflow.now() >= state.service_retry_at:
-            await self.apply_headless_service()
+        await self.service_due(state.service_retry_at)
         if not await self.carry_out(next_step(state, workflow.now())):
             await self.wait_for_news(next_wake(state, workflow.now()), since)
         return False
