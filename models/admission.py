@@ -37,6 +37,7 @@ from models.inferenceservice import (
 )
 from models.migration import request_problems
 from models.quantity import Quantity
+from models.resolution import MULTINODE_NOT_RUN, multinode_message
 from models.runtime import ServingRuntimeSpec
 
 __all__ = ["Admission", "Finding", "admit"]
@@ -152,6 +153,8 @@ def _check_components(isvc: InferenceService, findings: Findings) -> None:
         elif mode == "MultiNode" and name == "router":
             findings.deny("InvalidDeploymentMode", field,
                           f"{field}: MultiNode runs only an engine or a decoder; use OMENative or RawDeployment")
+        elif mode == "MultiNode":
+            findings.warn(MULTINODE_NOT_RUN, field, multinode_message(name))
         _check_lifecycle(where, spec.lifecycle, findings)
 
 

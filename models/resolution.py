@@ -104,6 +104,19 @@ def deployment_mode(
     return "RawDeployment"
 
 
+MULTINODE_NOT_RUN = "MultiNodeNotSupported"
+"""The reason a component pinned to `MultiNode` gives, at admission (a warning) and in its
+`<Component>Ready` condition: OME runs it as a LeaderWorkerSet, which this product does not."""
+
+
+def multinode_message(component: str) -> str:
+    return (
+        f'spec.{component}.annotations["ome.io/deploymentMode"] is MultiNode, which needs a '
+        "LeaderWorkerSet this product does not run; remove the annotation to run the component "
+        "on OMENative"
+    )
+
+
 def declares_omenative_explicitly(isvc: InferenceService, component: ComponentName) -> bool:
     """OMENative set by the InferenceService itself, as rollout groups require."""
     own = _annotation_mode(isvc.spec.component(component))

@@ -70,11 +70,3 @@ def removed_components(previous: list[ComponentPlan], current: list[ComponentPla
     """Components that ran before and no longer do, or that changed mode (their old objects go)."""
     now = {(plan.name, plan.mode) for plan in current}
     return [plan for plan in previous if (plan.name, plan.mode) not in now]
-
-
-def multinode_message(component: ComponentName) -> str:
-    return (
-        f'spec.{component}.annotations["ome.io/deploymentMode"] is MultiNode, which needs a '
-        "LeaderWorkerSet this product does not run; remove the annotation to run the component "
-        "on OMENative"
-    )

@@ -27,7 +27,8 @@ from typing import Any
 
 from models.inferencereplica import Condition, InferenceReplicaStatus
 from models.isvc_status import LifecycleStatus
-from planning.replica.conditions import PlannedCondition
+from models.resolution import MULTINODE_NOT_RUN, multinode_message
+from planning.replica.conditions import PlannedCondition, component_condition_type
 from planning.replica.status import with_transitions
 from planning.service.deployment import DeploymentObserved, deployment_condition
 
@@ -75,6 +76,15 @@ def deployment_component_report(
 ) -> ComponentReport:
     """A Deployment-mode component: its condition from the Deployment's own status."""
     return ComponentReport(name=name, condition=deployment_condition(name, desired, observed))
+
+
+def multinode_component_report(name: str) -> ComponentReport:
+    """A component pinned to `MultiNode`, which this product does not run: its `<Component>Ready`
+    False, saying so and how to run it, so `Ready` names it instead of "no component"."""
+    condition = PlannedCondition(
+        component_condition_type(name), "False", MULTINODE_NOT_RUN, multinode_message(name)
+    )
+    return ComponentReport(name=name, condition=condition)
 
 
 DELETING = PlannedCondition(

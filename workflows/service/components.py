@@ -34,12 +34,12 @@ from models.kube_ops import (
     ObjectRef,
     ReadObjectInput,
 )
-from models.resolution import inference_replica_spec
+from models.resolution import inference_replica_spec, multinode_message
 from planning.objects import OME_API_VERSION, service_name
 from planning.replica.budget import update_policy
 from planning.replica.revisions import REVISION_HISTORY_ANNOTATION
 from planning.replica.template import ClusterLifecycle
-from planning.service.components import ComponentPlan, multinode_message, plan_components
+from planning.service.components import ComponentPlan, plan_components
 from planning.service.deployment import DeploymentObserved, converged, newer, observe_deployment
 from planning.service.objects import render_deployment, render_pdb, render_service
 from planning.service.relay import ISVC_FINALIZER

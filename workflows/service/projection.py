@@ -33,6 +33,7 @@ from planning.service.status import (
     isvc_status,
     lifecycle_status,
     merge_patch,
+    multinode_component_report,
 )
 from workflows import kube_calls, search_attributes
 from workflows.events import isvc_ref
@@ -114,6 +115,9 @@ class ServiceProjection:
             )
         for component, desired, observed in self.deployment_targets():
             reports.append(deployment_component_report(component, desired, observed))
+        for component, mode in state.modes.items():
+            if mode == "MultiNode" and component not in state.retiring:
+                reports.append(multinode_component_report(component))
         # One order whatever runs each component, so conditions don't move between passes.
         reports.sort(key=lambda report: report.name)
         blocking = DELETING if state.deleting else None

@@ -72,8 +72,9 @@ ROWS: list[Row] = [
      None, ["InvalidDeploymentMode"], []),
     ("MultiNode router", edit(spec__router__annotations={"ome.io/deploymentMode": "MultiNode"}),
      None, ["InvalidDeploymentMode"], []),
+    # Admitted, as OME admits it, with a warning: this product runs no LeaderWorkerSet.
     ("MultiNode engine", edit(spec__rollout=DELETE, spec__engine__annotations={"ome.io/deploymentMode": "MultiNode"}),
-     None, [], []),
+     None, [], ["MultiNodeNotSupported"]),
     ("update budgets both zero", edit(spec__engine__lifecycle={"updateStrategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}}),
      None, ["ZeroBudgetPacingUnstartable"], []),
     ("update budget surge zero only", edit(spec__engine__lifecycle={"updateStrategy": {"type": "RecreatePod", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": "25%"}}}),

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from models.inferenceservice import InferenceService
+from models.resolution import multinode_message
 from models.runtime import ServingRuntimeSpec
-from planning.service.components import multinode_message, plan_components, removed_components
+from planning.service.components import plan_components, removed_components
 
 pytestmark = pytest.mark.unit
 

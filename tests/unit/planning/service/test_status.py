@@ -19,6 +19,7 @@ from planning.service.status import (
     lifecycle_model,
     lifecycle_status,
     merge_patch,
+    multinode_component_report,
     ready_condition,
 )
 from tests.unit.planning.replica.rows import NEW, NOW, OLD
@@ -99,6 +100,21 @@ def test_not_ready_names_the_first_component_that_is_not() -> None:
     )
     assert (condition.status, condition.reason) == ("False", "InsufficientAvailable")
     assert condition.message == "engine: 0/2 Instances serving, need 2"
+
+
+def test_a_multinode_component_is_named_not_ready_with_its_fix() -> None:
+    """Not "the InferenceService declares no component": the component is there, pinned to a
+    mode this product does not run, and the user reads how to run it."""
+    body = isvc_status(1, [multinode_component_report("engine")], [], NOW)
+    conditions = {c["type"]: c for c in body["conditions"]}
+    message = (
+        'engine: spec.engine.annotations["ome.io/deploymentMode"] is MultiNode, which needs a LeaderWorkerSet '
+        "this product does not run; remove the annotation to run the component on OMENative"
+    )
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == ("False", "MultiNodeNotSupported")
+    assert conditions["Ready"]["message"] == message
+    assert (conditions["EngineReady"]["status"], conditions["EngineReady"]["reason"]) == ("False", "MultiNodeNotSupported")
+    assert body["components"] == {"engine": {}}
 
 
 def test_rollout_in_flight_is_unknown() -> None:
