@@ -8,6 +8,7 @@ against the real activities.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,7 +105,13 @@ class FakeCluster:
     gate_at_create: bool = False
     """A create that asks for it writes the pods' `ome.io/serving` gate True (`CreatePodsInput.serving`)
     as the real activity does; otherwise the fake leaves it for `set_serving`."""
+    gate_news_delay: float | None = None
+    """Seconds (wall clock) after a `set_serving` returns that the watcher's news of it comes, in a
+    task of its own; None: the news is sent from inside the call, before it returns, so the two
+    race in the worker (`test_instance_service_quota`'s replay test)."""
     uids: itertools.count[int] = field(default_factory=itertools.count)
+    later: set[asyncio.Task[None]] = field(default_factory=set)
+    """News sent after a delay (`gate_news_delay`), kept until sent."""
 
     # --- what the watcher would send ------------------------------------------------------
 
@@ -167,6 +174,10 @@ class FakeCluster:
             labels["ome.io/component"],
             int(labels["ome.io/instance-index"]),
         )
+
+    async def notify_pod_after(self, manifest: dict[str, Any], seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self.notify_pod(manifest)
 
     # --- test controls ----------------------------------------------------------------------
 
@@ -257,7 +268,11 @@ class FakeCluster:
                 manifest = pod.manifest
                 self.serving_log.append((name, arg.serving))
                 result.changed.append(name)
-            if manifest is not None:
+            if manifest is not None and self.gate_news_delay is not None:
+                news = asyncio.create_task(self.notify_pod_after(manifest, self.gate_news_delay))
+                self.later.add(news)
+                news.add_done_callback(self.later.discard)
+            elif manifest is not None:
                 await self.notify_pod(manifest)
             return result
 
