@@ -189,3 +189,23 @@ def _object_condition(s: Story, kind: str, status: str) -> dict[str, Any] | None
     conditions = {c["type"]: c for c in ((isvc or {}).get("status") or {}).get("conditions") or []}
     found = conditions.get(kind)
     return found if found is not None and found["status"] == status else None
+
+
+async def test_a_multinode_component_says_why_it_does_not_run(
+    dev_client: Client, task_queue: str, kubesim: KubeSim
+) -> None:
+    """An engine pinned to MultiNode (a LeaderWorkerSet in OME, which this product does not run):
+    the apply warns, and the InferenceService's `Ready` and `EngineReady` name the component and
+    the fix, not "the InferenceService declares no component"."""
+    manifest = isvc_manifest()
+    manifest["spec"]["engine"]["annotations"] = {"ome.io/deploymentMode": "MultiNode"}
+    fix = "which needs a LeaderWorkerSet this product does not run; remove the annotation"
+    async with story(dev_client, task_queue, kubesim) as s:
+        result = await s.apply(manifest)
+        assert result.accepted and any(fix in warning and "MultiNodeNotSupported" in warning for warning in result.warnings)
+        ready = await eventually(lambda: _object_condition(s, "Ready", "False"), "the object's Ready=False")
+        assert ready["reason"] == "MultiNodeNotSupported" and ready["message"].startswith("engine: ")
+        assert fix in ready["message"]
+        engine = await eventually(lambda: _object_condition(s, "EngineReady", "False"), "EngineReady=False")
+        assert engine["reason"] == "MultiNodeNotSupported"
+        assert s.sim.objects("apps", "deployments", NAMESPACE) == []
