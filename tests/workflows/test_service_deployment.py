@@ -15,12 +15,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.client import Client
 
 from kubesim.handle import KubeSim
 from tests.workflows.service_harness import NAME, NAMESPACE, Story, eventually, isvc_manifest, story
 from workers.watch.deployments import DeploymentWatcher, TemporalDeploymentSink
 from workflows.service.messages import ServiceStatusView
+from workflows.service.projection import MULTINODE_SHOWN
 
 pytestmark = pytest.mark.workflows
 
@@ -191,18 +193,27 @@ def _object_condition(s: Story, kind: str, status: str) -> dict[str, Any] | None
     return found if found is not None and found["status"] == status else None
 
 
+@pytest.mark.parametrize("recorded_before", [False, True], ids=["now", "runs-recorded-before"])
 async def test_a_multinode_component_says_why_it_does_not_run(
-    dev_client: Client, task_queue: str, kubesim: KubeSim
+    dev_client: Client, task_queue: str, kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch, recorded_before: bool
 ) -> None:
     """An engine pinned to MultiNode (a LeaderWorkerSet in OME, which this product does not run):
     the apply warns, and the InferenceService's `Ready` and `EngineReady` name the component and
-    the fix, not "the InferenceService declares no component"."""
+    the fix (`isvc-multinode-shown`), not "the InferenceService declares no component" as runs
+    from before did."""
+    if recorded_before:
+        patched = workflow.patched
+        monkeypatch.setattr(workflow, "patched", lambda change: change != MULTINODE_SHOWN and patched(change))
     manifest = isvc_manifest()
     manifest["spec"]["engine"]["annotations"] = {"ome.io/deploymentMode": "MultiNode"}
     fix = "which needs a LeaderWorkerSet this product does not run; remove the annotation"
     async with story(dev_client, task_queue, kubesim) as s:
         result = await s.apply(manifest)
         assert result.accepted and any(fix in warning and "MultiNodeNotSupported" in warning for warning in result.warnings)
+        if recorded_before:
+            ready = await eventually(lambda: _object_condition(s, "Ready", "False"), "the object's Ready=False")
+            assert ready["reason"] == "NoComponents" and _object_condition(s, "EngineReady", "False") is None
+            return
         ready = await eventually(lambda: _object_condition(s, "Ready", "False"), "the object's Ready=False")
         assert ready["reason"] == "MultiNodeNotSupported" and ready["message"].startswith("engine: ")
         assert fix in ready["message"]

@@ -236,6 +236,9 @@ class ServiceState(MessageModel):
     until their InferenceReplica has drained and their objects are gone."""
     conditions: list[Condition] = Field(default_factory=list)
     written_status: str = ""
+    multinode_shown: bool = False
+    """Whether the status names a component pinned to MultiNode (`projection.MULTINODE_SHOWN`,
+    asked once such a component is met). Runs from before left it out of the status."""
     cluster: ClusterLifecycle = Field(default_factory=ClusterLifecycle)
     deployments: dict[str, DeploymentObserved] = Field(default_factory=dict)
     """Each Deployment-mode component's Deployment as last read or reported by the watcher."""

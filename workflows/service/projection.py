@@ -53,6 +53,12 @@ def identity(manifest: dict[str, Any]) -> tuple[str, str]:
     return str(metadata.get("namespace") or "default"), str(metadata.get("name") or "")
 
 
+MULTINODE_SHOWN = "isvc-multinode-shown"
+"""`workflow.patched` id: a component pinned to MultiNode is named in `Ready` and
+`<Component>Ready` (`MultiNodeNotSupported`, with the fix). Runs from before left it out, and
+their `Ready` read "the InferenceService declares no component"."""
+
+
 class ServiceProjection:
     """Phase and status over `self.state`; the workflow subclass owns the messages."""
 
@@ -116,7 +122,7 @@ class ServiceProjection:
         for component, desired, observed in self.deployment_targets():
             reports.append(deployment_component_report(component, desired, observed))
         for component, mode in state.modes.items():
-            if mode == "MultiNode" and component not in state.retiring:
+            if state.multinode_shown and mode == "MultiNode" and component not in state.retiring:
                 reports.append(multinode_component_report(component))
         # One order whatever runs each component, so conditions don't move between passes.
         reports.sort(key=lambda report: report.name)
@@ -151,6 +157,8 @@ class ServiceProjection:
 
     async def write_status(self) -> None:
         state = self.state
+        if not state.multinode_shown and "MultiNode" in state.modes.values():
+            state.multinode_shown = workflow.patched(MULTINODE_SHOWN)
         body = self.status_body()
         state.conditions = [Condition.model_validate(c) for c in body["conditions"]]
         fingerprint = json.dumps(body, sort_keys=True)
